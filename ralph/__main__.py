@@ -1,0 +1,3 @@
+from ralph.cli import main
+
+main()

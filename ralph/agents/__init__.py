@@ -1,0 +1,16 @@
+"""Agent backends behind one small interface (`base.Agent`)."""
+
+from __future__ import annotations
+
+from ralph.agents.base import Agent
+from ralph.config import AgentConfig
+
+
+def make_agent(config: AgentConfig) -> Agent:
+    if config.kind == "command":
+        from ralph.agents.command import CommandAgent
+
+        return CommandAgent(config.command)
+    from ralph.agents.openai import OpenAIAgent  # imported only when used: openai is slow to import
+
+    return OpenAIAgent(config)

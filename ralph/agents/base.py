@@ -1,0 +1,48 @@
+"""The agent interface: given a lap task, do the work in the worktree and say how it went."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class LapTask:
+    run: str
+    lap: int
+    worktree: Path
+    prompt: str
+    timeout: float  # seconds for the agent's whole part of the lap
+    log_dir: Path  # the lap's folder under the common git dir: transcripts, logs
+    env: dict[str, str]  # already cleaned of secrets
+
+
+class Usage(BaseModel):
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False  # True when a server reported no usage and ralph estimated it
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class AgentResult(BaseModel):
+    kind: str
+    # ok: judge the work; failed/timeout: the lap is red; error: not judged (e.g. API outage)
+    outcome: Literal["ok", "failed", "timeout", "error"]
+    duration_s: float
+    exit_code: int | None = None
+    summary: str = ""
+    detail: str = ""  # why it failed, or the tail of the agent's output
+    usage: Usage = Usage()
+
+
+class Agent(Protocol):
+    kind: str
+
+    def run_lap(self, task: LapTask) -> AgentResult: ...

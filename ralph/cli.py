@@ -1,0 +1,120 @@
+"""The command line: click declarations only; each command calls one function for its exit code."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+
+from ralph import ui
+from ralph.errors import Exit, Interrupted, RalphError
+
+RUN_OPTION = click.option("--run", "run_name", metavar="NAME", help="The run (default: the most recent).")
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def _on_sigterm(signum, frame):
+    raise Interrupted()
+
+
+def _call(function, *args, **kwargs) -> None:
+    """The one place where errors become messages and exit codes."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        code = function(*args, **kwargs)
+    except RalphError as exc:
+        ui.error(str(exc))
+        code = exc.exit_code
+    except (KeyboardInterrupt, Interrupted):
+        ui.error("interrupted — the run branch is where the last green lap left it; `ralph run` resumes")
+        code = Exit.INTERRUPTED
+    except Exception:
+        with tempfile.NamedTemporaryFile("w", prefix="ralph-crash-", suffix=".txt", delete=False) as out:
+            traceback.print_exc(file=out)
+        ui.error(f"internal error (a bug in ralph); the traceback is in {out.name}")
+        code = Exit.ERROR
+    sys.exit(int(code))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="git-ralph")
+def main() -> None:
+    """Run long coding jobs as fresh agent laps, judged by the repository's own checks."""
+
+
+@main.command()
+def init() -> None:
+    """Write a commented ralph.yaml, TODO.md and PROGRESS.md (never overwrites)."""
+    from ralph.scaffold import init as do_init
+
+    _call(do_init, Path.cwd())
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default: ralph.yaml).")
+@click.option("--name", help="Run name; an existing run is resumed.")
+@click.option("--max-laps", type=click.IntRange(min=1), help="Override limits.max_laps.")
+@click.option("--allow-dirty", is_flag=True, help="Start even with uncommitted changes (laps will not see them).")
+def run(config_path, name, max_laps, allow_dirty) -> None:
+    """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
+    5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
+    from ralph.loop import RunOptions, run as do_run
+
+    _call(do_run, RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty))
+
+
+@main.command()
+@RUN_OPTION
+@JSON_OPTION
+def log(run_name, as_json) -> None:
+    """One row a lap: status, reason, duration, files changed, TODO."""
+    from ralph.review import log as do_log
+
+    _call(do_log, Path.cwd(), run_name, as_json)
+
+
+@main.command()
+@click.argument("lap", type=int)
+@RUN_OPTION
+@JSON_OPTION
+def show(lap, run_name, as_json) -> None:
+    """A lap's record, diffstat and check output."""
+    from ralph.review import show as do_show
+
+    _call(do_show, Path.cwd(), lap, run_name, as_json)
+
+
+@main.command()
+@RUN_OPTION
+@JSON_OPTION
+def status(run_name, as_json) -> None:
+    """Last green, laps used, fuses, done or not."""
+    from ralph.review import status as do_status
+
+    _call(do_status, Path.cwd(), run_name, as_json)
+
+
+@main.command()
+@RUN_OPTION
+@click.option("--squash", "how", flag_value="squash", default=True, help="One commit (default).")
+@click.option("--merge", "how", flag_value="merge", help="A merge commit keeping every lap.")
+@click.option("--rebase", "how", flag_value="rebase", help="Every green lap replayed onto your branch.")
+def land(run_name, how) -> None:
+    """Bring the green line onto your current branch (refuses a dirty work tree)."""
+    from ralph.review import land as do_land
+
+    _call(do_land, Path.cwd(), run_name, how)
+
+
+@main.command()
+@RUN_OPTION
+@click.option("--refs", is_flag=True, help="Also delete the run's refs, branch, notes and logs.")
+def clean(run_name, refs) -> None:
+    """Remove a run's worktrees (and with --refs, everything of it)."""
+    from ralph.review import clean as do_clean
+
+    _call(do_clean, Path.cwd(), run_name, refs)

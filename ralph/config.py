@@ -1,0 +1,147 @@
+"""`ralph.yaml`: one pydantic model per section, and errors that name the file, key and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+
+from ralph.errors import RalphError
+
+CONFIG_FILE = "ralph.yaml"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentConfig(Section):
+    kind: Literal["command", "openai"] = Field("command", description="Which agent runs a lap.")
+    command: str | None = Field(None, description="kind: command — run through the shell in the lap worktree.")
+    model: str | None = Field(None, description="kind: openai — the model name the endpoint serves.")
+    base_url: str | None = Field(None, description="kind: openai — default $OPENAI_BASE_URL, else OpenAI.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="The NAME of the variable holding the API key.")
+    temperature: float = Field(0.2, ge=0, le=2)
+    max_turns: PositiveInt = Field(60, description="Model calls per lap.")
+    request_timeout: float = Field(120, gt=0, description="Seconds per request.")
+    fix_attempts: int = Field(1, ge=0, description="Times red checks are shown to the agent within a lap.")
+
+    @model_validator(mode="after")
+    def _needs_its_fields(self) -> AgentConfig:
+        if self.kind == "command" and not (self.command or "").strip():
+            raise ValueError("agent.command is required when agent.kind is 'command'")
+        if self.kind == "openai" and not self.model:
+            raise ValueError("agent.model is required when agent.kind is 'openai'")
+        return self
+
+
+class Limits(Section):
+    max_laps: PositiveInt = Field(10, description="The fuse: laps in the whole run.")
+    stagnation: PositiveInt = Field(3, description="Stop after this many laps in a row without progress.")
+    lap_timeout: float = Field(1800, gt=0, description="Seconds for the agent part of one lap.")
+    check_timeout: float = Field(900, gt=0, description="Seconds for each check.")
+    max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
+    max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
+
+
+class Files(Section):
+    todo: str = "TODO.md"
+    progress: str = "PROGRESS.md"
+
+
+class Commit(Section):
+    verify: bool = Field(True, description="Run the repository's git hooks on lap commits.")
+
+
+class Config(Section):
+    goal: str = Field(min_length=1, description="What the whole run is for, in a sentence.")
+    agent: AgentConfig
+    checks: list[str] = Field(default_factory=list, description="Shell commands; done = every one exits 0.")
+    limits: Limits = Field(default_factory=Limits)
+    files: Files = Field(default_factory=Files)
+    commit: Commit = Field(default_factory=Commit)
+
+
+def load(path: Path) -> Config:
+    """Read and validate a config file; every problem becomes one RalphError line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RalphError(f"{path}: not found — write one with `ralph init` or pass --config") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RalphError(f"{path}: cannot read it ({exc})") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, name: str) -> Config:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise RalphError(f"{name}{where}: not valid YAML: {problem}") from None
+    if data is None:
+        raise RalphError(f"{name}: the file is empty — it needs at least `goal:`, `agent:` and `checks:`")
+    if not isinstance(data, dict):
+        raise RalphError(f"{name}: expected a mapping of keys (goal:, agent:, checks: …), "
+                         f"found {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise RalphError(_describe(exc, text, name)) from None
+
+
+def _describe(exc: ValidationError, text: str, name: str) -> str:
+    """The first validation error as `file (line N): key: what was expected`."""
+    error = exc.errors()[0]
+    loc = [part for part in error["loc"] if not str(part).startswith("function-after")]
+    key = ".".join(str(part) for part in loc) or "(top level)"
+    line = _line_of(text, loc)
+    where = f" (line {line})" if line else ""
+    kind, message = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        section = _section(loc[:-1])
+        message = "unknown key" + (f"; expected one of: {', '.join(section.model_fields)}" if section else "")
+    elif kind == "missing":
+        message = "required key is missing"
+    elif kind == "value_error":
+        message = message.removeprefix("Value error, ")
+        return f"{name}{where}: {message}"
+    more = len(exc.errors()) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{name}{where}: {key}: {message}{tail}"
+
+
+def _section(loc: list) -> type[BaseModel] | None:
+    model = Config
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _line_of(text: str, loc: list) -> int | None:
+    """The 1-based line of a key path in the YAML source, as close as it can be found."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

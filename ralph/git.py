@@ -1,0 +1,215 @@
+"""The one door to git: small typed functions that take the directory to run in.
+
+Every git command goes through `proc.run` with `proc.clean_env()`, so GIT_DIR and
+friends from a calling hook cannot redirect it and the repository's hooks never see
+secrets. GitPython is used only to find and describe a repository (it reads files;
+no long-lived `Repo`, no `cat-file` processes left behind).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import git as gitpython
+
+from ralph import proc
+from ralph.errors import RalphError
+
+NOTES_REF = "refs/notes/ralph"
+ZERO = "0" * 40
+# Durable ref and object writes: a green line must not point at a commit lost in a crash.
+_DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
+
+
+class GitFailed(RalphError):
+    def __init__(self, args: list[str], result: proc.Completed):
+        said = (result.stderr or result.output)[-600:].strip()
+        super().__init__(f"git {' '.join(args)} failed ({result.exit_code}): {said}")
+        self.result = result
+
+
+def run(cwd: Path, *args: str, input: str | None = None, timeout: float | None = 300,
+        check: bool = True, hooks: bool = False) -> proc.Completed:
+    """Run git, stdout and stderr apart; raise GitFailed on a non-zero exit when `check`.
+
+    `hooks` marks commands that run the repository's own code, so stray processes
+    they leave are swept like any check's.
+    """
+    result = proc.run(["git", *args], cwd, env=proc.clean_env(), input=input, timeout=timeout,
+                      cap=1 << 24, stderr_apart=not hooks, sweep=hooks)
+    if check and not result.ok:
+        raise GitFailed(list(args), result)
+    return result
+
+
+def out(cwd: Path, *args: str, input: str | None = None) -> str:
+    """Run git for its (machine-readable) standard output."""
+    return run(cwd, *args, input=input).output.strip()
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    top: Path  # the user's work tree root
+    common_dir: Path  # shared by every worktree: where ralph keeps its state
+    branch: str | None  # the user's current branch, None when detached
+    head: str  # the user's HEAD commit
+
+
+def open_repo(path: Path) -> RepoInfo:
+    """Describe the repository at `path`, or say clearly why ralph cannot work there."""
+    try:
+        repo = gitpython.Repo(path, search_parent_directories=True)
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
+        raise RalphError(f"not a git repository: {path} — run ralph inside a git repository") from None
+    try:
+        if repo.bare:
+            raise RalphError(f"{repo.git_dir} is a bare repository — ralph needs a work tree; clone it first")
+        if not repo.head.is_valid():
+            raise RalphError("the repository has no commits yet — commit something first (git commit)")
+        branch = None if repo.head.is_detached else repo.head.ref.name
+        return RepoInfo(Path(repo.working_tree_dir), Path(repo.common_dir).resolve(), branch,
+                        repo.head.commit.hexsha)
+    finally:
+        repo.close()
+
+
+def rev(cwd: Path, name: str) -> str | None:
+    """The commit (or object) a name points at, None when it does not exist."""
+    result = run(cwd, "rev-parse", "-q", "--verify", name, check=False)
+    return result.output.strip() if result.ok else None
+
+
+def update_ref(cwd: Path, ref: str, new: str, old: str | None) -> bool:
+    """Compare-and-swap `ref` from `old` (None: must not exist) to `new`; False if it lost."""
+    result = run(cwd, *_DURABLE, "update-ref", "-m", "ralph", ref, new, old or ZERO, check=False)
+    return result.ok
+
+
+def delete_ref(cwd: Path, ref: str) -> None:
+    run(cwd, "update-ref", "-d", ref)
+
+
+def refs(cwd: Path, prefix: str) -> dict[str, str]:
+    """Every ref under `prefix`, mapped to the object it points at."""
+    listing = out(cwd, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
+    return dict(line.split(" ", 1) for line in listing.splitlines() if line)
+
+
+def write_blob(cwd: Path, text: str) -> str:
+    return out(cwd, *_DURABLE, "hash-object", "-w", "--stdin", input=text)
+
+
+def read_blob(cwd: Path, sha: str) -> str:
+    return out(cwd, "cat-file", "blob", sha)
+
+
+def show_file(cwd: Path, commit: str, path: str) -> str | None:
+    """A file's text at a commit, None when it is not there."""
+    result = run(cwd, "show", f"{commit}:{path}", check=False)
+    return result.output if result.ok else None
+
+
+def tree(cwd: Path, commit: str) -> str:
+    return out(cwd, "rev-parse", f"{commit}^{{tree}}")
+
+
+def changed_files(cwd: Path, old: str, new: str) -> list[str]:
+    listing = out(cwd, "diff", "--name-only", "--no-renames", "-z", old, new)
+    return [name for name in listing.split("\0") if name]
+
+
+def diffstat(cwd: Path, old: str, new: str) -> str:
+    return run(cwd, "diff", "--stat=100", old, new).output.rstrip()
+
+
+def is_dirty(cwd: Path) -> bool:
+    # --no-optional-locks: a plain status may rewrite the user's index to refresh it.
+    return bool(out(cwd, "--no-optional-locks", "status", "--porcelain", "--untracked-files=normal"))
+
+
+# --- worktrees -------------------------------------------------------------------------
+
+def add_worktree(cwd: Path, path: Path, commit: str, reason: str) -> None:
+    """A detached, locked worktree at `commit`; the lock reason tells people whose it is."""
+    run(cwd, "worktree", "add", "--detach", "--lock", "--reason", reason, str(path), commit)
+
+
+def remove_worktrees_under(common_dir: Path, folder: Path) -> int:
+    """Unregister and delete every worktree whose path is inside `folder` (ralph's own).
+
+    Reads the worktree admin entries directly instead of running `git worktree prune`,
+    which would also drop the user's own missing worktrees.
+    """
+    removed = 0
+    admin_root = common_dir / "worktrees"
+    folder = folder.resolve()
+    for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else ():
+        try:
+            gitdir_file = Path((admin / "gitdir").read_text().strip())
+        except OSError:
+            continue
+        worktree = gitdir_file.parent.resolve()
+        if folder not in worktree.parents:
+            continue
+        if worktree.is_dir():
+            run(common_dir, "worktree", "remove", "--force", "--force", str(worktree), check=False)
+        _rmtree(worktree)
+        _rmtree(admin)
+        removed += 1
+    return removed
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def worktree_branches(cwd: Path) -> dict[str, Path]:
+    """Branches checked out in any worktree, mapped to where."""
+    listing = out(cwd, "worktree", "list", "--porcelain")
+    found, path = {}, None
+    for line in listing.splitlines():
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree "):])
+        elif line.startswith("branch ") and path is not None:
+            found[line[len("branch "):]] = path
+    return found
+
+
+# --- commits and notes -----------------------------------------------------------------
+
+def commit_all(worktree: Path, message: str, *, verify: bool, timeout: float) -> proc.Completed:
+    """`git add -A` and `git commit`, hooks included unless `verify` is False."""
+    run(worktree, "add", "-A", timeout=timeout)
+    args = ["commit", "--allow-empty", "-q", "-m", message]
+    if not verify:
+        args.append("--no-verify")
+    return run(worktree, *_DURABLE, *args, timeout=timeout, check=False, hooks=True)
+
+
+def add_note(cwd: Path, commit: str, text: str) -> None:
+    run(cwd, *_DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
+
+
+def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
+    """The ralph notes of many commits, read by one git process whatever their number."""
+    if not commits or not rev(cwd, NOTES_REF):
+        return {}
+    listing = run(cwd, "log", "--no-walk=unsorted", f"--notes={NOTES_REF}",
+                  "--format=%H%x00%N%x1e", *commits).output
+    found = {}
+    for record in listing.split("\x1e"):
+        commit, _, note = record.strip("\n").partition("\0")
+        if note.strip():
+            found[commit] = note.strip()
+    return found
+
+
+def remove_note(cwd: Path, commit: str) -> None:
+    run(cwd, "notes", "--ref", NOTES_REF, "remove", "--ignore-missing", commit)
+
+
+def config_value(cwd: Path, key: str) -> str | None:
+    result = run(cwd, "config", "--get", key, check=False)
+    return result.output.strip() if result.ok else None

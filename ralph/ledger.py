@@ -1,0 +1,188 @@
+"""Run state, read back from git: refs under `refs/ralph/<run>/`, the green branch, lap notes.
+
+Nothing here lives only in memory: after a crash, `load` rebuilds the same state.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from ralph import git
+from ralph.agents.base import AgentResult
+from ralph.checks import CheckResult
+from ralph.errors import RalphError
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def branch_ref(run: str) -> str:
+    return f"refs/heads/ralph/{run}"
+
+
+def base_ref(run: str) -> str:
+    return f"refs/ralph/{run}/base"
+
+
+def record_ref(run: str) -> str:
+    return f"refs/ralph/{run}/run"
+
+
+def lap_ref(run: str, lap: int) -> str:
+    return f"refs/ralph/{run}/laps/{lap}"
+
+
+class RunRecord(BaseModel):
+    """Written once when a run starts, as a blob that `refs/ralph/<run>/run` points at."""
+
+    run: str
+    created_at: str
+    base: str
+    user_branch: str | None
+    config: dict  # the configuration the run is judged by
+    baseline: list[CheckResult]  # the checks on the base commit
+
+
+class TodoCounts(BaseModel):
+    open: int
+    done: int
+
+
+class LapRecord(BaseModel):
+    """The JSON note on each lap commit."""
+
+    run: str
+    lap: int
+    status: Literal["green", "red", "error"]
+    reason: str
+    started_at: str
+    duration_s: float
+    commit: str
+    parent: str  # the last green commit the lap started from
+    checks: list[CheckResult] = []
+    agent: AgentResult
+    todo: TodoCounts
+    ticked: list[str] = []
+    files_changed: int = 0
+    progress: bool = False  # objective progress: green and ticked at least one item
+    done: bool = False  # every check passes and no TODO item is open
+    output_tail: str = ""  # the output that explains a red verdict (check, hook or agent)
+
+
+@dataclass
+class Lap:
+    number: int
+    commit: str
+    record: LapRecord | None  # None: the ref exists but the note was never written (crash)
+
+
+@dataclass
+class RunState:
+    name: str
+    record: RunRecord
+    green: str  # tip of the green line
+    laps: list[Lap] = field(default_factory=list)
+
+    @property
+    def next_lap(self) -> int:
+        return self.laps[-1].number + 1 if self.laps else 1
+
+    def green_checks(self) -> list[CheckResult]:
+        """Check results of the last green commit: its lap's note, or the baseline."""
+        for lap in reversed(self.laps):
+            if lap.commit == self.green and lap.record:
+                return lap.record.checks
+        return self.record.baseline
+
+    def last_record(self) -> LapRecord | None:
+        return self.laps[-1].record if self.laps else None
+
+    def laps_without_progress(self) -> int:
+        """Judged laps in a row, from the latest, that made no objective progress."""
+        count = 0
+        for lap in reversed(self.laps):
+            if lap.record and lap.record.status == "error":
+                continue
+            if lap.record and lap.record.progress:
+                break
+            count += 1
+        return count
+
+    def errors_in_a_row(self) -> int:
+        count = 0
+        for lap in reversed(self.laps):
+            if not (lap.record and lap.record.status == "error"):
+                break
+            count += 1
+        return count
+
+
+def check_name(name: str) -> str:
+    if not RUN_NAME.match(name):
+        raise RalphError(f"bad run name {name!r} — use letters, digits, '.', '_' and '-' (at most 80)")
+    return name
+
+
+def load(cwd: Path, run: str) -> RunState | None:
+    """The state of `run`, or None when it was never started (or never got past its baseline)."""
+    refs = git.refs(cwd, f"refs/ralph/{run}/")
+    if record_ref(run) not in refs:
+        return None
+    record = RunRecord.model_validate_json(git.read_blob(cwd, refs[record_ref(run)]))
+    green = git.rev(cwd, branch_ref(run)) or record.base
+    prefix = f"refs/ralph/{run}/laps/"
+    numbered = sorted((int(ref[len(prefix):]), sha) for ref, sha in refs.items()
+                      if ref.startswith(prefix) and ref[len(prefix):].isdigit())
+    notes = git.notes(cwd, [sha for _, sha in numbered])
+    laps = [Lap(number, sha, _parse_note(notes.get(sha))) for number, sha in numbered]
+    return RunState(run, record, green, laps)
+
+
+def _parse_note(text: str | None) -> LapRecord | None:
+    if not text:
+        return None
+    try:
+        return LapRecord.model_validate_json(text)
+    except ValidationError:
+        return None
+
+
+def run_names(cwd: Path) -> list[str]:
+    """Every run in the repository, oldest first."""
+    records = {ref.split("/")[2]: sha for ref, sha in git.refs(cwd, "refs/ralph/").items()
+               if ref.endswith("/run") and ref.count("/") == 3}
+    created = {name: RunRecord.model_validate_json(git.read_blob(cwd, sha)).created_at
+               for name, sha in records.items()}
+    return sorted(created, key=lambda name: (created[name], name))
+
+
+def resolve(cwd: Path, run: str | None) -> RunState:
+    """The named run, or the most recent one; a clear error when there is none."""
+    if run is None:
+        names = run_names(cwd)
+        if not names:
+            raise RalphError("no ralph run in this repository yet — start one with `ralph run`")
+        run = names[-1]
+    state = load(cwd, check_name(run))
+    if state is None:
+        known = ", ".join(run_names(cwd)) or "none"
+        raise RalphError(f"no run named {run!r} — known runs: {known}")
+    return state
+
+
+def save_record(cwd: Path, record: RunRecord) -> None:
+    blob = git.write_blob(cwd, record.model_dump_json(indent=1))
+    if not git.update_ref(cwd, record_ref(record.run), blob, None):
+        raise RalphError(f"run {record.run!r} was started by another process at the same time")
+
+
+def save_lap(cwd: Path, record: LapRecord) -> None:
+    """Note first, then the lap ref: a lap ref always has its note (except after a crash between)."""
+    git.add_note(cwd, record.commit, record.model_dump_json(indent=1))
+    if not git.update_ref(cwd, lap_ref(record.run, record.lap), record.commit, None):
+        raise RalphError(f"lap {record.lap} of run {record.run!r} is already recorded — "
+                         "is another `ralph run` working on it?")

@@ -1,0 +1,150 @@
+"""The run: checks, lock, baseline, laps in order, fuses, and the reason it stopped."""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from ralph import config as config_module
+from ralph import git, ledger, proc, todo, ui
+from ralph.agents import make_agent
+from ralph.errors import Exit, RalphError
+from ralph.lap import RunContext, in_worktree, now_iso, run_lap
+from ralph.ledger import RunRecord, RunState
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    cwd: Path
+    config_path: Path | None = None
+    name: str | None = None
+    max_laps: int | None = None
+    allow_dirty: bool = False
+
+
+def run(options: RunOptions) -> Exit:
+    repo = git.open_repo(options.cwd)
+    cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
+    if options.max_laps is not None:
+        cfg.limits.max_laps = options.max_laps
+    name = ledger.check_name(options.name or default_name(cfg.goal))
+    _refuse_unsafe_start(repo, name, options.allow_dirty)
+    run_dir = repo.common_dir / "ralph" / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with _run_lock(run_dir, name):
+        git.remove_worktrees_under(repo.common_dir, run_dir / "worktrees")
+        ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), proc.clean_env())
+        try:
+            return _laps(ctx, _start_or_resume(ctx))
+        finally:
+            git.remove_worktrees_under(repo.common_dir, ctx.worktrees)
+
+
+def default_name(goal: str) -> str:
+    words = re.findall(r"[a-z0-9]+", goal.lower())[:4]
+    return "-".join([date.today().strftime("%Y%m%d"), *words]) if words else date.today().strftime("%Y%m%d")
+
+
+def _refuse_unsafe_start(repo: git.RepoInfo, name: str, allow_dirty: bool) -> None:
+    if repo.branch is None:
+        raise RalphError("HEAD is detached — check out the branch the run should start from")
+    if not allow_dirty and git.is_dirty(repo.top):
+        raise RalphError("the work tree has uncommitted changes, which laps would not see — "
+                         "commit or stash them, or pass --allow-dirty to start from HEAD anyway")
+    elsewhere = git.worktree_branches(repo.top).get(ledger.branch_ref(name))
+    if elsewhere is not None:
+        raise RalphError(f"the run branch ralph/{name} is checked out in {elsewhere} — "
+                         "switch that worktree to another branch first")
+
+
+@contextmanager
+def _run_lock(run_dir: Path, name: str):
+    """One `ralph run` per run; the kernel releases the lock when the process dies."""
+    with open(run_dir / "lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RalphError(f"run {name!r} is already running in another process") from None
+        yield
+
+
+def _start_or_resume(ctx: RunContext) -> RunState:
+    state = ledger.load(ctx.top, ctx.run)
+    if state is not None:
+        ui.say(f"resuming run [bold]{ctx.run}[/] at lap {state.next_lap} "
+               f"(last green {state.green[:10]})")
+        return _finish_interrupted_advance(ctx, state)
+    # A crash before the record is written leaves the base ref: start again from it.
+    base = git.rev(ctx.top, ledger.base_ref(ctx.run))
+    if base is None:
+        base = ctx.repo.head
+        git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, None)
+    branch = git.rev(ctx.top, ledger.branch_ref(ctx.run))
+    if branch not in (None, base):
+        raise RalphError(f"a branch ralph/{ctx.run} already exists and is not this run's — "
+                         "pick another name with --name")
+    ui.say(f"run [bold]{ctx.run}[/]: baseline checks on {base[:10]}")
+    log_dir = ctx.run_dir / "baseline"
+    log_dir.mkdir(exist_ok=True)
+    baseline = in_worktree(ctx, "baseline", base, lambda worktree: ctx.check(worktree, log_dir))
+    ui.baseline(baseline)
+    if branch is None:
+        git.update_ref(ctx.top, ledger.branch_ref(ctx.run), base, None)
+    record = RunRecord(run=ctx.run, created_at=now_iso(), base=base, user_branch=ctx.repo.branch,
+                       config=ctx.config.model_dump(mode="json"), baseline=baseline)
+    ledger.save_record(ctx.top, record)
+    return RunState(ctx.run, record, base)
+
+
+def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
+    """A lap judged green whose branch update a crash cut off: its checks ran, so advance it."""
+    last = state.laps[-1] if state.laps else None
+    if last and last.record and last.record.status == "green" and last.record.parent == state.green:
+        if git.update_ref(ctx.top, ledger.branch_ref(ctx.run), last.commit, state.green):
+            state.green = last.commit
+    return state
+
+
+def _laps(ctx: RunContext, state: RunState) -> Exit:
+    limits = ctx.config.limits
+    started = time.monotonic()
+    while True:
+        stop = _why_stop(ctx, state, started)
+        if stop is not None:
+            ui.stopped(stop[0], stop[1])
+            return stop[0]
+        number = state.next_lap
+        ui.lap_start(number, limits.max_laps)
+        record = run_lap(ctx, state, number)
+        ui.lap_end(record)
+        state.laps.append(ledger.Lap(number, record.commit, record))
+        if record.status == "green":
+            state.green = record.commit
+
+
+def _why_stop(ctx: RunContext, state: RunState, started: float) -> tuple[Exit, str] | None:
+    limits = ctx.config.limits
+    last = state.last_record()
+    if last is None and not state.laps and _done_at_base(ctx, state):
+        return Exit.DONE, "done: every check passes and every TODO item is ticked at the base"
+    if last and last.done and last.commit == state.green:
+        return Exit.DONE, f"done at lap {last.lap}: every check passes and every TODO item is ticked"
+    if state.errors_in_a_row() >= 3:
+        return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
+    if len(state.laps) >= limits.max_laps:
+        return Exit.MAX_LAPS, f"max_laps ({limits.max_laps}) reached without finishing"
+    if state.laps_without_progress() >= limits.stagnation:
+        return Exit.STAGNATION, f"{state.laps_without_progress()} laps in a row without progress"
+    if limits.max_minutes is not None and time.monotonic() - started >= limits.max_minutes * 60:
+        return Exit.MAX_MINUTES, f"max_minutes ({limits.max_minutes:g}) reached"
+    return None
+
+
+def _done_at_base(ctx: RunContext, state: RunState) -> bool:
+    items = todo.parse(git.show_file(ctx.top, state.green, ctx.config.files.todo))
+    return bool(items) and todo.count(items).open == 0 and all(c.passed for c in state.record.baseline)

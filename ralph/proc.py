@@ -1,0 +1,239 @@
+"""The one door to subprocesses: own process group, timeout, capped output, clean kill.
+
+Checks, git (and so the repository's hooks), command agents and the built-in agent's
+shell tool all run through `run`, so one place decides how a hung or flooding command
+is stopped and what its environment may contain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
+KILL_GRACE = 2.0  # seconds between TERM and KILL
+DRAIN_GRACE = 1.0  # seconds to keep reading after the command exited (grandchildren)
+_TOKEN_VAR = "RALPH_PROC_TOKEN"
+
+# Variables that make git look at another repository than the one in cwd
+# (`git rev-parse --local-env-vars`); stripped so ralph works from inside a hook.
+GIT_LOCAL_VARS = frozenset(
+    """GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT
+    GIT_OBJECT_DIRECTORY GIT_DIR GIT_WORK_TREE GIT_IMPLICIT_WORK_TREE GIT_GRAFT_FILE
+    GIT_INDEX_FILE GIT_NO_REPLACE_OBJECTS GIT_REPLACE_REF_BASE GIT_PREFIX GIT_SHALLOW_FILE
+    GIT_COMMON_DIR GIT_INTERNAL_SUPER_PREFIX""".split()
+)
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def clean_env(allow: tuple[str, ...] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager.
+
+    `allow` names variables the user explicitly lets through (ralph.yaml `env.pass`).
+    """
+    env = {}
+    for name, value in os.environ.items():
+        secret = _SECRET_NAME.search(name) or name == "SSH_AUTH_SOCK"
+        if name in allow or not (secret or name in GIT_LOCAL_VARS):
+            env[name] = value
+    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Completed:
+    """What a finished command left behind."""
+
+    command: str
+    exit_code: int
+    output: str  # stdout and stderr interleaved, capped: head, a cut marker, tail
+    duration: float
+    timed_out: bool = False
+    cut_bytes: int = 0
+    spill_path: Path | None = None
+    stderr: str = ""  # only with stderr_apart=True; otherwise stderr is in `output`
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.output[-chars:]
+
+
+class _CappedOutput:
+    """Keeps the first and last `cap/2` bytes, counts the rest, optionally spills all of it."""
+
+    def __init__(self, cap: int, spill: Path | None):
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_len = 0
+        self.half = cap // 2
+        self.total = 0
+        self.spill = open(spill, "wb") if spill else None
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.spill:
+            self.spill.write(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_len += len(data)
+            while self.tail_len - len(self.tail[0]) >= self.half:
+                self.tail_len -= len(self.tail.popleft())
+
+    def text(self, spill: Path | None) -> tuple[str, int]:
+        if self.spill:
+            self.spill.close()
+        tail = b"".join(self.tail)[-self.half :] if self.tail else b""
+        cut = self.total - len(self.head) - len(tail)
+        head_text = self.head.decode("utf-8", "replace")
+        if cut <= 0:
+            return head_text + tail.decode("utf-8", "replace"), 0
+        where = f"; the full output is in {spill}" if spill else ""
+        marker = f"\n[... {cut} bytes cut{where} ...]\n"
+        return head_text + marker + tail.decode("utf-8", "replace"), cut
+
+
+def run(
+    command: str | list[str],
+    cwd: Path | str,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    input: str | bytes | None = None,
+    cap: int = OUTPUT_CAP,
+    spill: Path | None = None,
+    stderr_apart: bool = False,
+    sweep: bool = True,
+) -> Completed:
+    """Run `command` (a shell string, or an argv list) and wait for it, whatever it does.
+
+    The command gets its own session (so its own process group); on timeout or
+    interrupt the whole group gets TERM, then KILL. Processes that left the group
+    (setsid) are found by a token in their environment and killed too (`sweep`; git
+    plumbing that runs no user code skips that scan).
+    """
+    token = uuid.uuid4().hex
+    env = dict(os.environ if env is None else env, **{_TOKEN_VAR: token})
+    shown = command if isinstance(command, str) else " ".join(command)
+    started = time.monotonic()
+    errors = tempfile.TemporaryFile() if stderr_apart else None
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        shell=isinstance(command, str),
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=errors or subprocess.STDOUT,
+        start_new_session=True,
+    )
+    if input is not None:
+        data = input.encode() if isinstance(input, str) else input
+        threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
+    output = _CappedOutput(cap, spill)
+    timed_out = False
+    try:
+        timed_out = _pump(proc, output, None if timeout is None else started + timeout)
+    finally:
+        _kill_all(proc, token if sweep else None)
+        proc.stdout.close()
+    text, cut = output.text(spill)
+    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    return Completed(shown, code, text, time.monotonic() - started, timed_out, cut,
+                     spill if cut else None, _read_and_close(errors, cap))
+
+
+def _read_and_close(stream, cap: int) -> str:
+    if stream is None:
+        return ""
+    with stream:
+        stream.seek(0)
+        return stream.read(cap).decode("utf-8", "replace")
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the command did not want (all of) its input
+
+
+def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None) -> bool:
+    """Read output until EOF; returns True when the deadline killed the command."""
+    timed_out = False
+    drain_until = None  # once the command is gone, grandchildren may hold the pipe open
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline and not timed_out:
+                timed_out = True
+                _signal_group(proc, signal.SIGTERM)
+                drain_until = now + KILL_GRACE
+            if drain_until is None and proc.poll() is not None:
+                drain_until = now + DRAIN_GRACE
+            if drain_until is not None and now >= drain_until:
+                break
+            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+            if sel.select(wait):
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                output.add(chunk)
+    return timed_out
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_all(proc: subprocess.Popen, token: str | None) -> None:
+    """Leave nothing running: the process group, then anything that still carries our token."""
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+    _signal_group(proc, signal.SIGKILL)
+    for pid in _pids_with_token(token) if token else ():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    proc.wait()
+
+
+def _pids_with_token(token: str) -> list[int]:
+    needle = f"{_TOKEN_VAR}={token}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if needle in (entry / "environ").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids

@@ -1,0 +1,155 @@
+"""Looking at a run and bringing it home: log, show, status, land, clean."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from rich.markup import escape
+
+from ralph import git, ledger, ui
+from ralph.errors import Exit, RalphError
+from ralph.ledger import RunState
+
+
+def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
+    top = git.open_repo(cwd).top
+    state = ledger.resolve(top, run)
+    records = [lap.record for lap in state.laps]
+    if as_json:
+        ui.print_json({"run": state.name, "green": state.green,
+                       "laps": [r.model_dump(mode="json") if r else None for r in records]})
+        return Exit.DONE
+    rows = []
+    for lap in state.laps:
+        r = lap.record
+        if r is None:
+            rows.append([str(lap.number), "?", "interrupted before its note was written", "", "", ""])
+            continue
+        rows.append([str(r.lap), ui.status_text(r.status), escape(r.reason), f"{r.duration_s:.1f}s",
+                     str(r.files_changed), f"{r.todo.done}/{r.todo.done + r.todo.open}"])
+    ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
+    ui.table(["lap", "status", "reason", "time", "files", "TODO"], rows)
+    return Exit.DONE
+
+
+def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
+    top = git.open_repo(cwd).top
+    state = ledger.resolve(top, run)
+    lap = next((lap for lap in state.laps if lap.number == number), None)
+    if lap is None:
+        raise RalphError(f"run {state.name!r} has no lap {number} — it has laps 1..{len(state.laps)}")
+    record = lap.record
+    parent = record.parent if record else f"{lap.commit}^"
+    diffstat = git.diffstat(top, parent, lap.commit)
+    if as_json:
+        ui.print_json({"lap": number, "commit": lap.commit, "record": record.model_dump(mode="json") if record
+                       else None, "diffstat": diffstat})
+        return Exit.DONE
+    ui.say(f"[bold]lap {number}[/] of run {state.name}  commit {lap.commit}")
+    if record is None:
+        ui.say("no record: the lap was interrupted before its note was written")
+        return Exit.DONE
+    on_line = " (on the green line)" if _is_ancestor(top, lap.commit, state.green) else ""
+    ui.say(f"status  {ui.status_text(record.status)}{on_line} — {escape(record.reason)}")
+    ui.say(f"started {record.started_at}, {record.duration_s:.1f}s; agent {record.agent.kind} "
+           f"{record.agent.outcome} ({record.agent.duration_s:.1f}s)")
+    ui.say(f"TODO    {record.todo.done} done, {record.todo.open} open; ticked: "
+           f"{escape('; '.join(record.ticked)) or 'none'}")
+    if record.agent.summary:
+        ui.say(f"summary {escape(record.agent.summary)}")
+    ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
+    for check in record.checks:
+        mark = "[green]pass[/]" if check.passed else "[red]fail[/]"
+        ui.say(f"\n[bold]check[/] {mark} {escape(check.command)} (exit {check.exit_code}, {check.duration_s:.1f}s)")
+        ui.say(escape(check.output_tail[-1500:].rstrip()))
+    if record.output_tail and record.status != "green":
+        ui.say(f"\n[bold]why it is {record.status}[/]\n{escape(record.output_tail[-2000:].rstrip())}")
+    return Exit.DONE
+
+
+def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
+    top = git.open_repo(cwd).top
+    state = ledger.resolve(top, run)
+    limits = state.record.config.get("limits", {})
+    last = state.last_record()
+    done = bool(last and last.done and last.commit == state.green)
+    summary = {
+        "run": state.name, "base": state.record.base, "green": state.green,
+        "green_laps": sum(1 for lap in state.laps if lap.record and lap.record.status == "green"),
+        "laps": len(state.laps), "max_laps": limits.get("max_laps"),
+        "without_progress": state.laps_without_progress(), "stagnation": limits.get("stagnation"),
+        "errors_in_a_row": state.errors_in_a_row(), "done": done,
+        "todo": last.todo.model_dump() if last else None,
+    }
+    if as_json:
+        ui.print_json(summary)
+        return Exit.DONE
+    ui.say(f"run [bold]{state.name}[/]: {'[green]done[/]' if done else 'not done'}")
+    ui.say(f"  last green  {state.green[:10]} (base {state.record.base[:10]}), "
+           f"{summary['green_laps']} green lap(s)")
+    ui.say(f"  laps        {summary['laps']} of max {summary['max_laps']}")
+    ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
+    if last:
+        ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")
+    ui.say(f"  review      git log ralph/{state.name}   ·   ralph log   ·   ralph land")
+    return Exit.DONE
+
+
+def land(cwd: Path, run: str | None, how: str) -> Exit:
+    """Bring the green line onto the user's current branch: the one command that touches it."""
+    repo = git.open_repo(cwd)
+    state = ledger.resolve(repo.top, run)
+    if repo.branch is None:
+        raise RalphError("HEAD is detached — check out the branch to land on")
+    if git.is_dirty(repo.top):
+        raise RalphError("the work tree has uncommitted changes — commit or stash them before landing")
+    if state.green == state.record.base:
+        raise RalphError(f"run {state.name!r} has no green lap yet: nothing to land")
+    branch = f"ralph/{state.name}"
+    if how == "merge":
+        steps = [["merge", "--no-ff", "-m", f"Merge ralph run {state.name}", branch]]
+    elif how == "rebase":
+        steps = [["cherry-pick", "--allow-empty", f"{state.record.base}..{branch}"]]
+    else:
+        steps = [["merge", "--squash", branch], ["commit", "-m", _squash_message(repo.top, state)]]
+    for args in steps:
+        result = git.run(repo.top, *args, check=False, hooks=True)
+        if not result.ok:
+            abort = {"merge": ["merge", "--abort"], "cherry-pick": ["cherry-pick", "--abort"]}.get(args[0])
+            if abort:
+                git.run(repo.top, *abort, check=False)
+            raise RalphError(f"landing stopped, nothing was changed: git {args[0]} failed: "
+                             f"{result.tail(500).strip()}")
+    ui.say(f"landed run [bold]{state.name}[/] ({how}) onto {repo.branch}")
+    return Exit.DONE
+
+
+def _squash_message(top: Path, state: RunState) -> str:
+    ticked = [item for lap in state.laps if lap.record and lap.record.status == "green"
+              for item in lap.record.ticked]
+    lines = "\n".join(f"- {item}" for item in ticked) or "- (no TODO item ticked)"
+    goal = state.record.config.get("goal", "")
+    return f"ralph: {goal.strip()[:60]}\n\n{lines}\n\nRalph-Run: {state.name}\n"
+
+
+def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
+    repo = git.open_repo(cwd)
+    state = ledger.resolve(repo.top, run)
+    run_dir = repo.common_dir / "ralph" / state.name
+    removed = git.remove_worktrees_under(repo.common_dir, run_dir)
+    if refs:
+        for lap in state.laps:
+            git.remove_note(repo.top, lap.commit)
+        for ref in git.refs(repo.top, f"refs/ralph/{state.name}/"):
+            git.delete_ref(repo.top, ref)
+        if git.rev(repo.top, ledger.branch_ref(state.name)):
+            git.delete_ref(repo.top, ledger.branch_ref(state.name))
+        shutil.rmtree(run_dir, ignore_errors=True)
+    ui.say(f"cleaned run [bold]{state.name}[/]: {removed} worktree(s) removed"
+           + ("; refs, branch, notes and logs deleted" if refs else ""))
+    return Exit.DONE
+
+
+def _is_ancestor(top: Path, commit: str, of: str) -> bool:
+    return git.run(top, "merge-base", "--is-ancestor", commit, of, check=False).ok

@@ -1,0 +1,68 @@
+"""`ralph init`: a commented ralph.yaml, TODO.md and PROGRESS.md; never overwrites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ralph import git, ui
+from ralph.errors import Exit
+
+CONFIG_TEMPLATE = """\
+# ralph.yaml — how `ralph run` works on this repository. Reference: ralph's README.
+goal: "Describe the whole job in one sentence"      # required
+
+agent:
+  kind: command                  # command: any agent CLI; openai: the built-in agent
+  command: "claude -p --dangerously-skip-permissions"   # run in the lap worktree, prompt on stdin
+  # kind: openai
+  # model: gpt-4o-mini           # any OpenAI-compatible endpoint (Ollama, vLLM, LM Studio, …)
+  # base_url: http://127.0.0.1:11434/v1
+  # api_key_env: OPENAI_API_KEY  # the NAME of the variable that holds the key
+
+checks:                          # the repository's own checks; done = every one exits 0
+  - "python -m pytest -q"
+
+limits:
+  max_laps: 10                   # the fuse
+  stagnation: 3                  # stop after this many laps in a row without progress
+  lap_timeout: 1800              # seconds for the agent part of one lap
+  check_timeout: 900             # seconds for each check
+  max_minutes: null              # wall clock for one `ralph run`
+
+files:
+  todo: TODO.md
+  progress: PROGRESS.md
+
+commit:
+  verify: true                   # run this repository's git hooks on lap commits
+"""
+
+TODO_TEMPLATE = """\
+# TODO
+
+One checkbox per slice of work a single lap can finish and verify. Laps tick
+what they finish; ralph stops when every box is ticked and every check passes.
+
+- [ ] First slice of the job
+- [ ] Second slice of the job
+"""
+
+PROGRESS_TEMPLATE = """\
+# Progress
+
+Handoff between laps, rewritten by each lap: done, next, tried and failed.
+"""
+
+
+def init(cwd: Path) -> Exit:
+    top = git.open_repo(cwd).top
+    for name, text in (("ralph.yaml", CONFIG_TEMPLATE), ("TODO.md", TODO_TEMPLATE),
+                       ("PROGRESS.md", PROGRESS_TEMPLATE)):
+        path = top / name
+        if path.exists():
+            ui.say(f"kept     {name} (already there)")
+        else:
+            path.write_text(text, encoding="utf-8")
+            ui.say(f"wrote    {name}")
+    ui.say("next: edit ralph.yaml and TODO.md, commit them, then `ralph run`")
+    return Exit.DONE

@@ -1,0 +1,66 @@
+"""What ralph prints: rich on a terminal, plain text in pipes and CI."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ralph.checks import CheckResult
+from ralph.ledger import LapRecord
+
+console = Console(highlight=False, soft_wrap=True)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATUS_STYLE = {"green": "green", "red": "red", "error": "yellow"}
+
+
+def say(markup: str) -> None:
+    console.print(markup)
+
+
+def error(message: str) -> None:
+    errors.print(f"[bold red]ralph:[/] {escape(message)}")
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def status_text(status: str) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+def baseline(results: list[CheckResult]) -> None:
+    for result in results:
+        mark = "[green]pass[/]" if result.passed else "[red]fail[/]"
+        console.print(f"  {mark}  {escape(result.command)}  ({result.duration_s:.1f}s)")
+
+
+def lap_start(number: int, max_laps: int) -> None:
+    console.print(f"[bold]lap {number}[/] of at most {max_laps} …")
+
+
+def lap_end(record: LapRecord) -> None:
+    passed = sum(check.passed for check in record.checks)
+    checks = f"checks {passed}/{len(record.checks)}" if record.checks else "checks not run"
+    console.print(
+        f"[bold]lap {record.lap}[/] {status_text(record.status)}  {record.duration_s:.1f}s  "
+        f"{checks}  TODO {record.todo.done}/{record.todo.open + record.todo.done}  "
+        f"{record.commit[:10]}  {escape(record.reason)}"
+    )
+
+
+def stopped(code: int, reason: str) -> None:
+    style = "green" if code == 0 else "yellow"
+    console.print(f"[bold {style}]stopped:[/] {escape(reason)} (exit {code})")
+
+
+def table(columns: list[str], rows: list[list[str]]) -> None:
+    grid = Table(*columns, box=None, pad_edge=False, highlight=False)
+    for row in rows:
+        grid.add_row(*row)
+    console.print(grid)

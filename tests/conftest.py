@@ -1,0 +1,78 @@
+"""Fixtures: real git repositories in temp dirs, an isolated HOME, ralph run as a real process."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    """Never read or write the developer's HOME or global git config."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = t@example.com\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name, value in IDENTITY.items():
+        monkeypatch.setenv(name, value)
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str]) -> Path:
+    """A repository with one commit holding `files` (dedented)."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q")
+    write(path, files)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+
+
+def ralph(cwd: Path, *args: str, timeout: float = 120, env: dict | None = None,
+          input: str | None = None) -> subprocess.CompletedProcess:
+    """`ralph ARGS` as the user would run it: a real process, its exit code and output."""
+    return subprocess.run([sys.executable, "-m", "ralph", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, **(env or {})), input=input)
+
+
+def snapshot(repo: Path) -> dict[str, str]:
+    """What `ralph run` must never change: HEAD, the user's refs, the index, the work tree."""
+    state = {"HEAD": (repo / ".git" / "HEAD").read_text()}
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    state["refs"] = "\n".join(line for line in refs.splitlines()
+                              if not line.startswith(("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")))
+    index = repo / ".git" / "index"
+    state["index"] = hashlib.sha256(index.read_bytes()).hexdigest() if index.exists() else ""
+    for path in sorted(repo.rglob("*")):
+        if ".git" not in path.relative_to(repo).parts and path.is_file():
+            state[str(path.relative_to(repo))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def ralph_worktrees(repo: Path) -> list[str]:
+    listing = git(repo, "worktree", "list", "--porcelain")
+    return [line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line]

@@ -1,0 +1,149 @@
+"""The lap engine end to end: a scripted command agent, real git, real checks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, ralph, ralph_worktrees, snapshot, write
+
+PY = sys.executable
+CALC = """\
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    raise NotImplementedError
+
+
+def sub(a, b):
+    raise NotImplementedError
+"""
+TODO = """\
+# TODO
+- [ ] Implement mul
+- [ ] Implement sub
+- [ ] Document calc in NOTES.md
+"""
+CHECKS = [
+    f'{PY} -c "import calc; assert calc.add(2, 3) == 5"',
+    f'{PY} -c "import calc; assert calc.mul(2, 3) == 6"',
+    f'{PY} -c "import calc; assert calc.sub(5, 3) == 2"',
+]
+
+# One script, three laps: fix item 1 (green), break a passing check (red), finish (green, done).
+AGENT = r'''
+import os, pathlib, sys
+lap = int(os.environ["RALPH_LAP"])
+prompt = sys.stdin.read()
+assert pathlib.Path(os.environ["RALPH_PROMPT_FILE"]).read_text() == prompt
+calc = pathlib.Path("calc.py")
+todo = pathlib.Path("TODO.md")
+def tick(item):
+    todo.write_text(todo.read_text().replace(f"- [ ] {item}", f"- [x] {item}"))
+if lap == 1:
+    calc.write_text(calc.read_text().replace("def mul(a, b):\n    raise NotImplementedError",
+                                             "def mul(a, b):\n    return a * b"))
+    tick("Implement mul")
+    pathlib.Path("PROGRESS.md").write_text("done: mul\nnext: sub\n")
+elif lap == 2:
+    calc.write_text(calc.read_text().replace("return a + b", "return a - b"))
+    tick("Implement sub")
+else:
+    pathlib.Path("seen-prompt.txt").write_text(prompt)
+    calc.write_text(calc.read_text().replace("def sub(a, b):\n    raise NotImplementedError",
+                                             "def sub(a, b):\n    return a - b"))
+    pathlib.Path("NOTES.md").write_text("calc: add, mul, sub\n")
+    tick("Implement sub")
+    tick("Document calc in NOTES.md")
+    pathlib.Path("PROGRESS.md").write_text("done: everything\n")
+print(f"lap {lap} finished")
+'''
+
+
+def config(agent_cmd: str, checks=CHECKS, **limits) -> str:
+    lines = ['goal: "Finish the calc module"', "agent:", "  kind: command", f"  command: {json.dumps(agent_cmd)}",
+             "checks:", *[f"  - {json.dumps(c)}" for c in checks]]
+    if limits:
+        lines += ["limits:", *[f"  {k}: {v}" for k, v in limits.items()]]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def calc_repo(tmp_path: Path) -> Path:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    return make_repo(tmp_path / "repo", {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "",
+                                         "ralph.yaml": config(f"{PY} {agent}")})
+
+
+def note(repo: Path, commit: str) -> dict:
+    return json.loads(git(repo, "notes", "--ref", "ralph", "show", commit))
+
+
+def test_green_red_green_run_ends_done(calc_repo: Path):
+    before = snapshot(calc_repo)
+    result = ralph(calc_repo, "run", "--name", "calc")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "done at lap 3" in result.stdout
+
+    # The green line holds exactly the two green laps, as ordinary commits with trailers.
+    base = git(calc_repo, "rev-parse", "refs/ralph/calc/base")
+    green = git(calc_repo, "rev-list", f"{base}..ralph/calc").split()
+    assert len(green) == 2
+    assert [git(calc_repo, "log", "-1", "--format=%(trailers:key=Ralph-Lap,valueonly)", c).strip()
+            for c in green] == ["3", "1"]
+    assert git(calc_repo, "log", "-1", "--format=%s", green[1]) == "Implement mul"
+    assert git(calc_repo, "log", "-1", "--format=%(trailers:key=Ralph-Run,valueonly)", green[0]).strip() == "calc"
+    assert [note(calc_repo, c)["status"] for c in green] == ["green", "green"]
+
+    # The red lap is kept for review under its lap ref, off the green line.
+    red = git(calc_repo, "rev-parse", "refs/ralph/calc/laps/2")
+    assert red not in green
+    red_note = note(calc_repo, red)
+    assert red_note["status"] == "red"
+    assert "calc.add(2, 3) == 5" in red_note["reason"]
+    assert red_note["parent"] == green[1]
+    assert {"run", "lap", "status", "reason", "started_at", "duration_s", "checks", "agent", "todo", "commit",
+            "parent"} <= red_note.keys()
+
+    # Lap 3 was told what lap 2 tried and why it failed.
+    seen = git(calc_repo, "show", "ralph/calc:seen-prompt.txt")
+    assert "lap 2" in seen and "check regressed" in seen and "AssertionError" in seen and "calc.py" in seen
+
+    final = note(calc_repo, green[0])
+    assert final["done"] is True and final["todo"] == {"open": 0, "done": 3}
+    assert [c["exit_code"] for c in final["checks"]] == [0, 0, 0]
+    assert git(calc_repo, "show", "ralph/calc:NOTES.md") == "calc: add, mul, sub"
+
+    assert snapshot(calc_repo) == before
+    assert ralph_worktrees(calc_repo) == []
+
+    log = json.loads(ralph(calc_repo, "log", "--json").stdout)
+    assert [lap["status"] for lap in log["laps"]] == ["green", "red", "green"]
+    shown = ralph(calc_repo, "show", "2")
+    assert shown.returncode == 0 and "red" in shown.stdout and "calc.py" in shown.stdout
+    status = json.loads(ralph(calc_repo, "status", "--json").stdout)
+    assert status["done"] is True and status["laps"] == 3 and status["green"] == green[0]
+
+
+def test_land_squash_brings_the_green_line_onto_the_users_branch(calc_repo: Path):
+    assert ralph(calc_repo, "run", "--name", "calc").returncode == 0
+    result = ralph(calc_repo, "land")
+    assert result.returncode == 0, result.stderr
+    assert git(calc_repo, "rev-list", "--count", "HEAD") == "2"
+    assert "return a * b" in (calc_repo / "calc.py").read_text()
+    assert git(calc_repo, "status", "--porcelain") == ""
+    assert "Ralph-Run: calc" in git(calc_repo, "log", "-1", "--format=%B")
+
+
+def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):
+    assert ralph(calc_repo, "run", "--name", "calc").returncode == 0
+    assert ralph(calc_repo, "clean", "--refs").returncode == 0
+    assert git(calc_repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+    assert not (calc_repo / ".git" / "ralph" / "calc").exists()
+    assert ralph(calc_repo, "log").returncode == 1
