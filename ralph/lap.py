@@ -73,7 +73,8 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     todo_before = _read(worktree / files.todo)
     lap_prompt = prompt.build(ctx.config.goal, files.todo, todo_before, files.progress,
                               _read(worktree / files.progress), ctx.config.checks, last_failure(ctx, state))
-    task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env)
+    task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
+                   check=lambda: _check_now(ctx, state, worktree, log_dir))
     agent = ctx.agent.run_lap(task)
 
     items_after = todo.parse(_read(worktree / files.todo))
@@ -110,6 +111,12 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
                                                reason="the green line moved during the lap; not advanced"))
         git.add_note(ctx.top, commit, record.model_dump_json(indent=1))
     return record
+
+
+def _check_now(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path) -> str | None:
+    """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
+    verdict = judge(state.green_checks(), ctx.check(worktree, log_dir))
+    return None if verdict.status == "green" else f"{verdict.reason}\n{verdict.output_tail}"
 
 
 def judge(last_green: list[CheckResult], now: list[CheckResult]) -> Verdict:

@@ -112,6 +112,9 @@ class RunState:
             count += 1
         return count
 
+    def tokens_used(self) -> int:
+        return sum(lap.record.agent.usage.total for lap in self.laps if lap.record)
+
     def errors_in_a_row(self) -> int:
         count = 0
         for lap in reversed(self.laps):

@@ -38,7 +38,8 @@ def run(options: RunOptions) -> Exit:
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir, name):
         git.remove_worktrees_under(repo.common_dir, run_dir / "worktrees")
-        ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), proc.clean_env())
+        env = proc.clean_env(secrets=(cfg.agent.api_key_env,))
+        ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env)
         try:
             return _laps(ctx, _start_or_resume(ctx))
         finally:
@@ -142,6 +143,8 @@ def _why_stop(ctx: RunContext, state: RunState, started: float) -> tuple[Exit, s
         return Exit.STAGNATION, f"{state.laps_without_progress()} laps in a row without progress"
     if limits.max_minutes is not None and time.monotonic() - started >= limits.max_minutes * 60:
         return Exit.MAX_MINUTES, f"max_minutes ({limits.max_minutes:g}) reached"
+    if limits.max_tokens is not None and state.tokens_used() >= limits.max_tokens:
+        return Exit.MAX_TOKENS, f"max_tokens ({limits.max_tokens}) spent: {state.tokens_used()} used"
     return None
 
 

@@ -36,14 +36,16 @@ GIT_LOCAL_VARS = frozenset(
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
-def clean_env(allow: tuple[str, ...] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+def clean_env(allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (),
+              extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager.
 
-    `allow` names variables the user explicitly lets through (ralph.yaml `env.pass`).
+    `secrets` names more variables to drop (the API key's, whatever it is called);
+    `allow` names variables the user explicitly lets through.
     """
     env = {}
     for name, value in os.environ.items():
-        secret = _SECRET_NAME.search(name) or name == "SSH_AUTH_SOCK"
+        secret = _SECRET_NAME.search(name) or name == "SSH_AUTH_SOCK" or name in secrets
         if name in allow or not (secret or name in GIT_LOCAL_VARS):
             env[name] = value
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")

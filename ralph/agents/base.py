@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Callable, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -18,6 +18,10 @@ class LapTask:
     timeout: float  # seconds for the agent's whole part of the lap
     log_dir: Path  # the lap's folder under the common git dir: transcripts, logs
     env: dict[str, str]  # already cleaned of secrets
+    # Runs the repository's checks on the worktree as it is now (uncommitted edits
+    # included) and returns None when nothing regressed, else the failure to show
+    # the agent. Used by agents that fix red checks within the lap (fix_attempts).
+    check: Callable[[], str | None] | None = None
 
 
 class Usage(BaseModel):
