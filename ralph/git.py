@@ -137,7 +137,7 @@ def add_worktree(cwd: Path, path: Path, commit: str, reason: str) -> None:
 
 
 def remove_worktrees_under(common_dir: Path, folder: Path) -> int:
-    """Unregister and delete every worktree whose path is inside `folder` (ralph's own).
+    """Unregister and delete every worktree at or inside `folder` (ralph's own).
 
     Reads the worktree admin entries directly instead of running `git worktree prune`,
     which would also drop the user's own missing worktrees.
@@ -151,7 +151,7 @@ def remove_worktrees_under(common_dir: Path, folder: Path) -> int:
         except OSError:
             continue
         worktree = gitdir_file.parent.resolve()
-        if folder not in worktree.parents:
+        if worktree != folder and folder not in worktree.parents:
             continue
         if worktree.is_dir():
             run(common_dir, "worktree", "remove", "--force", "--force", str(worktree), check=False)

@@ -41,6 +41,10 @@ import os, pathlib, sys
 lap = int(os.environ["RALPH_LAP"])
 prompt = sys.stdin.read()
 assert pathlib.Path(os.environ["RALPH_PROMPT_FILE"]).read_text() == prompt
+hang = os.environ.get("HANG_ONCE_MARKER")
+if hang and lap == 2 and not os.path.exists(hang):
+    pathlib.Path(hang).write_text(str(os.getpid()))
+    import time; time.sleep(60)
 calc = pathlib.Path("calc.py")
 todo = pathlib.Path("TODO.md")
 def tick(item):
@@ -147,3 +151,38 @@ def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):
     assert git(calc_repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
     assert not (calc_repo / ".git" / "ralph" / "calc").exists()
     assert ralph(calc_repo, "log").returncode == 1
+
+
+def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    before = snapshot(calc_repo)
+    marker = tmp_path / "hanging"
+    env = dict(os.environ, HANG_ONCE_MARKER=str(marker))
+    proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "calc"], cwd=calc_repo, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: no cleanup runs
+    proc.wait()
+    os.kill(int(marker.read_text()), signal.SIGKILL)  # the orphaned agent, as a user would
+    assert len(ralph_worktrees(calc_repo)) == 1  # the dead lap's worktree, still registered
+
+    resumed = ralph(calc_repo, "run", "--name", "calc", env={"HANG_ONCE_MARKER": str(marker)})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming run calc at lap 2" in resumed.stdout
+    assert ralph_worktrees(calc_repo) == []
+    assert snapshot(calc_repo) == before
+
+    # Same end as an uninterrupted run: the same tree, the same laps.
+    log = json.loads(ralph(calc_repo, "log", "--json").stdout)
+    assert [lap["status"] for lap in log["laps"]] == ["green", "red", "green"]
+    fresh = make_repo(tmp_path / "fresh", {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "",
+                                            "ralph.yaml": (calc_repo / "ralph.yaml").read_text()})
+    assert ralph(fresh, "run", "--name", "calc").returncode == 0
+    assert git(fresh, "rev-parse", "ralph/calc^{tree}") == git(calc_repo, "rev-parse", "ralph/calc^{tree}")

@@ -1,0 +1,119 @@
+"""Bad input gets one clear line and exit 1, and nothing of the user's changes."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, ralph, snapshot, write
+
+GOOD = 'goal: "g"\nagent:\n  kind: command\n  command: "true"\nchecks:\n  - "true"\n'
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    return lines[0]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", "the file is empty"),
+    ("- just\n- a list\n", "expected a mapping"),
+    ("goal: [unclosed\n", "not valid YAML"),
+    (GOOD + "colour: blue\n", "colour: unknown key"),
+    (GOOD + "limits:\n  max_laps: -2\n", "(line 8): limits.max_laps: Input should be greater than 0"),
+    (GOOD + "limits:\n  max_laps: many\n", "limits.max_laps: Input should be a valid integer"),
+    (GOOD + "limits:\n  maxlaps: 3\n", "limits.maxlaps: unknown key; expected one of: max_laps"),
+    (GOOD + "limits:\n  check_timeout: 0\n", "limits.check_timeout"),
+    ('agent:\n  kind: command\n  command: "true"\n', "goal: required key is missing"),
+    ('goal: "g"\nagent:\n  kind: command\n', "agent.command is required"),
+    ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command' or 'openai'"),
+    ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
+    (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
+    (GOOD + "commit:\n  verify: sometimes\n", "commit.verify"),
+])
+def test_malformed_config_is_one_line_naming_the_key(tmp_path: Path, text: str, expected: str):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": text, "TODO.md": "- [ ] a\n"})
+    before = snapshot(repo)
+    line = one_line_error(ralph(repo, "run"))
+    assert "ralph.yaml" in line and expected in line
+    assert snapshot(repo) == before
+    assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+
+
+def test_missing_config_points_at_init(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"README": "x"})
+    assert "ralph init" in one_line_error(ralph(repo, "run"))
+
+
+def test_not_a_git_repository(tmp_path: Path):
+    assert "not a git repository" in one_line_error(ralph(tmp_path, "run"))
+
+
+def test_repository_without_commits(tmp_path: Path):
+    git(tmp_path, "init", "-q")
+    assert "no commits" in one_line_error(ralph(tmp_path, "run"))
+
+
+def test_bare_repository(tmp_path: Path):
+    git(tmp_path, "init", "-q", "--bare", "bare.git")
+    assert "bare repository" in one_line_error(ralph(tmp_path / "bare.git", "run"))
+
+
+def test_detached_head(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": GOOD})
+    git(repo, "checkout", "-q", "--detach")
+    assert "detached" in one_line_error(ralph(repo, "run"))
+
+
+def test_dirty_work_tree_refused_unless_allowed(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": GOOD, "TODO.md": "- [ ] a\n"})
+    write(repo, {"scratch.txt": "uncommitted"})
+    before = snapshot(repo)
+    line = one_line_error(ralph(repo, "run"))
+    assert "uncommitted changes" in line and "--allow-dirty" in line
+    assert snapshot(repo) == before
+    allowed = ralph(repo, "run", "--allow-dirty", "--max-laps", "1")
+    assert allowed.returncode in (3, 4), allowed.stderr
+    assert snapshot(repo) == before
+
+
+def test_run_branch_checked_out_elsewhere(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": GOOD, "TODO.md": "- [ ] a\n"})
+    git(repo, "worktree", "add", "-q", "-b", "ralph/mine", str(tmp_path / "other"))
+    assert "checked out in" in one_line_error(ralph(repo, "run", "--name", "mine"))
+
+
+def test_bad_run_name(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": GOOD})
+    assert "bad run name" in one_line_error(ralph(repo, "run", "--name", "../escape"))
+
+
+def test_review_commands_without_a_run(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": GOOD})
+    for command in (["log"], ["status"], ["show", "1"], ["land"], ["clean"]):
+        assert "no ralph run" in one_line_error(ralph(repo, *command))
+    assert "no run named 'nope'" in one_line_error(ralph(repo, "log", "--run", "nope"))
+
+
+def test_init_writes_files_and_never_overwrites(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] mine\n"})
+    result = ralph(repo, "init")
+    assert result.returncode == 0
+    assert (repo / "TODO.md").read_text() == "- [ ] mine\n"
+    assert "kept     TODO.md" in result.stdout
+    assert (repo / "PROGRESS.md").exists()
+    config = (repo / "ralph.yaml").read_text()
+    assert "# " in config and "max_laps" in config
+    assert ralph(repo, "init").stdout.count("kept") == 3
+    # The scaffold is a valid config: a run gets past loading it and laps (the sample
+    # agent command is not installed here, so the lap is red and the fuse blows).
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "ralph: job")
+    run = ralph(repo, "run", "--max-laps", "1")
+    assert run.returncode == 3, run.stderr
+    assert "agent exited with code 127" in run.stdout

@@ -1,0 +1,144 @@
+"""Every way `ralph run` stops, with its exit code, and the lap outcomes that lead there."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import git, make_repo, ralph, ralph_worktrees, snapshot
+
+PY = sys.executable
+TICK_ONE = f"""{PY} -c "
+import os, pathlib
+t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
+pathlib.Path('lap-' + os.environ['RALPH_LAP']).write_text('x')
+" """
+
+
+def repo_with(tmp_path: Path, agent: str, *, items: int = 5, checks=("true",), **limits) -> Path:
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks),
+              "limits": limits}
+    todo = "".join(f"- [ ] item {n}\n" for n in range(1, items + 1))
+    return make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
+
+
+def notes(repo: Path, run: str) -> list[dict]:
+    return json.loads(ralph(repo, "log", "--json", "--run", run).stdout)["laps"]
+
+
+def test_done_exits_0(tmp_path: Path):
+    repo = repo_with(tmp_path, TICK_ONE, items=2)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [lap["status"] for lap in notes(repo, "r")] == ["green", "green"]
+
+
+def test_max_laps_exits_3(tmp_path: Path):
+    repo = repo_with(tmp_path, TICK_ONE, max_laps=2)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 3
+    assert "max_laps (2) reached" in result.stdout
+    assert len(notes(repo, "r")) == 2
+
+
+def test_max_laps_flag_overrides_the_file_and_resume_continues_numbering(tmp_path: Path):
+    repo = repo_with(tmp_path, TICK_ONE, max_laps=1)
+    assert ralph(repo, "run", "--name", "r").returncode == 3
+    again = ralph(repo, "run", "--name", "r", "--max-laps", "3")
+    assert again.returncode == 3
+    assert "resuming run" in again.stdout
+    laps = notes(repo, "r")
+    assert [lap["lap"] for lap in laps] == [1, 2, 3]
+    assert git(repo, "rev-list", "--count", "refs/ralph/r/base..ralph/r") == "3"
+
+
+def test_idle_agent_stagnates_with_exit_4(tmp_path: Path):
+    repo = repo_with(tmp_path, "true", stagnation=2)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 4
+    laps = notes(repo, "r")
+    assert [(lap["status"], lap["reason"]) for lap in laps] == [("red", "the lap changed nothing")] * 2
+    assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
+
+
+def test_green_laps_without_ticks_count_toward_stagnation(tmp_path: Path):
+    busy = f"{PY} -c \"import os; open('f' + os.environ['RALPH_LAP'], 'w').write('x')\""
+    repo = repo_with(tmp_path, busy, stagnation=3)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 4
+    laps = notes(repo, "r")
+    assert [lap["status"] for lap in laps] == ["green"] * 3 and not any(lap["progress"] for lap in laps)
+
+
+def test_max_minutes_exits_5(tmp_path: Path):
+    repo = repo_with(tmp_path, f"sleep 0.3; {TICK_ONE}", max_minutes=0.002)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 5
+    assert "max_minutes" in result.stdout
+    assert len(notes(repo, "r")) == 1
+
+
+def test_agent_failure_and_timeout_make_red_laps(tmp_path: Path):
+    script = f"if [ $RALPH_LAP = 1 ]; then echo boom; exit 7; fi; sleep 30"
+    repo = repo_with(tmp_path, script, max_laps=2, lap_timeout=1)
+    started = time.monotonic()
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 3
+    assert time.monotonic() - started < 20
+    laps = notes(repo, "r")
+    assert laps[0]["status"] == "red" and laps[0]["reason"] == "agent exited with code 7"
+    assert "boom" in laps[0]["output_tail"]
+    assert laps[1]["status"] == "red" and "timed out after 1s" in laps[1]["reason"]
+    assert laps[0]["checks"] == [] and laps[1]["checks"] == []
+
+
+def test_hung_check_is_killed_and_the_lap_is_red(tmp_path: Path):
+    repo = repo_with(tmp_path, TICK_ONE, checks=["test ! -e lap-1 || sleep 30"], max_laps=1,
+                     check_timeout=1)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 3
+    lap = notes(repo, "r")[0]
+    assert lap["status"] == "red" and "timed out" in lap["reason"]
+    assert lap["checks"][0]["timed_out"] is True
+
+
+def test_sigint_and_sigterm_exit_130_and_leave_no_worktree(tmp_path: Path):
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        repo = repo_with(tmp_path / sig.name, f"touch {tmp_path}/started-{sig.name}; sleep 30")
+        before = snapshot(repo)
+        proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(tmp_path / f"started-{sig.name}")
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+        assert ralph_worktrees(repo) == []
+        assert snapshot(repo) == before
+        assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
+
+
+def _wait_for(path: Path, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_lock_refuses_a_second_run_of_the_same_name(tmp_path: Path):
+    repo = repo_with(tmp_path, f"touch {tmp_path}/started; sleep 30")
+    first = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(tmp_path / "started")
+        second = ralph(repo, "run", "--name", "r")
+        assert second.returncode == 1
+        assert "already running" in second.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)

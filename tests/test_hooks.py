@@ -1,0 +1,104 @@
+"""The repository's own git hooks run on lap commits; refusals make red laps the next lap hears of."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git, make_repo, ralph
+
+PY = sys.executable
+
+# Lap 1 leaves a FIXME (the hook refuses it); lap 2 reads why and writes clean code.
+AGENT = r'''
+import os, pathlib, sys
+lap = int(os.environ["RALPH_LAP"])
+prompt = sys.stdin.read()
+pathlib.Path(os.environ["PROMPTS"], f"lap-{lap}.md").write_text(prompt)
+code = "value = 1  # FIXME\n" if lap == 1 else "value = 1   \n"
+pathlib.Path("mod.py").write_text(code)
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+'''
+
+REFUSE_FIXME = """#!/bin/sh
+if git diff --cached | grep -q FIXME; then echo "pre-commit: FIXME is not allowed in commits"; exit 1; fi
+"""
+
+# Like pre-commit's whitespace fixer: rewrites staged files and fails when it changed something.
+STRIP_TRAILING = """#!/bin/sh
+changed=0
+for f in $(git diff --cached --name-only -- '*.py'); do
+  if grep -q ' $' "$f"; then sed -i 's/ *$//' "$f"; changed=1; fi
+done
+[ -n "$HOOK_MARKER" ] && touch "$HOOK_MARKER"
+exit $changed
+"""
+
+
+def setup(tmp_path: Path, hook: str, verify: bool = True) -> Path:
+    (tmp_path / "prompts").mkdir()
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": ["true"],
+              "commit": {"verify": verify}, "limits": {"max_laps": 3}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] write mod.py\n"})
+    hook_path = repo / ".git" / "hooks" / "pre-commit"
+    hook_path.write_text(hook)
+    hook_path.chmod(0o755)
+    return repo
+
+
+def laps(repo: Path) -> list[dict]:
+    return json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+
+
+def test_hook_rejection_is_a_red_lap_and_the_next_lap_hears_why(tmp_path: Path):
+    repo = setup(tmp_path, REFUSE_FIXME)
+    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = laps(repo)
+    assert first["status"] == "red" and first["reason"] == "the repository's commit hooks rejected the lap"
+    assert "FIXME is not allowed" in first["output_tail"]
+    # The refused tree is kept for review under the lap ref, off the green line.
+    assert "FIXME" in git(repo, "show", "refs/ralph/h/laps/1:mod.py")
+    assert "FIXME" not in git(repo, "show", "ralph/h:mod.py")
+    assert "FIXME is not allowed" in (tmp_path / "prompts" / "lap-2.md").read_text()
+    assert second["status"] == "green"
+
+
+def test_a_hook_that_fixes_files_gets_one_retry(tmp_path: Path):
+    repo = setup(tmp_path, STRIP_TRAILING)
+    (tmp_path / "prompts" / "lap-1.md").touch()
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT.replace("lap == 1", "False"))
+    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [lap["status"] for lap in laps(repo)] == ["green"]
+    assert git(repo, "show", "ralph/h:mod.py") == "value = 1"
+
+
+def test_verify_false_skips_the_hooks(tmp_path: Path):
+    repo = setup(tmp_path, STRIP_TRAILING, verify=False)
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT.replace("lap == 1", "False"))
+    marker = tmp_path / "hook-ran"
+    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts"),
+                                                    "HOOK_MARKER": str(marker)})
+    assert result.returncode == 0
+    assert not marker.exists()
+    raw = subprocess.run(["git", "show", "ralph/h:mod.py"], cwd=repo, capture_output=True, text=True).stdout
+    assert raw == "value = 1   \n"  # the formatter hook did not run
+
+
+def test_a_hanging_hook_is_killed(tmp_path: Path):
+    repo = setup(tmp_path, "#!/bin/sh\nsleep 60\n")
+    config = json.loads((repo / "ralph.yaml").read_text())
+    config["limits"].update(check_timeout=1, max_laps=1)
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    git(repo, "commit", "-q", "-am", "short timeout", "--no-verify")
+    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts")}, timeout=60)
+    assert result.returncode == 3
+    assert laps(repo)[0]["status"] == "red"
