@@ -57,6 +57,9 @@ def _refuse_unsafe_start(repo: git.RepoInfo, name: str, allow_dirty: bool) -> No
     if not allow_dirty and git.is_dirty(repo.top):
         raise RalphError("the work tree has uncommitted changes, which laps would not see — "
                          "commit or stash them, or pass --allow-dirty to start from HEAD anyway")
+    if not git.run(repo.top, "var", "GIT_COMMITTER_IDENT", check=False).ok:
+        raise RalphError("git does not know who you are, so laps cannot be committed — "
+                         "set it with `git config user.name NAME` and `git config user.email EMAIL`")
     elsewhere = git.worktree_branches(repo.top).get(ledger.branch_ref(name))
     if elsewhere is not None:
         raise RalphError(f"the run branch ralph/{name} is checked out in {elsewhere} — "

@@ -186,3 +186,30 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
                                             "ralph.yaml": (calc_repo / "ralph.yaml").read_text()})
     assert ralph(fresh, "run", "--name", "calc").returncode == 0
     assert git(fresh, "rev-parse", "ralph/calc^{tree}") == git(calc_repo, "rev-parse", "ralph/calc^{tree}")
+
+
+def test_land_merge_and_rebase_and_dirty_refusal(calc_repo: Path, tmp_path: Path):
+    assert ralph(calc_repo, "run", "--name", "calc").returncode == 0
+    (calc_repo / "calc.py").write_text("dirty")
+    refused = ralph(calc_repo, "land", "--merge")
+    assert refused.returncode == 1 and "uncommitted changes" in refused.stderr
+    git(calc_repo, "checkout", "-q", "calc.py")
+
+    git(calc_repo, "branch", "-q", "replay")
+    assert ralph(calc_repo, "land", "--merge").returncode == 0
+    assert git(calc_repo, "log", "-1", "--format=%p", "HEAD").count(" ") == 1  # a merge commit
+    git(calc_repo, "checkout", "-q", "replay")
+    assert ralph(calc_repo, "land", "--rebase").returncode == 0
+    subjects = git(calc_repo, "log", "--format=%s", "-3").splitlines()
+    assert subjects[0].startswith("Implement sub") and subjects[1] == "Implement mul"
+    assert git(calc_repo, "rev-parse", "HEAD^{tree}") == git(calc_repo, "rev-parse", "ralph/calc^{tree}")
+
+
+def test_no_git_identity_is_refused_before_any_lap(calc_repo: Path, isolated_home: Path, monkeypatch):
+    # useConfigOnly: git must not guess an identity from the host name either.
+    (isolated_home / ".gitconfig").write_text("[user]\n\tuseConfigOnly = true\n")
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(name)
+    result = ralph(calc_repo, "run")
+    assert result.returncode == 1 and "git does not know who you are" in result.stderr
+    assert git(calc_repo, "for-each-ref", "refs/ralph/") == ""
