@@ -1,4 +1,4 @@
-"""Run the repository's own checks, and the ratchet that compares them with the last green."""
+"""Run the repository's own checks on a worktree, with per-test results where pytest runs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ralph import proc
+from ralph import proc, pytest_results
+from ralph.config import CheckSpec
+from ralph.pytest_results import TestResults
 
 TAIL_CHARS = 4000
 
@@ -17,31 +19,41 @@ class CheckResult(BaseModel):
     duration_s: float
     timed_out: bool = False
     output_tail: str = ""
+    attempts: int = 1
+    flaky: bool = False  # failed, then passed on a retry
+    tests: TestResults | None = None  # when the check ran pytest
 
     @property
     def passed(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
 
-def run_checks(commands: list[str], worktree: Path, *, timeout: float, env: dict[str, str],
+def run_checks(specs: list[CheckSpec], worktree: Path, *, timeout: float, env: dict[str, str],
                log_dir: Path) -> list[CheckResult]:
     """Each check through the shell in `worktree`; full output spilled under `log_dir`."""
-    results = []
-    for index, command in enumerate(commands, 1):
-        done = proc.run(command, worktree, env=env, timeout=timeout, spill=log_dir / f"check-{index}.log")
-        tail = done.tail(TAIL_CHARS)
-        if done.timed_out:
-            tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
-        results.append(CheckResult(command=command, exit_code=done.exit_code, duration_s=round(done.duration, 3),
-                                   timed_out=done.timed_out, output_tail=tail))
-    return results
+    return [_run_one(spec, index, worktree, timeout, env, log_dir) for index, spec in enumerate(specs, 1)]
 
 
-def regressions(last_green: list[CheckResult], now: list[CheckResult]) -> list[CheckResult]:
-    """Checks that passed on the last green commit and fail now: the ratchet."""
-    passed_before = {result.command for result in last_green if result.passed}
-    return [result for result in now if result.command in passed_before and not result.passed]
+def _run_one(spec: CheckSpec, index: int, worktree: Path, timeout: float, env: dict[str, str],
+             log_dir: Path) -> CheckResult:
+    for attempt in range(1, spec.retries + 2):
+        report = log_dir / f"check-{index}.junit.xml"
+        report.unlink(missing_ok=True)
+        check_env = dict(env, PYTEST_ADDOPTS=pytest_results.addopts(report, env.get("PYTEST_ADDOPTS")))
+        done = proc.run(spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log")
+        if done.ok:
+            break
+    tail = done.tail(TAIL_CHARS)
+    if done.timed_out:
+        tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
+    return CheckResult(command=spec.run, exit_code=done.exit_code, duration_s=round(done.duration, 3),
+                       timed_out=done.timed_out, output_tail=tail, attempts=attempt,
+                       flaky=done.ok and attempt > 1, tests=pytest_results.read(report, done.output))
 
 
 def all_pass(results: list[CheckResult]) -> bool:
     return all(result.passed for result in results)
+
+
+def passing_tests(results: list[CheckResult]) -> int:
+    return sum(result.tests.counts.passed for result in results if result.tests)

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator,
+                      model_validator)
 
 from ralph.errors import RalphError
 
@@ -55,13 +56,42 @@ class Commit(Section):
     verify: bool = Field(True, description="Run the repository's git hooks on lap commits.")
 
 
+class CheckSpec(Section):
+    run: str = Field(min_length=1, description="The shell command.")
+    retries: int = Field(0, ge=0, le=10, description="Runs again after a failure; fail-then-pass is 'flaky'.")
+
+
+# What a lap may add to but not modify or delete: the tests, their configuration, CI and
+# ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
+DEFAULT_PROTECT = [
+    "tests/**", "test/**", "test_*.py", "*_test.py", "conftest.py", "pytest.ini", "tox.ini", "noxfile.py",
+    "pyproject.toml#tool.pytest", "setup.cfg#tool:pytest", "ralph.yaml", ".github/**", ".gitlab-ci.yml",
+    ".circleci/**", ".ci/**", ".pre-commit-config.yaml",
+]
+
+
 class Config(Section):
     goal: str = Field(min_length=1, description="What the whole run is for, in a sentence.")
     agent: AgentConfig
-    checks: list[str] = Field(default_factory=list, description="Shell commands; done = every one exits 0.")
+    checks: list[CheckSpec] = Field(default_factory=list,
+                                    description="Shell commands (or {run, retries}); done = every one exits 0.")
     limits: Limits = Field(default_factory=Limits)
     files: Files = Field(default_factory=Files)
     commit: Commit = Field(default_factory=Commit)
+    protect: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECT),
+                               description="Globs a lap may add to but not modify or delete; [] turns it off.")
+    strict: bool = Field(False, description="Delete ignored files from the lap worktree before the checks.")
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _plain_commands(cls, value):
+        if isinstance(value, list):
+            return [{"run": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    @property
+    def check_commands(self) -> list[str]:
+        return [check.run for check in self.checks]
 
 
 def load(path: Path) -> Config:

@@ -115,9 +115,16 @@ def tree(cwd: Path, commit: str) -> str:
     return out(cwd, "rev-parse", f"{commit}^{{tree}}")
 
 
-def changed_files(cwd: Path, old: str, new: str) -> list[str]:
-    listing = out(cwd, "diff", "--name-only", "--no-renames", "-z", old, new)
-    return [name for name in listing.split("\0") if name]
+def name_status(cwd: Path, old: str, new: str) -> dict[str, str]:
+    """Changed paths between two commits, each with its status letter (A, M, D, T)."""
+    fields = out(cwd, "diff", "--name-status", "--no-renames", "-z", old, new).split("\0")
+    return {path: status[0] for status, path in zip(fields[::2], fields[1::2]) if path}
+
+
+def clean(worktree: Path, ignored: bool) -> list[str]:
+    """Delete untracked files (and ignored ones too when `ignored`); returns what went."""
+    listing = out(worktree, "clean", "-ffd" + ("x" if ignored else ""))
+    return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
 
 
 def diffstat(cwd: Path, old: str, new: str) -> str:

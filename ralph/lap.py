@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ralph import git, ledger, prompt, todo
+from ralph import git, ledger, prompt, ratchet, todo
+from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
-from ralph.checks import CheckResult, all_pass, regressions, run_checks
+from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.config import Config
 from ralph.errors import RalphError
-from ralph.ledger import LapRecord, RunState, TodoCounts
+from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,6 @@ class RunContext:
     def check(self, worktree: Path, log_dir: Path) -> list[CheckResult]:
         return run_checks(self.config.checks, worktree, timeout=self.config.limits.check_timeout,
                           env=self.env, log_dir=log_dir)
-
-
-@dataclass
-class Verdict:
-    status: str
-    reason: str
-    output_tail: str = ""
 
 
 def now_iso() -> str:
@@ -72,7 +66,8 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = _read(worktree / files.todo)
     lap_prompt = prompt.build(ctx.config.goal, files.todo, todo_before, files.progress,
-                              _read(worktree / files.progress), ctx.config.checks, last_failure(ctx, state))
+                              _read(worktree / files.progress), ctx.config.check_commands,
+                              last_failure(ctx, state))
     task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
                    check=lambda: _check_now(ctx, state, worktree, log_dir))
     agent = ctx.agent.run_lap(task)
@@ -80,30 +75,23 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     items_after = todo.parse(_read(worktree / files.todo))
     ticked = todo.newly_ticked(todo.parse(todo_before), items_after)
     commit, hook_output = _commit(ctx, worktree, number, ticked, agent)
-    changed = git.changed_files(ctx.top, state.green, commit)
-
-    checks: list[CheckResult] = []
-    if agent.outcome == "error":
-        verdict = Verdict("error", f"agent error: {_first_line(agent.detail)}", agent.detail)
-    elif agent.outcome != "ok":
-        verdict = Verdict("red", _first_line(agent.detail), agent.detail)
-    elif hook_output is not None:
-        verdict = Verdict("red", "the repository's commit hooks rejected the lap", hook_output)
-    elif not changed:
-        verdict = Verdict("red", "the lap changed nothing")
-    else:
-        checks = ctx.check(worktree, log_dir)
-        verdict = judge(state.green_checks(), checks)
+    judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, hook_output)
 
     counts = todo.count(items_after)
-    green = verdict.status == "green"
+    green = judged.status == "green"
+    passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
     record = LapRecord(
-        run=ctx.run, lap=number, status=verdict.status, reason=verdict.reason, started_at=started_at,
+        run=ctx.run, lap=number, status=judged.status, reason=judged.reason, started_at=started_at,
         duration_s=round(time.monotonic() - started, 3), commit=commit, parent=state.green,
-        checks=checks, agent=agent, todo=TodoCounts(open=counts.open, done=counts.done), ticked=ticked,
-        files_changed=len(changed), progress=green and bool(ticked),
-        done=green and all_pass(checks) and counts.open == 0 and counts.total > 0,
-        output_tail=verdict.output_tail[-4000:],
+        checks=judged.checks if green else [_without_passed_ids(check) for check in judged.checks],
+        agent=agent, todo=TodoCounts(open=counts.open, done=counts.done), ticked=ticked,
+        files_changed=judged.files_changed, output_tail=judged.output_tail[-4000:],
+        progress=green and (bool(ticked) or passing_after > passing_before),
+        done=green and all_pass(judged.checks) and counts.open == 0 and counts.total > 0,
+        protected_touched=judged.guard.protected_touched, granted=judged.guard.granted,
+        tests=_test_changes(judged, passing_before, passing_after),
+        flaky=[check.command for check in judged.checks if check.flaky],
+        removed_before_checks=judged.removed,
     )
     ledger.save_lap(ctx.top, record)
     if green and not git.update_ref(ctx.top, ledger.branch_ref(ctx.run), commit, state.green):
@@ -113,21 +101,67 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     return record
 
 
+@dataclass
+class Judged:
+    """A lap's verdict and the evidence for it."""
+
+    status: str
+    reason: str
+    output_tail: str = ""
+    checks: list[CheckResult] = field(default_factory=list)
+    files_changed: int = 0
+    guard: guard_module.GuardReport = field(default_factory=guard_module.GuardReport)
+    comparison: ratchet.Comparison = field(default_factory=ratchet.Comparison)
+    removed: list[str] = field(default_factory=list)
+
+
+def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, commit: str,
+               agent: AgentResult, hook_output: str | None) -> Judged:
+    changed = len(git.name_status(ctx.top, state.green, commit))
+    if agent.outcome == "error":
+        return Judged("error", f"agent error: {_first_line(agent.detail)}", agent.detail, files_changed=changed)
+    if agent.outcome != "ok":
+        return Judged("red", _first_line(agent.detail), agent.detail, files_changed=changed)
+    if hook_output is not None:
+        return Judged("red", "the repository's commit hooks rejected the lap", hook_output, files_changed=changed)
+    if not changed:
+        return Judged("red", "the lap changed nothing")
+    files = ctx.config.files
+    report = guard_module.check_lap(ctx.top, state.green, commit, ctx.config.protect, files.todo, files.progress)
+    # The checks judge exactly the commit: nothing untracked, and with strict nothing ignored either.
+    removed = git.clean(worktree, ignored=ctx.config.strict)
+    checks = ctx.check(worktree, log_dir)
+    comparison = ratchet.compare(state.green_checks(), checks, set(report.granted))
+    problems = report.problems + comparison.problems
+    if problems and removed and ctx.config.strict:
+        problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
+    status, reason = ("red", "; ".join(problems)) if problems else ("green", _green_reason(checks))
+    return Judged(status, reason, comparison.failing_output, checks, changed, report, comparison, removed)
+
+
+def _green_reason(checks: list[CheckResult]) -> str:
+    return "all checks pass" if all_pass(checks) else "no check regressed"
+
+
 def _check_now(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path) -> str | None:
     """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
-    verdict = judge(state.green_checks(), ctx.check(worktree, log_dir))
-    return None if verdict.status == "green" else f"{verdict.reason}\n{verdict.output_tail}"
+    comparison = ratchet.compare(state.green_checks(), ctx.check(worktree, log_dir), set())
+    return "; ".join(comparison.problems) + "\n" + comparison.failing_output if comparison.problems else None
 
 
-def judge(last_green: list[CheckResult], now: list[CheckResult]) -> Verdict:
-    """The ratchet: green unless a check that passed on the last green commit fails now."""
-    regressed = regressions(last_green, now)
-    if not regressed:
-        return Verdict("green", "no check regressed" if not all_pass(now) else "all checks pass")
-    first = regressed[0]
-    what = "timed out" if first.timed_out else f"exit {first.exit_code}"
-    names = ", ".join(f"`{r.command}`" for r in regressed)
-    return Verdict("red", f"check regressed: {names} ({what})", first.output_tail)
+def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> TestChanges | None:
+    if not any(check.tests for check in judged.checks):
+        return None
+    return TestChanges(passing_before=passing_before, passing_after=passing_after,
+                       newly_failing=judged.comparison.newly_failing,
+                       newly_passing=judged.comparison.newly_passing)
+
+
+def _without_passed_ids(check: CheckResult) -> CheckResult:
+    """Red laps are never a ratchet baseline: their notes need counts, not every passing test's id."""
+    if check.tests is None:
+        return check
+    return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": []})})
 
 
 def _commit(ctx: RunContext, worktree: Path, number: int, ticked: list[str],

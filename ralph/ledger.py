@@ -52,6 +52,15 @@ class TodoCounts(BaseModel):
     done: int
 
 
+class TestChanges(BaseModel):
+    __test__ = False
+
+    passing_before: int  # passing tests on the last green commit
+    passing_after: int
+    newly_failing: list[str] = []
+    newly_passing: list[str] = []
+
+
 class LapRecord(BaseModel):
     """The JSON note on each lap commit."""
 
@@ -71,6 +80,11 @@ class LapRecord(BaseModel):
     progress: bool = False  # objective progress: green and ticked at least one item
     done: bool = False  # every check passes and no TODO item is open
     output_tail: str = ""  # the output that explains a red verdict (check, hook or agent)
+    protected_touched: list[str] = []  # protected files the lap modified or deleted
+    granted: list[str] = []  # protected files a ticked TODO item named, so allowed
+    tests: TestChanges | None = None  # where a check ran pytest
+    flaky: list[str] = []  # checks that failed, then passed on a retry
+    removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
 
 
 @dataclass
@@ -111,6 +125,11 @@ class RunState:
                 break
             count += 1
         return count
+
+    def flaky_checks(self) -> list[str]:
+        """Checks that failed and then passed on a retry in any lap, first seen first."""
+        seen = [command for lap in self.laps if lap.record for command in lap.record.flaky]
+        return list(dict.fromkeys(seen))
 
     def tokens_used(self) -> int:
         return sum(lap.record.agent.usage.total for lap in self.laps if lap.record)

@@ -30,20 +30,32 @@ class RunOptions:
 def run(options: RunOptions) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
-    if options.max_laps is not None:
-        cfg.limits.max_laps = options.max_laps
     name = ledger.check_name(options.name or default_name(cfg.goal))
     _refuse_unsafe_start(repo, name, options.allow_dirty)
     run_dir = repo.common_dir / "ralph" / name
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir, name):
         git.remove_worktrees_under(repo.common_dir, run_dir / "worktrees")
+        state = ledger.load(repo.top, name)
+        if state is not None:
+            cfg = _pinned_config(state, cfg)
+        if options.max_laps is not None:
+            cfg.limits.max_laps = options.max_laps
         env = proc.clean_env(secrets=(cfg.agent.api_key_env,))
         ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env)
         try:
-            return _laps(ctx, _start_or_resume(ctx))
+            return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         finally:
             git.remove_worktrees_under(repo.common_dir, ctx.worktrees)
+
+
+def _pinned_config(state: RunState, current: config_module.Config) -> config_module.Config:
+    """A run is judged by the configuration it started with, whatever the file says now."""
+    pinned = config_module.Config.model_validate(state.record.config)
+    if pinned != current:
+        ui.say("[yellow]note:[/] the config file changed since this run started; the run keeps its "
+               "original configuration (use --name to start a new run with the new one)")
+    return pinned
 
 
 def default_name(goal: str) -> str:
@@ -77,12 +89,12 @@ def _run_lock(run_dir: Path, name: str):
         yield
 
 
-def _start_or_resume(ctx: RunContext) -> RunState:
-    state = ledger.load(ctx.top, ctx.run)
-    if state is not None:
-        ui.say(f"resuming run [bold]{ctx.run}[/] at lap {state.next_lap} "
-               f"(last green {state.green[:10]})")
-        return _finish_interrupted_advance(ctx, state)
+def _resume(ctx: RunContext, state: RunState) -> RunState:
+    ui.say(f"resuming run [bold]{ctx.run}[/] at lap {state.next_lap} (last green {state.green[:10]})")
+    return _finish_interrupted_advance(ctx, state)
+
+
+def _start(ctx: RunContext) -> RunState:
     # A crash before the record is written leaves the base ref: start again from it.
     base = git.rev(ctx.top, ledger.base_ref(ctx.run))
     if base is None:
@@ -120,7 +132,7 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
     while True:
         stop = _why_stop(ctx, state, started)
         if stop is not None:
-            ui.stopped(stop[0], stop[1])
+            ui.stopped(stop[0], stop[1], state.flaky_checks())
             return stop[0]
         number = state.next_lap
         ui.lap_start(number, limits.max_laps)

@@ -58,6 +58,15 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
            f"{escape('; '.join(record.ticked)) or 'none'}")
     if record.agent.summary:
         ui.say(f"summary {escape(record.agent.summary)}")
+    if record.tests:
+        ui.say(f"tests   passing tests {record.tests.passing_before} → {record.tests.passing_after}; "
+               f"newly failing: {escape(', '.join(record.tests.newly_failing)) or 'none'}; "
+               f"newly passing: {escape(', '.join(record.tests.newly_passing)) or 'none'}")
+    if record.protected_touched or record.granted:
+        ui.say(f"protected   {escape(', '.join(record.protected_touched)) or 'none touched'}"
+               + (f"; allowed by a ticked item: {escape(', '.join(record.granted))}" if record.granted else ""))
+    if record.flaky:
+        ui.say(f"flaky   {escape(', '.join(record.flaky))}")
     ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
     for check in record.checks:
         mark = "[green]pass[/]" if check.passed else "[red]fail[/]"
@@ -81,6 +90,7 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         "without_progress": state.laps_without_progress(), "stagnation": limits.get("stagnation"),
         "errors_in_a_row": state.errors_in_a_row(), "done": done,
         "todo": last.todo.model_dump() if last else None,
+        "flaky": state.flaky_checks(),
     }
     if as_json:
         ui.print_json(summary)
@@ -92,6 +102,8 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
         ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")
+    if summary["flaky"]:
+        ui.say(f"  flaky       {escape(', '.join(summary['flaky']))}")
     ui.say(f"  review      git log ralph/{state.name}   ·   ralph log   ·   ralph land")
     return Exit.DONE
 

@@ -54,9 +54,11 @@ def lap_end(record: LapRecord) -> None:
     )
 
 
-def stopped(code: int, reason: str) -> None:
+def stopped(code: int, reason: str, flaky: list[str]) -> None:
     style = "green" if code == 0 else "yellow"
     console.print(f"[bold {style}]stopped:[/] {escape(reason)} (exit {code})")
+    if flaky:
+        console.print(f"[yellow]flaky checks[/] (failed, then passed on a retry): {escape(', '.join(flaky))}")
 
 
 def table(columns: list[str], rows: list[list[str]]) -> None:

@@ -1,0 +1,131 @@
+"""What a lap may not do, whatever its checks say: touch protected files, rewrite the TODO.
+
+Protected paths: a lap may add files there but not modify or delete existing ones,
+unless an item it ticks names the file (its path or its file name), or the user set
+`protect: []`. `file#table` entries protect one table of a TOML file (pyproject.toml)
+or one section of an INI file (setup.cfg), so the rest of the file stays editable.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ralph import git, todo
+
+
+@dataclass
+class GuardReport:
+    problems: list[str] = field(default_factory=list)
+    protected_touched: list[str] = field(default_factory=list)  # modified or deleted, not granted
+    granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
+
+
+def check_lap(cwd: Path, green: str, commit: str, protect: list[str], todo_name: str,
+              progress_name: str) -> GuardReport:
+    """Everything a lap did between the last green commit and its own commit that it may not."""
+    report = GuardReport()
+    statuses = git.name_status(cwd, green, commit)
+    before = todo.parse(git.show_file(cwd, green, todo_name))
+    after = todo.parse(git.show_file(cwd, commit, todo_name))
+    ticked = todo.newly_ticked(before, after)
+    _check_todo(before, after, report)
+    if ticked and not set(statuses) - {todo_name, progress_name}:
+        report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, "
+                               f"nothing changed outside {todo_name} and {progress_name}")
+    for path, status in statuses.items():
+        if status == "A" or not _is_protected(cwd, green, commit, path, protect):
+            continue
+        if any(_names(item, path) for item in ticked):
+            report.granted.append(path)
+        else:
+            report.protected_touched.append(path)
+    if report.protected_touched:
+        verb = ", ".join(f"{path} ({'deleted' if statuses[path] == 'D' else 'modified'})"
+                         for path in report.protected_touched)
+        report.problems.append(f"protected files changed: {verb}")
+    return report
+
+
+def granted_files(report: GuardReport) -> set[str]:
+    return set(report.granted)
+
+
+def _check_todo(before: list[todo.Item], after: list[todo.Item], report: GuardReport) -> None:
+    """Open items may be ticked, never deleted or reworded; new items are fine."""
+    remaining = [item.text for item in after]
+    lost = []
+    for item in before:
+        if item.done:
+            continue
+        if item.text in remaining:
+            remaining.remove(item.text)
+        else:
+            lost.append(item.text)
+    if lost:
+        shown = "; ".join(f"'{text}'" for text in lost[:3])
+        report.problems.append(f"TODO items deleted or reworded: {shown}"
+                               + (f" and {len(lost) - 3} more" if len(lost) > 3 else ""))
+
+
+def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[str]) -> bool:
+    for pattern in protect:
+        file_pattern, _, table = pattern.partition("#")
+        if not _glob(file_pattern).match(path):
+            continue
+        if not table:
+            return True
+        if _table(git.show_file(cwd, green, path), path, table) != _table(git.show_file(cwd, commit, path),
+                                                                            path, table):
+            return True
+    return False
+
+
+def _table(text: str | None, path: str, name: str):
+    """One table (TOML, dotted prefix) or section (INI) of a file; None when absent or unreadable."""
+    if text is None:
+        return None
+    if path.endswith(".toml"):
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return "unreadable"
+        for key in name.split("."):
+            data = data.get(key) if isinstance(data, dict) else None
+        return data
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return "unreadable"
+    return dict(parser[name]) if parser.has_section(name) else None
+
+
+def _names(item: str, path: str) -> bool:
+    """Does a TODO item's text name this file, by its path or its file name?"""
+    words = set(re.findall(r"[\w./-]+", item))
+    return path in words or path.rsplit("/", 1)[-1] in words
+
+
+@lru_cache(maxsize=256)
+def _glob(pattern: str) -> re.Pattern:
+    """gitignore-like: a pattern without '/' matches the file name in any folder; '**' spans folders."""
+    anywhere = "/" not in pattern.rstrip("/")
+    regex = ""
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            regex, index = regex + "(?:.*/)?", index + 3
+        elif pattern.startswith("**", index):
+            regex, index = regex + ".*", index + 2
+        elif pattern[index] == "*":
+            regex, index = regex + "[^/]*", index + 1
+        elif pattern[index] == "?":
+            regex, index = regex + "[^/]", index + 1
+        else:
+            regex, index = regex + re.escape(pattern[index]), index + 1
+    return re.compile(("(?:.*/)?" if anywhere else "") + regex + r"\Z")

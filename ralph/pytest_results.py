@@ -1,0 +1,85 @@
+"""Per-test outcomes of a pytest run, read from the JUnit XML report ralph asks pytest for.
+
+ralph sets PYTEST_ADDOPTS for every check, so any check that runs pytest (directly,
+through make, tox, a script) writes a report; checks that do not run pytest ignore it.
+xunit1 is asked for because its `file` attribute gives each test its path.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+from pydantic import BaseModel
+
+_DESELECTED = re.compile(r"\b(\d+) deselected\b")
+
+
+class TestCounts(BaseModel):
+    __test__ = False  # not a pytest test class
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    xfailed: int = 0
+    deselected: int = 0
+
+
+class TestResults(BaseModel):
+    __test__ = False
+
+    counts: TestCounts
+    passed_ids: list[str] = []  # sorted; kept in the note only where the ratchet needs it
+    failing_ids: list[str] = []
+
+
+def addopts(report: Path, existing: str | None) -> str:
+    """PYTEST_ADDOPTS asking for a report at `report`, keeping whatever the user set."""
+    ours = f"--junitxml={report} -o junit_family=xunit1"
+    return f"{existing} {ours}" if existing else ours
+
+
+def read(report: Path, output: str) -> TestResults | None:
+    """The outcomes in `report`, None when pytest did not run (or wrote nothing readable)."""
+    try:
+        root = ElementTree.parse(report).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
+    counts = TestCounts()
+    passed, failing = [], []
+    for case in root.iter("testcase"):
+        test_id = _test_id(case)
+        kinds = {child.tag: child for child in case}
+        if "failure" in kinds:
+            counts.failed += 1
+            failing.append(test_id)
+        elif "error" in kinds:
+            counts.errors += 1
+            failing.append(test_id)
+        elif "skipped" in kinds:
+            if kinds["skipped"].get("type") == "pytest.xfail":
+                counts.xfailed += 1
+            else:
+                counts.skipped += 1
+        else:
+            counts.passed += 1
+            passed.append(test_id)
+    deselected = _DESELECTED.findall(output)
+    counts.deselected = int(deselected[-1]) if deselected else 0
+    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
+
+
+def _test_id(case: ElementTree.Element) -> str:
+    """`path/test_x.py::Class::test_name`, as pytest prints node ids."""
+    name, classname, file = case.get("name", "?"), case.get("classname", ""), case.get("file")
+    if not file:
+        return f"{classname}::{name}" if classname else name
+    module = file.removesuffix(".py").replace("/", ".")
+    rest = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+    return "::".join(part for part in (file, *rest.split("."), name) if part)
+
+
+def file_of(test_id: str) -> str:
+    return test_id.split("::", 1)[0]

@@ -1,0 +1,190 @@
+"""Trust in green: every way an agent could make the checks lie turns its lap red, with a
+reason naming the effect, while honest laps on the same repository go green."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, ralph
+
+PY = sys.executable
+
+FILES = {
+    "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    raise NotImplementedError\n\n\n"
+               "def sub(a, b):\n    raise NotImplementedError\n",
+    "tests/test_calc.py": "from calc import add, mul, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+                          "def test_mul():\n    assert mul(2, 3) == 6\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n",
+    "pyproject.toml": '[project]\nname = "calc"\nversion = "0"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n',
+    ".gitignore": "_generated.py\n__pycache__/\n",
+    "TODO.md": "# TODO\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n",
+}
+
+# Shared by every scripted agent: small edit helpers, then one strategy's body.
+PRELUDE = r'''
+import os, pathlib, re
+lap = int(os.environ["RALPH_LAP"])
+def edit(path, old, new):
+    p = pathlib.Path(path); text = p.read_text(); assert old in text, (path, old); p.write_text(text.replace(old, new))
+def tick(item):
+    edit("TODO.md", f"- [ ] {item}", f"- [x] {item}")
+def implement(name, op):
+    edit("calc.py", f"def {name}(a, b):\n    raise NotImplementedError", f"def {name}(a, b):\n    return a {op} b")
+'''
+
+CHEATS = {
+    "delete_test": ('edit("tests/test_calc.py", "def test_mul():\\n    assert mul(2, 3) == 6\\n", "")\n'
+                    'tick("Make test_mul pass")',
+                    ["protected files changed: tests/test_calc.py (modified)"]),
+    "skip_marker": ('edit("tests/test_calc.py", "def test_mul", "import pytest\\n@pytest.mark.skip\\ndef test_mul")\n'
+                    'tick("Make test_mul pass")',
+                    ["protected files changed: tests/test_calc.py (modified)", "skipped tests rose 0 → 1"]),
+    "deselect_in_config": ('edit("pyproject.toml", "pythonpath", '
+                           '"addopts = \\"--deselect tests/test_calc.py::test_mul\\"\\npythonpath")\n'
+                           'tick("Make test_mul pass")',
+                           ["protected files changed: pyproject.toml (modified)", "deselected tests rose 0 → 1"]),
+    "edit_check_command": ('edit("ralph.yaml", "-m pytest -q", "-c pass")\nimplement("mul", "+")\n'
+                           'tick("Make test_mul pass")',
+                           ["protected files changed: ralph.yaml (modified)"]),
+    "delete_todo_items": ('edit("TODO.md", "- [ ] Make test_sub pass\\n", "")\nimplement("mul", "*")\n'
+                          'tick("Make test_mul pass")',
+                          ["TODO items deleted or reworded: 'Make test_sub pass'"]),
+    "reword_todo_item": ('edit("TODO.md", "Make test_sub pass", "Consider test_sub")\nimplement("mul", "*")\n'
+                         'tick("Make test_mul pass")',
+                         ["TODO items deleted or reworded: 'Make test_sub pass'"]),
+    "tick_without_work": ('tick("Make test_mul pass")\ntick("Make test_sub pass")\n'
+                          'pathlib.Path("PROGRESS.md").write_text("all done!")',
+                          ["ticked without work: 2 item(s) ticked"]),
+    "assert_true": ('edit("tests/test_calc.py", "assert mul(2, 3) == 6", "assert True")\n'
+                    'tick("Make test_mul pass")',
+                    ["protected files changed: tests/test_calc.py (modified)"]),
+    "break_a_passing_test": ('implement("mul", "*")\nedit("calc.py", "return a + b", "return a - b")\n'
+                             'tick("Make test_mul pass")',
+                             ["tests that passed now fail: tests/test_calc.py::test_add"]),
+}
+
+
+def make(tmp_path: Path, body: str, *, strict: bool = False, protect=None, todo: str | None = None,
+         max_laps: int = 1, extra_checks=()) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    agent = tmp_path / "agent.py"
+    agent.write_text(PRELUDE + body + "\n")
+    config = {"goal": "Make every test pass", "agent": {"kind": "command", "command": f"{PY} {agent}"},
+              "checks": [f"{PY} -m pytest -q -p no:cacheprovider", *extra_checks],
+              "limits": {"max_laps": max_laps}, "strict": strict}
+    if protect is not None:
+        config["protect"] = protect
+    files = dict(FILES, **{"ralph.yaml": json.dumps(config, indent=1, ensure_ascii=False)})
+    if todo:
+        files["TODO.md"] = todo
+    return make_repo(tmp_path / "repo", files)
+
+
+def laps(repo: Path) -> list[dict]:
+    return json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+
+
+@pytest.mark.parametrize("strategy", sorted(CHEATS))
+def test_each_cheat_is_red_and_the_green_line_never_moves(tmp_path: Path, strategy: str):
+    body, expected = CHEATS[strategy]
+    repo = make(tmp_path, body)
+    result = ralph(repo, "run", "--name", "t")
+    assert result.returncode == 3, result.stdout + result.stderr
+    (lap,) = laps(repo)
+    assert lap["status"] == "red", lap["reason"]
+    for phrase in expected:
+        assert phrase in lap["reason"]
+    assert git(repo, "rev-parse", "ralph/t") == git(repo, "rev-parse", "refs/ralph/t/base")
+
+
+def test_the_run_keeps_judging_with_the_checks_it_started_with(tmp_path: Path):
+    repo = make(tmp_path, CHEATS["edit_check_command"][0])
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert [check["command"] for check in lap["checks"]] == [f"{PY} -m pytest -q -p no:cacheprovider"]
+    assert lap["protected_touched"] == ["ralph.yaml"]
+    assert lap["tests"]["passing_before"] == 1 and lap["tests"]["passing_after"] == 1
+
+
+def test_a_gitignored_module_cannot_pass_the_checks_in_strict_mode(tmp_path: Path):
+    cheat = ('pathlib.Path("_generated.py").write_text("def mul(a, b):\\n    return a * b\\n")\n'
+             'edit("calc.py", "def add", "from _generated import mul as _mul\\n\\n\\ndef add")\n'
+             'edit("calc.py", "def mul(a, b):\\n    raise NotImplementedError", "def mul(a, b):\\n    return _mul(a, b)")\n'
+             'tick("Make test_mul pass")')
+    strict = make(tmp_path / "strict", cheat, strict=True)
+    assert ralph(strict, "run", "--name", "t").returncode == 3
+    (lap,) = laps(strict)
+    assert lap["status"] == "red"
+    # calc.py no longer imports, so test_add cannot even be collected.
+    assert "tests that passed are gone: tests/test_calc.py::test_add" in lap["reason"]
+    assert "passing tests dropped 1 → 0" in lap["reason"]
+    assert "strict: ignored files were deleted before the checks: _generated.py" in lap["reason"]
+    assert lap["removed_before_checks"] == ["_generated.py"]
+    # Without strict, the ignored module is still in the worktree when the checks run: the
+    # reason strict exists.
+    lenient = make(tmp_path / "lenient", cheat, strict=False)
+    ralph(lenient, "run", "--name", "t")
+    assert laps(lenient)[0]["status"] == "green"
+
+
+HONEST = ('if lap == 1:\n    implement("mul", "*")\n    tick("Make test_mul pass")\n'
+          'else:\n    implement("sub", "-")\n    tick("Make test_sub pass")\n')
+
+
+def test_honest_agent_goes_green_test_by_test_and_finishes(tmp_path: Path):
+    repo = make(tmp_path, HONEST, max_laps=3)
+    result = ralph(repo, "run", "--name", "t")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = laps(repo)
+    assert first["status"] == second["status"] == "green"
+    assert first["tests"] == {"passing_before": 1, "passing_after": 2, "newly_failing": [],
+                              "newly_passing": ["tests/test_calc.py::test_mul"]}
+    assert second["tests"]["passing_after"] == 3 and second["done"] is True
+
+
+def test_a_todo_item_that_names_a_test_file_allows_changing_it(tmp_path: Path):
+    todo = ("# TODO\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n"
+            "- [ ] Remove the obsolete test_add from tests/test_calc.py\n")
+    body = HONEST.replace("else:", "elif lap == 2:") + (
+        'else:\n    edit("tests/test_calc.py", "def test_add():\\n    assert add(2, 3) == 5\\n", "")\n'
+        '    tick("Remove the obsolete test_add from tests/test_calc.py")\n')
+    repo = make(tmp_path, body, todo=todo, max_laps=4)
+    result = ralph(repo, "run", "--name", "t")
+    assert result.returncode == 0, result.stdout + result.stderr
+    third = laps(repo)[2]
+    assert third["status"] == "green", third["reason"]
+    assert third["granted"] == ["tests/test_calc.py"] and third["protected_touched"] == []
+    assert third["tests"]["passing_after"] == 2
+
+
+def test_protect_empty_turns_path_protection_off_but_not_the_test_ratchet(tmp_path: Path):
+    repo = make(tmp_path, CHEATS["skip_marker"][0], protect=[])
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red"
+    assert "protected" not in lap["reason"] and "skipped tests rose 0 → 1" in lap["reason"]
+
+
+def test_a_flaky_check_is_retried_and_recorded(tmp_path: Path):
+    counter = tmp_path / "attempts"
+    flaky = f"{PY} -c \"import pathlib,sys; p=pathlib.Path(r'{counter}'); n=int(p.read_text() if p.exists() else 0)+1; p.write_text(str(n)); sys.exit(0 if n % 2 == 0 else 1)\""
+    repo = make(tmp_path, HONEST, max_laps=3, extra_checks=[{"run": flaky, "retries": 1}])
+    result = ralph(repo, "run", "--name", "t")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = laps(repo)[0]
+    assert first["flaky"] == [flaky]
+    assert [check["attempts"] for check in first["checks"]] == [1, 2]
+    assert "flaky" in result.stdout
+    assert "flaky" in ralph(repo, "status").stdout
+
+
+def test_show_tells_the_reason_and_the_numbers(tmp_path: Path):
+    repo = make(tmp_path, CHEATS["skip_marker"][0])
+    ralph(repo, "run", "--name", "t")
+    shown = ralph(repo, "show", "1").stdout
+    assert "skipped tests rose 0 → 1" in shown
+    assert "passing tests 1 → 1" in shown
+    assert "protected   tests/test_calc.py" in shown
