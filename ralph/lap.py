@@ -65,8 +65,7 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     started, started_at = time.monotonic(), now_iso()
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = _read(worktree / files.todo)
-    lap_prompt = prompt.build(ctx.config.goal, files.todo, todo_before, files.progress,
-                              _read(worktree / files.progress), ctx.config.check_commands,
+    lap_prompt = prompt.build(ctx.config, todo_before, _read(worktree / files.progress),
                               last_failure(ctx, state))
     task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
                    check=lambda: _check_now(ctx, state, worktree, log_dir))

@@ -199,9 +199,20 @@ def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None)
             if sel.select(wait):
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    break
+                    # EOF can come before the exit (coreutils close stdout in an atexit
+                    # handler): wait for the exit itself, or a finished `seq` gets a TERM.
+                    return timed_out or _exited_in_time(proc, deadline)
                 output.add(chunk)
     return timed_out
+
+
+def _exited_in_time(proc: subprocess.Popen, deadline: float | None) -> bool:
+    """Wait for the command to exit; True (timed out) when the deadline comes first."""
+    try:
+        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ralph.config import Config
+
 RULES = """\
 Rules for this lap:
 - You are one lap of a longer job, with a fresh start. Work on the next unticked items
   of {todo}; do a slice you can finish and verify now rather than everything at once.
-- Tick (`- [x]`) only the items you really finished. Do not delete or reword items.
+- Tick (`- [x]`) only the items you really finished. Do not delete or reword items;
+  you may add new ones.
 - Before you stop, rewrite {progress} as a short handoff for the next lap: what is done,
   what is next, what you tried that failed and why. Keep it under about 60 lines.
 - Do not weaken, skip or delete tests unless a TODO item says so.
+- Protected files may gain new files beside them but may not be modified or deleted,
+  unless the item you tick names the file: {protect}
 - Your edits are committed when you stop; then the repository's checks decide whether
-  the lap is kept. Checks: {checks}
+  the lap is kept: every test and check that passed before must still pass. Checks: {checks}
 """
 
 
@@ -27,14 +32,16 @@ class LastFailure:
     output_tail: str
 
 
-def build(goal: str, todo_name: str, todo_text: str | None, progress_name: str,
-          progress_text: str | None, checks: list[str], failure: LastFailure | None) -> str:
+def build(config: Config, todo_text: str | None, progress_text: str | None,
+          failure: LastFailure | None) -> str:
+    files = config.files
     parts = [
-        f"# Goal\n{goal.strip()}\n",
-        RULES.format(todo=todo_name, progress=progress_name,
-                     checks="; ".join(f"`{c}`" for c in checks) or "(none configured)"),
-        f"# {todo_name}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
-        f"# {progress_name}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
+        f"# Goal\n{config.goal.strip()}\n",
+        RULES.format(todo=files.todo, progress=files.progress,
+                     protect=", ".join(config.protect) or "(none)",
+                     checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)"),
+        f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
+        f"# {files.progress}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
     ]
     if failure:
         parts.append(

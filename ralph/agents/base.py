@@ -29,6 +29,7 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     estimated: bool = False  # True when a server reported no usage and ralph estimated it
+    largest_prompt_tokens: int = 0  # the biggest single request: how close a lap came to the context limit
 
     @property
     def total(self) -> int:

@@ -1,0 +1,242 @@
+"""The built-in agent: an OpenAI-compatible chat model calling tools in the lap's worktree.
+
+The loop asks the model, runs the tool calls it sends and answers every one of them,
+until the model calls `finish`, the turns or the lap's time run out, or the model keeps
+sending replies that cannot be used. Control leaves the loop by the small `LapOver`
+exceptions, each carrying what the AgentResult needs.
+
+`<log_dir>/transcript.jsonl` holds one JSON object a line: `start`; a `message` event for
+every message as it joins the conversation (request n sent the first `messages` of them,
+as its `request` event says); `response` with the raw body and its token counts (the
+prompt_tokens of each request, so the largest is known); `retry`; `error`; `check`; `end`.
+The API key is never written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable
+
+from openai import OpenAI
+
+from ralph.agents.base import AgentResult, LapTask, Usage
+from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
+from ralph.agents.retry import RequestFailed, call_with_retry
+from ralph.agents.tools import TOOL_NAMES, TOOL_SCHEMAS, Tools
+from ralph.agents.transcript import Transcript
+from ralph.config import AgentConfig
+
+DEFAULT_ENDPOINT = "https://api.openai.com/v1"
+SYSTEM_PROMPT = """\
+You are one lap of ralph, a loop that runs a long coding job as a series of fresh sessions.
+You work alone in a git worktree, your current directory; nobody will answer questions.
+Act only through the tools: bash to run commands, str_replace_based_edit_tool to view and
+edit files. Do not commit: when you call finish, ralph commits your edits and runs the
+repository's checks. Call finish when your slice is done, or with status "blocked" when you
+cannot make progress."""
+USE_A_TOOL = "Reply with a tool call: bash or str_replace_based_edit_tool to work, finish when you are done."
+EMPTY_REPLY = "format error: your reply had neither text nor a tool call. " + USE_A_TOOL
+CUT_OFF = ("Your reply was cut off by the output token limit (finish_reason: length), so nothing in it was "
+           "run. Be brief: one tool call at a time with short arguments; write a big file in parts.")
+FIX_REQUEST = ("Not finished: the repository's checks fail on your edits.\n{failure}\n"
+               "Fix this, then call finish again.")
+FORMAT_ERRORS_IN_A_ROW = 3  # then the model is not usable for this lap: outcome "error"
+CHARS_PER_TOKEN = 4  # the estimate when a server reports no usage
+FAILURE_TEXT_CAP = 16_000
+
+
+class LapOver(Exception):
+    """Ends the lap; the subclass says how, the payload says what to report."""
+
+    outcome = "ok"
+
+    def __init__(self, detail: str = "", summary: str = ""):
+        super().__init__(detail)
+        self.detail, self.summary = detail, summary
+
+
+class Finished(LapOver):
+    pass
+
+
+class TurnsUsedUp(LapOver):
+    pass  # still "ok": the lap commits and its checks judge the partial work
+
+
+class DeadlinePassed(LapOver):
+    outcome = "timeout"
+
+
+class Unusable(LapOver):
+    outcome = "error"  # the endpoint failed or the model kept sending malformed replies
+
+
+class OpenAIAgent:
+    kind = "openai"
+
+    def __init__(self, config: AgentConfig, *, sleep: Callable[[float], None] = time.sleep):
+        self.config = config
+        self.sleep = sleep  # between retries; tests pass a recorder
+        self.endpoint = config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+
+    def run_lap(self, task: LapTask) -> AgentResult:
+        started = time.monotonic()
+        lap = _Lap(self, task, deadline=started + task.timeout)
+        end = lap.run()
+        lap.transcript.write("end", outcome=end.outcome, summary=end.summary, detail=end.detail,
+                             usage=lap.usage.model_dump())
+        return AgentResult(kind=self.kind, outcome=end.outcome, duration_s=round(time.monotonic() - started, 3),
+                           summary=end.summary, detail=end.detail, usage=lap.usage)
+
+
+class _Lap:
+    """One lap's conversation: the messages, the client, the counters."""
+
+    def __init__(self, agent: OpenAIAgent, task: LapTask, deadline: float):
+        self.config, self.task, self.deadline = agent.config, task, deadline
+        self.endpoint, self.sleep = agent.endpoint, agent.sleep
+        self.api_key = os.environ.get(self.config.api_key_env)
+        self.transcript = Transcript(task.log_dir / "transcript.jsonl", secret=self.api_key)
+        # A local server may want no key, but the client insists on one.
+        self.client = OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0,
+                             timeout=self.config.request_timeout)
+        self.tools = Tools(task.worktree, task.log_dir, task.env, deadline)
+        self.messages: list[dict] = []
+        self.replies = ReplyReader(TOOL_NAMES)
+        self.usage = Usage()
+        self.format_errors = 0  # in a row
+        self.fixes_left = self.config.fix_attempts
+
+    def run(self) -> LapOver:
+        self.transcript.write("start", model=self.config.model, endpoint=self.endpoint, lap=self.task.lap,
+                              max_turns=self.config.max_turns, timeout=self.task.timeout, tools=list(TOOL_NAMES))
+        self.add({"role": "system", "content": SYSTEM_PROMPT})
+        self.add({"role": "user", "content": self.task.prompt})
+        try:
+            for turn in range(1, self.config.max_turns + 1):
+                self.step(turn)
+            raise TurnsUsedUp(f"max_turns reached ({self.config.max_turns} model calls) without finish")
+        except LapOver as end:
+            return end
+        finally:
+            self.client.close()
+
+    def step(self, turn: int) -> None:
+        reply = self.replies.read(self.ask(turn))
+        if reply.calls or reply.content.strip():
+            self.add(assistant_message(reply))
+        if reply.cut_off:  # its tool calls are likely truncated: run none of them
+            for call in reply.calls:
+                self.answer(call, CUT_OFF)
+            if not reply.calls:
+                self.add({"role": "user", "content": CUT_OFF})
+        elif reply.calls:
+            self.run_calls(reply.calls)
+        elif reply.content.strip():
+            self.tally([])
+            self.add({"role": "user", "content": USE_A_TOOL})
+        else:
+            self.add({"role": "user", "content": EMPTY_REPLY})
+            self.tally([EMPTY_REPLY])
+
+    def run_calls(self, calls: list[ToolCall]) -> None:
+        finished = False
+        for call in calls:
+            if finished:
+                self.answer(call, "not run: it came after finish")
+            elif call.problem:
+                self.answer(call, call.problem)
+            elif call.name == "finish":
+                self.finish(call)  # raises Finished unless the checks failed
+                finished = True
+            else:
+                self.answer(call, self.tools.run(call.name, call.arguments))
+        self.tally([call.problem for call in calls if call.problem])
+
+    def finish(self, call: ToolCall) -> None:
+        summary = str(call.arguments.get("summary") or "").strip()
+        if call.arguments.get("status") == "blocked":
+            raise Finished(summary=f"blocked: {summary}")  # checks cannot unblock it
+        if self.task.check and self.fixes_left > 0:
+            failure = self.task.check()
+            self.transcript.write("check", failure=failure)
+            if failure:
+                self.fixes_left -= 1
+                self.answer(call, FIX_REQUEST.format(failure=failure[-FAILURE_TEXT_CAP:]))
+                return
+        raise Finished(summary=summary)
+
+    def tally(self, problems: list[str]) -> None:
+        """Count replies with format errors in a row; enough of them end the lap."""
+        self.format_errors = self.format_errors + 1 if problems else 0
+        if self.format_errors >= FORMAT_ERRORS_IN_A_ROW:
+            raise Unusable(f"the model sent {self.format_errors} malformed replies in a row; "
+                           f"the last: {problems[-1]}")
+
+    def ask(self, turn: int) -> dict:
+        if time.monotonic() >= self.deadline:
+            raise DeadlinePassed(f"the lap's {self.task.timeout:g}s ran out after {turn - 1} model calls")
+        self.transcript.write("request", turn=turn, messages=len(self.messages))
+        started = time.monotonic()
+        try:
+            body = call_with_retry(self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep,
+                                   on_retry=self.log_retry)
+        except RequestFailed as exc:
+            self.transcript.write("error", error=exc.message)
+            if time.monotonic() >= self.deadline:
+                raise DeadlinePassed(f"the lap's {self.task.timeout:g}s ran out waiting for the model\n"
+                                     f"{exc.message}") from None
+            raise Unusable(exc.message + self.key_hint(exc)) from None
+        self.count_usage(turn, body, time.monotonic() - started)
+        return body
+
+    def post(self) -> dict:
+        """One request; the raw JSON, not the typed model: local servers send shapes the types
+        do not describe, and the transcript should hold what was received."""
+        timeout = max(0.1, min(self.config.request_timeout, self.deadline - time.monotonic()))
+        response = self.client.chat.completions.with_raw_response.create(
+            model=self.config.model, messages=self.messages, tools=TOOL_SCHEMAS,
+            temperature=self.config.temperature, timeout=timeout)
+        try:
+            body = response.http_response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise RequestFailed(f"model request to {self.endpoint} got an answer that is not a chat "
+                                f"completion: {response.http_response.text[:200]!r}")
+        return body
+
+    def key_hint(self, failure: RequestFailed) -> str:
+        unauthorized = failure.status in (401, 403)
+        return f" (${self.config.api_key_env} is not set)" if unauthorized and not self.api_key else ""
+
+    def log_retry(self, attempt: int, error: str, wait: float) -> None:
+        self.transcript.write("retry", attempt=attempt, error=error, wait=wait)
+
+    def count_usage(self, turn: int, body: dict, seconds: float) -> None:
+        reported = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
+        estimated = not (isinstance(prompt, int) and isinstance(completion, int))
+        if estimated:
+            prompt = _estimate_tokens({"messages": self.messages, "tools": TOOL_SCHEMAS})
+            completion = _estimate_tokens(body.get("choices"))
+        self.usage.requests += 1
+        self.usage.prompt_tokens += prompt
+        self.usage.completion_tokens += completion
+        self.usage.estimated = self.usage.estimated or estimated
+        self.usage.largest_prompt_tokens = max(self.usage.largest_prompt_tokens, prompt)
+        self.transcript.write("response", turn=turn, seconds=round(seconds, 3), prompt_tokens=prompt,
+                              completion_tokens=completion, estimated=estimated, body=body)
+
+    def add(self, message: dict) -> None:
+        self.messages.append(message)
+        self.transcript.write("message", message=message)
+
+    def answer(self, call: ToolCall, result: str) -> None:
+        self.add({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def _estimate_tokens(payload: object) -> int:
+    return max(1, len(json.dumps(payload, ensure_ascii=False)) // CHARS_PER_TOKEN)

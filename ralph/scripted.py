@@ -1,0 +1,199 @@
+"""A scripted OpenAI-compatible chat server on loopback: the model's fake, for tests and `ralph demo`.
+
+It speaks the real wire format (`POST …/chat/completions`, JSON bodies, OpenAI-style
+error bodies and headers), so the real `openai` client, its HTTP stack and its error
+mapping all run; only the model is scripted. A script is a list of steps, or a
+callable `(request_body, call_index) -> step` for replies that depend on the request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Union
+
+_GENERATED = object()  # "make up an id", as opposed to None: "send the call without one"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A chat completion: the assistant message and why it ended."""
+
+    message: dict[str, Any]
+    finish_reason: str = "stop"
+    usage: bool = True  # False: no `usage` block, as some local servers answer
+
+
+@dataclass(frozen=True)
+class HttpError:
+    status: int
+    body: dict | str | None = None  # None: an OpenAI-style {"error": {...}} body
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. {"Retry-After": "3"}
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Wait `seconds` before answering with `then`; with no `then`, close without an answer."""
+
+    seconds: float
+    then: Reply | HttpError | None = None
+
+
+Step = Union[Reply, HttpError, Hang]
+Script = Union[list[Step], Callable[[dict, int], Step]]
+
+
+def call(name: str, arguments: dict | str | None = None, *, call_id: Any = _GENERATED) -> dict:
+    """One tool call; `arguments` as a string is sent verbatim (to send invalid JSON)."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    tool_call: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": raw}}
+    if call_id is _GENERATED:
+        call_id = f"call_{uuid.uuid4().hex[:12]}"
+    if call_id is not None:
+        tool_call["id"] = call_id
+    return tool_call
+
+
+def tool_calls(*calls: dict, content: str | None = None, finish_reason: str = "tool_calls",
+               usage: bool = True) -> Reply:
+    return Reply({"role": "assistant", "content": content, "tool_calls": list(calls)}, finish_reason, usage)
+
+
+def tool_call(name: str, arguments: dict | str | None = None, *, call_id: Any = _GENERATED,
+              finish_reason: str = "tool_calls", usage: bool = True) -> Reply:
+    return tool_calls(call(name, arguments, call_id=call_id), finish_reason=finish_reason, usage=usage)
+
+
+def text(content: str | None, *, finish_reason: str = "stop", usage: bool = True) -> Reply:
+    return Reply({"role": "assistant", "content": content}, finish_reason, usage)
+
+
+def bash(command: str, **options: Any) -> Reply:
+    return tool_call("bash", {"command": command}, **options)
+
+
+def finish(summary: str = "done", status: str = "done", **options: Any) -> Reply:
+    return tool_call("finish", {"summary": summary, "status": status}, **options)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict
+
+
+class ScriptedServer:
+    """Serves the script on 127.0.0.1 (a free port) from a daemon thread until closed."""
+
+    def __init__(self, script: Script):
+        self.script = script
+        self.requests: list[RecordedRequest] = []
+        self.closing = threading.Event()  # wakes hanging answers so close() never waits on them
+        self._lock = threading.Lock()
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.scripted = self
+        # A short poll interval: shutdown() waits for the serving loop to notice, 0.5 s by default.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="scripted-server",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ScriptedServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def next_step(self, request: RecordedRequest) -> tuple[Step, int]:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(request)
+        if callable(self.script):
+            try:
+                return self.script(request.body, index), index
+            except Exception as exc:  # shown to the client, rather than a dropped connection and a retry
+                message = f"scripted server: the script raised {type(exc).__name__}: {exc}"
+                return HttpError(400, _error_body(message, "invalid_request_error")), index
+        if index < len(self.script):
+            return self.script[index], index
+        # Non-retryable on purpose: a test that runs past its script fails at once, saying why.
+        message = f"scripted server: the script has {len(self.script)} steps; none for request {index + 1}"
+        return HttpError(400, _error_body(message, "invalid_request_error")), index
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    block_on_close = False  # a hanging answer must not hold up close()
+    scripted: ScriptedServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            return self._send(404, _error_body(f"no route for POST {self.path}", "not_found"))
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            return self._send(400, _error_body(f"request body is not JSON: {exc}", "invalid_request_error"))
+        step, index = self.server.scripted.next_step(RecordedRequest(self.path, dict(self.headers), body))
+        if isinstance(step, Hang):
+            if self.server.scripted.closing.wait(step.seconds) or step.then is None:
+                return None  # the connection closes unanswered
+            step = step.then
+        if isinstance(step, HttpError):
+            return self._send(step.status, step.body or _error_body(f"scripted HTTP {step.status}"), step.headers)
+        return self._send(200, _completion(step, body, len(raw), index))
+
+    def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
+        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout) before the answer came
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # tests read `.requests`; a line per request on stderr is noise
+
+
+def _completion(reply: Reply, request: dict, request_bytes: int, index: int) -> dict:
+    completion = {
+        "id": f"chatcmpl-scripted-{index}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+        "choices": [{"index": 0, "message": reply.message, "finish_reason": reply.finish_reason,
+                     "logprobs": None}],
+    }
+    if reply.usage:
+        # Deterministic and roughly proportional, so token budgets behave as with a real model.
+        prompt_tokens = max(1, request_bytes // 4)
+        completion_tokens = max(1, len(json.dumps(reply.message)) // 4)
+        completion["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                               "total_tokens": prompt_tokens + completion_tokens}
+    return completion
+
+
+def _error_body(message: str, kind: str = "server_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
