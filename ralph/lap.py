@@ -170,7 +170,8 @@ def _commit(ctx: RunContext, worktree: Path, number: int, ticked: list[str],
     Hooks that fix files (formatters) get one re-add and retry, as people do by hand.
     A refused lap is still committed (without hooks) so it can be reviewed.
     """
-    message = commit_message(ctx.run, number, ticked, agent)
+    model = ctx.config.agent.model if agent.kind == "openai" else None
+    message = commit_message(ctx.run, number, ticked, agent, model)
     verify, timeout = ctx.config.commit.verify, ctx.config.limits.check_timeout
     done = git.commit_all(worktree, message, verify=verify, timeout=timeout)
     if not done.ok and verify:
@@ -185,12 +186,13 @@ def _commit(ctx: RunContext, worktree: Path, number: int, ticked: list[str],
     return git.rev(worktree, "HEAD"), None
 
 
-def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult) -> str:
+def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult, model: str | None) -> str:
     subject = "; ".join(ticked) if ticked else f"ralph lap {number}"
     if len(subject) > 72:
         subject = subject[:71].rstrip() + "…"
     body = f"{agent.summary.strip()}\n\n" if agent.summary.strip() else ""
-    return f"{subject}\n\n{body}Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.kind}\n"
+    trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.kind}\n"
+    return f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {model}\n" if model else "")
 
 
 def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:

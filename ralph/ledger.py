@@ -134,6 +134,17 @@ class RunState:
     def tokens_used(self) -> int:
         return sum(lap.record.agent.usage.total for lap in self.laps if lap.record)
 
+    def context_bars(self, upto: int | None = None) -> tuple[int, int]:
+        """("this lap", "one session") in prompt tokens, through lap `upto` (default: all).
+
+        This lap: the largest single request of the lap, what a fresh lap carries. One
+        session: the laps' largest requests added up, roughly what a single agent's context
+        would hold had it done every lap so far without starting fresh.
+        """
+        records = [lap.record for lap in self.laps if lap.record and (upto is None or lap.number <= upto)]
+        this_lap = records[-1].agent.usage.largest_prompt_tokens if records else 0
+        return this_lap, sum(record.agent.usage.largest_prompt_tokens for record in records)
+
     def errors_in_a_row(self) -> int:
         count = 0
         for lap in reversed(self.laps):

@@ -67,6 +67,11 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
                + (f"; allowed by a ticked item: {escape(', '.join(record.granted))}" if record.granted else ""))
     if record.flaky:
         ui.say(f"flaky   {escape(', '.join(record.flaky))}")
+    usage = record.agent.usage
+    if usage.requests:
+        ui.say(f"tokens  {usage.requests} requests, {usage.prompt_tokens:,} prompt + "
+               f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}")
+        ui.context_bars(*state.context_bars(upto=number))
     ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
     for check in record.checks:
         mark = "[green]pass[/]" if check.passed else "[red]fail[/]"
@@ -91,6 +96,8 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         "errors_in_a_row": state.errors_in_a_row(), "done": done,
         "todo": last.todo.model_dump() if last else None,
         "flaky": state.flaky_checks(),
+        "tokens": state.tokens_used(), "max_tokens": limits.get("max_tokens"),
+        "context": dict(zip(("this_lap", "one_session"), state.context_bars())),
     }
     if as_json:
         ui.print_json(summary)
@@ -102,6 +109,10 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
         ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")
+    if summary["tokens"]:
+        cap = f" of max {summary['max_tokens']:,}" if summary["max_tokens"] else ""
+        ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")
+        ui.context_bars(*state.context_bars())
     if summary["flaky"]:
         ui.say(f"  flaky       {escape(', '.join(summary['flaky']))}")
     ui.say(f"  review      git log ralph/{state.name}   ·   ralph log   ·   ralph land")

@@ -61,6 +61,14 @@ def stopped(code: int, reason: str, flaky: list[str]) -> None:
         console.print(f"[yellow]flaky checks[/] (failed, then passed on a retry): {escape(', '.join(flaky))}")
 
 
+def context_bars(this_lap: int, one_session: int, width: int = 30) -> None:
+    """The seed's two bars: what a fresh lap carried, against one long session."""
+    scale = max(this_lap, one_session, 1)
+    for label, tokens in (("this lap", this_lap), ("one session", one_session)):
+        filled = round(width * tokens / scale)
+        console.print(f"  {label:<12}[cyan]{'█' * filled}[/][dim]{'░' * (width - filled)}[/] {tokens:,} tokens")
+
+
 def table(columns: list[str], rows: list[list[str]]) -> None:
     grid = Table(*columns, box=None, pad_edge=False, highlight=False)
     for row in rows:

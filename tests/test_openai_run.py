@@ -1,0 +1,134 @@
+"""`ralph run` with the built-in openai agent: the ralph process talks real HTTP to a
+scripted OpenAI-compatible server on loopback, and laps commit and check for real."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+from conftest import git, make_repo, ralph
+from ralph.scripted import ScriptedServer, bash, finish, tool_call
+
+PY = sys.executable
+CANARY = "sk-canary-9f8e7d6c5b4a"
+FILES = {
+    "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
+    "TODO.md": "# TODO\n- [ ] Implement mul\n- [ ] Write NOTES.md\n",
+    "PROGRESS.md": "nothing yet\n",
+}
+
+
+def edit(command: str, path: str, **arguments) -> object:
+    return tool_call("str_replace_based_edit_tool", dict(command=command, path=path, **arguments))
+
+
+def repo_for(tmp_path: Path, base_url: str, checks: list[str], **limits) -> Path:
+    config = {"goal": "Finish calc", "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url},
+              "checks": checks, "limits": {"stagnation": 5, **limits}}
+    return make_repo(tmp_path / "repo", dict(FILES, **{"ralph.yaml": json.dumps(config)}))
+
+
+def laps(repo: Path) -> list[dict]:
+    return json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+
+
+def test_a_lap_with_every_tool_ends_done(tmp_path: Path):
+    script = [
+        edit("view", "calc.py"),
+        edit("str_replace", "calc.py", old_str="raise NotImplementedError", new_str="return a * b"),
+        edit("create", "NOTES.md", file_text="calc: mul\n"),
+        edit("insert", "PROGRESS.md", insert_line=0, new_str="done: mul, notes"),
+        edit("str_replace", "TODO.md", old_str="- [ ] Implement mul", new_str="- [x] Implement mul"),
+        edit("str_replace", "TODO.md", old_str="- [ ] Write NOTES.md", new_str="- [x] Write NOTES.md"),
+        bash(f"{PY} -c 'import calc; print(calc.mul(6, 7))'; env"),
+        finish("implemented mul and wrote NOTES.md"),
+    ]
+    with ScriptedServer(script) as server:
+        checks = [f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'",
+                  f"! env | grep -q {CANARY[-12:]}", 'test -z "$OPENAI_API_KEY"']
+        repo = repo_for(tmp_path, server.base_url, checks)
+        result = ralph(repo, "run", "--name", "o", env={"OPENAI_API_KEY": CANARY})
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert len(server.requests) == len(script)
+        # The key reached the endpoint, and only the endpoint.
+        assert server.requests[0].headers["authorization"] == f"Bearer {CANARY}"
+        bash_result = server.requests[7].body["messages"][-1]["content"]
+        assert "42" in bash_result and "PATH=" in bash_result and CANARY not in bash_result
+
+    (lap,) = laps(repo)
+    assert lap["status"] == "green" and lap["done"] is True
+    assert [check["exit_code"] for check in lap["checks"]] == [0, 0, 0]
+    assert lap["agent"]["kind"] == "openai" and lap["agent"]["summary"] == "implemented mul and wrote NOTES.md"
+    assert lap["agent"]["usage"]["requests"] == 8 and lap["agent"]["usage"]["prompt_tokens"] > 0
+    message = git(repo, "log", "-1", "--format=%B", "ralph/o")
+    assert message.startswith("Implement mul; Write NOTES.md\n\nimplemented mul and wrote NOTES.md")
+    assert "Ralph-Model: scripted-1" in message and "Ralph-Agent: openai" in message
+    assert git(repo, "show", "ralph/o:PROGRESS.md") == "done: mul, notes\nnothing yet"
+    assert git(repo, "show", "ralph/o:NOTES.md") == "calc: mul"
+    run_dir = repo / ".git" / "ralph" / "o"
+    transcript = (run_dir / "lap-1" / "transcript.jsonl").read_text()
+    assert 'return a * b' in transcript and CANARY not in transcript
+    assert not any(CANARY in path.read_text(errors="replace") for path in run_dir.rglob("*") if path.is_file())
+    assert CANARY not in git(repo, "notes", "--ref", "ralph", "show", "ralph/o")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_endpoint_gives_error_laps_then_exit_6(tmp_path: Path):
+    endpoint = f"http://127.0.0.1:{_closed_port()}/v1"
+    repo = repo_for(tmp_path, endpoint, ["true"], lap_timeout=2)
+    started = time.monotonic()
+    result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 6, result.stdout + result.stderr
+    assert time.monotonic() - started < 40
+    assert "3 agent errors in a row" in result.stdout and endpoint in result.stdout
+    records = laps(repo)
+    assert [lap["status"] for lap in records] == ["error"] * 3
+    assert all(endpoint in lap["reason"] for lap in records)
+    assert git(repo, "rev-parse", "ralph/o") == git(repo, "rev-parse", "refs/ralph/o/base")
+
+
+def test_max_tokens_is_a_fuse_with_exit_7(tmp_path: Path):
+    script = lambda body, index: (edit("create", f"f{index}.txt", file_text="x") if index % 2 == 0
+                                  else finish("one file"))
+    with ScriptedServer(script) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"], max_tokens=1500)
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 7, result.stdout + result.stderr
+    assert "max_tokens (1500) spent" in result.stdout
+    used = sum(lap["agent"]["usage"]["prompt_tokens"] + lap["agent"]["usage"]["completion_tokens"]
+               for lap in laps(repo))
+    assert used >= 1500
+
+
+def test_status_and_show_draw_the_context_bars(tmp_path: Path):
+    def script(body: dict, index: int):
+        lap = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        todo = next(m for m in body["messages"] if m["role"] == "user")["content"]
+        if lap == 0:
+            return edit("create", f"part-{index}.txt", file_text="x" * 400)
+        item = "Implement mul" if "- [ ] Implement mul" in todo else "Write NOTES.md"
+        if lap == 1:
+            return edit("str_replace", "TODO.md", old_str=f"- [ ] {item}", new_str=f"- [x] {item}")
+        return finish(f"did {item}")
+
+    with ScriptedServer(script) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"])
+        assert ralph(repo, "run", "--name", "o").returncode == 0
+    first, second = laps(repo)
+    largest = [first["agent"]["usage"]["largest_prompt_tokens"], second["agent"]["usage"]["largest_prompt_tokens"]]
+    status = json.loads(ralph(repo, "status", "--json").stdout)
+    assert status["context"] == {"this_lap": largest[1], "one_session": sum(largest)}
+    assert status["tokens"] == sum(lap["agent"]["usage"]["prompt_tokens"] + lap["agent"]["usage"]["completion_tokens"]
+                                   for lap in (first, second))
+    text = ralph(repo, "status").stdout
+    assert "this lap" in text and "one session" in text and f"{sum(largest):,} tokens" in text
+    shown = ralph(repo, "show", "1").stdout
+    assert f"{largest[0]:,} tokens" in shown and "3 requests" in shown
