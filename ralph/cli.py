@@ -118,3 +118,14 @@ def clean(run_name, refs) -> None:
     from ralph.review import clean as do_clean
 
     _call(do_clean, Path.cwd(), run_name, refs)
+
+
+@main.command()
+@click.argument("folder", required=False, type=click.Path(path_type=Path))
+@click.option("--model", help="Run the sample against this model instead of the scripted one.")
+@click.option("--base-url", help="The OpenAI-compatible endpoint serving --model.")
+def demo(folder, model, base_url) -> None:
+    """Create a sample repository in FOLDER (default: a new temp folder) and run real laps on it."""
+    from ralph.demo import demo as do_demo
+
+    _call(do_demo, folder, model, base_url)

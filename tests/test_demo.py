@@ -1,0 +1,45 @@
+"""`ralph demo`: the embedded default job, offline, with a scripted model; and the same
+sample against an endpoint the user names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import git, ralph
+from ralph.demo import scripted_model
+from ralph.scripted import ScriptedServer
+
+
+def test_demo_runs_real_laps_offline_and_ends_done(tmp_path: Path):
+    folder = tmp_path / "demo"
+    result = ralph(tmp_path, "demo", str(folder), timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the model is scripted" in result.stdout
+    laps = json.loads(ralph(folder, "log", "--json").stdout)["laps"]
+    assert [lap["status"] for lap in laps] == ["green", "red", "green", "green"]
+    assert "tests.test_words" in laps[1]["reason"]
+    assert laps[-1]["done"] is True
+    assert all(lap["agent"]["kind"] == "openai" and lap["agent"]["usage"]["requests"] > 0 for lap in laps)
+    assert git(folder, "rev-list", "--count", "refs/ralph/demo/base..ralph/demo") == "3"
+    assert '"""Number of whitespace-separated words."""' in git(folder, "show", "ralph/demo:textkit/words.py")
+    assert git(folder, "status", "--porcelain") == ""  # the user's side of the demo repo is untouched
+
+
+def test_demo_refuses_a_folder_that_is_not_empty(tmp_path: Path):
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "file").write_text("x")
+    result = ralph(tmp_path, "demo", str(tmp_path / "busy"))
+    assert result.returncode == 1 and "is not empty" in result.stderr
+
+
+def test_demo_against_a_named_endpoint(tmp_path: Path):
+    # The named endpoint here is a scripted server too, but ralph treats it as any other:
+    # it is reached only through --model and --base-url.
+    with ScriptedServer(scripted_model) as server:
+        result = ralph(tmp_path, "demo", str(tmp_path / "d"), "--model", "my-model", "--base-url", server.base_url)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert all(request.body["model"] == "my-model" for request in server.requests)
+    assert "the model is scripted" not in result.stdout
+    assert "worked by my-model" in result.stdout
+    assert ralph(tmp_path, "demo", "--model", "m").returncode == 1
