@@ -56,6 +56,13 @@ class Commit(Section):
     verify: bool = Field(True, description="Run the repository's git hooks on lap commits.")
 
 
+class EnvConfig(Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    pass_: list[str] = Field(default_factory=list, alias="pass",
+                             description="Variables let through to agents and checks although named like secrets.")
+
+
 class CheckSpec(Section):
     run: str = Field(min_length=1, description="The shell command.")
     retries: int = Field(0, ge=0, le=10, description="Runs again after a failure; fail-then-pass is 'flaky'.")
@@ -81,6 +88,7 @@ class Config(Section):
     protect: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECT),
                                description="Globs a lap may add to but not modify or delete; [] turns it off.")
     strict: bool = Field(False, description="Delete ignored files from the lap worktree before the checks.")
+    env: EnvConfig = Field(default_factory=EnvConfig)
 
     @field_validator("checks", mode="before")
     @classmethod

@@ -58,7 +58,12 @@ class RepoInfo:
 
 
 def open_repo(path: Path) -> RepoInfo:
-    """Describe the repository at `path`, or say clearly why ralph cannot work there."""
+    """Describe the repository at `path`, or say clearly why ralph cannot work there.
+
+    GitPython only finds the repository and reads HEAD's file; the commit is resolved by
+    git with a clean environment, since GitPython's object readers follow GIT_* variables
+    that a calling hook may have left pointing at another repository.
+    """
     try:
         repo = gitpython.Repo(path, search_parent_directories=True)
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
@@ -66,13 +71,14 @@ def open_repo(path: Path) -> RepoInfo:
     try:
         if repo.bare:
             raise RalphError(f"{repo.git_dir} is a bare repository — ralph needs a work tree; clone it first")
-        if not repo.head.is_valid():
-            raise RalphError("the repository has no commits yet — commit something first (git commit)")
+        top, common_dir = Path(repo.working_tree_dir), Path(repo.common_dir).resolve()
         branch = None if repo.head.is_detached else repo.head.ref.name
-        return RepoInfo(Path(repo.working_tree_dir), Path(repo.common_dir).resolve(), branch,
-                        repo.head.commit.hexsha)
     finally:
         repo.close()
+    head = rev(top, "HEAD")
+    if head is None:
+        raise RalphError("the repository has no commits yet — commit something first (git commit)")
+    return RepoInfo(top, common_dir, branch, head)
 
 
 def rev(cwd: Path, name: str) -> str | None:
@@ -170,6 +176,24 @@ def remove_worktrees_under(common_dir: Path, folder: Path) -> int:
 
 def _rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def init_submodules(worktree: Path, timeout: float) -> None:
+    """A fresh worktree has empty submodule folders; check them out like a fresh clone would.
+
+    protocol.file.allow: submodules given as local paths (common in monorepos and tests)
+    are refused by git >= 2.38.1 otherwise; they are the user's own repositories.
+    """
+    result = run(worktree, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive",
+                 timeout=timeout, check=False, hooks=True)
+    if not result.ok:
+        raise RalphError(f"cannot check out the submodules in a lap worktree: {result.tail(400).strip()} — "
+                         "make `git submodule update --init` work offline (e.g. local mirrors)")
+
+
+def uses_lfs(cwd: Path, commit: str) -> bool:
+    attributes = show_file(cwd, commit, ".gitattributes") or ""
+    return "filter=lfs" in attributes
 
 
 def worktree_branches(cwd: Path) -> dict[str, Path]:

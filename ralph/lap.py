@@ -49,6 +49,8 @@ def in_worktree(ctx: RunContext, name: str, commit: str, work):
     worktree = ctx.worktrees / name
     git.add_worktree(ctx.top, worktree, commit, reason=f"ralph run {ctx.run} ({name})")
     try:
+        if (worktree / ".gitmodules").exists():
+            git.init_submodules(worktree, timeout=ctx.config.limits.check_timeout)
         return work(worktree)
     finally:
         git.remove_worktrees_under(ctx.repo.common_dir, worktree)

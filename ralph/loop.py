@@ -32,6 +32,7 @@ def run(options: RunOptions) -> Exit:
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     name = ledger.check_name(options.name or default_name(cfg.goal))
     _refuse_unsafe_start(repo, name, options.allow_dirty)
+    _refuse_bad_todo(repo, cfg)
     run_dir = repo.common_dir / "ralph" / name
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir, name):
@@ -41,7 +42,7 @@ def run(options: RunOptions) -> Exit:
             cfg = _pinned_config(state, cfg)
         if options.max_laps is not None:
             cfg.limits.max_laps = options.max_laps
-        env = proc.clean_env(secrets=(cfg.agent.api_key_env,))
+        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,))
         ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
@@ -72,6 +73,9 @@ def _refuse_unsafe_start(repo: git.RepoInfo, name: str, allow_dirty: bool) -> No
     if not git.run(repo.top, "var", "GIT_COMMITTER_IDENT", check=False).ok:
         raise RalphError("git does not know who you are, so laps cannot be committed — "
                          "set it with `git config user.name NAME` and `git config user.email EMAIL`")
+    if git.uses_lfs(repo.top, repo.head) and not git.run(repo.top, "lfs", "version", check=False).ok:
+        raise RalphError("this repository uses Git LFS (filter=lfs in .gitattributes) but git-lfs is not "
+                         "installed, so lap worktrees would hold pointer files — install git-lfs first")
     elsewhere = git.worktree_branches(repo.top).get(ledger.branch_ref(name))
     if elsewhere is not None:
         raise RalphError(f"the run branch ralph/{name} is checked out in {elsewhere} — "
@@ -95,26 +99,46 @@ def _resume(ctx: RunContext, state: RunState) -> RunState:
 
 
 def _start(ctx: RunContext) -> RunState:
-    # A crash before the record is written leaves the base ref: start again from it.
-    base = git.rev(ctx.top, ledger.base_ref(ctx.run))
-    if base is None:
-        base = ctx.repo.head
-        git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, None)
+    """Baseline checks on the user's HEAD, then the run's refs: base, branch, record (last)."""
+    # Refs left by a start that died before its record are this run's own: start over.
+    leftover = git.rev(ctx.top, ledger.base_ref(ctx.run))
     branch = git.rev(ctx.top, ledger.branch_ref(ctx.run))
-    if branch not in (None, base):
+    if branch not in (None, leftover):
         raise RalphError(f"a branch ralph/{ctx.run} already exists and is not this run's — "
                          "pick another name with --name")
+    base = ctx.repo.head
     ui.say(f"run [bold]{ctx.run}[/]: baseline checks on {base[:10]}")
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
     baseline = in_worktree(ctx, "baseline", base, lambda worktree: ctx.check(worktree, log_dir))
     ui.baseline(baseline)
-    if branch is None:
-        git.update_ref(ctx.top, ledger.branch_ref(ctx.run), base, None)
+    _refuse_broken_checks(baseline)
+    git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, leftover)
+    git.update_ref(ctx.top, ledger.branch_ref(ctx.run), base, branch)
     record = RunRecord(run=ctx.run, created_at=now_iso(), base=base, user_branch=ctx.repo.branch,
-                       config=ctx.config.model_dump(mode="json"), baseline=baseline)
+                       config=ctx.config.model_dump(mode="json", by_alias=True), baseline=baseline)
     ledger.save_record(ctx.top, record)
     return RunState(ctx.run, record, base)
+
+
+def _refuse_broken_checks(baseline: list) -> None:
+    """A check the shell cannot run would fail every lap and the run could never be done."""
+    for check in baseline:
+        if check.exit_code in (126, 127):
+            what = "was not found" if check.exit_code == 127 else "is not executable"
+            raise RalphError(f"the check `{check.command}` {what} (exit {check.exit_code}) on the base "
+                             "commit — fix the command in ralph.yaml")
+
+
+def _refuse_bad_todo(repo: git.RepoInfo, cfg: config_module.Config) -> None:
+    name = cfg.files.todo
+    text = git.show_file(repo.top, repo.head, name)
+    if text is None:
+        raise RalphError(f"{name} is not in HEAD — write the job as a checklist (`- [ ] item`; "
+                         "`ralph init` writes one) and commit it")
+    if not todo.parse(text):
+        raise RalphError(f"{name} has no checkbox items — write the job as `- [ ] item` lines "
+                         "(see TODO.example.md) and commit it")
 
 
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:

@@ -117,3 +117,33 @@ def test_init_writes_files_and_never_overwrites(tmp_path: Path):
     run = ralph(repo, "run", "--max-laps", "1")
     assert run.returncode == 3, run.stderr
     assert "agent exited with code 127" in run.stdout
+
+
+@pytest.mark.parametrize("todo, expected", [
+    (None, "TODO.md is not in HEAD"),
+    ("# TODO\nJust prose, no boxes.\n", "TODO.md has no checkbox items"),
+])
+def test_todo_missing_or_without_checkboxes(tmp_path: Path, todo, expected):
+    files = {"ralph.yaml": GOOD} | ({"TODO.md": todo} if todo else {})
+    repo = make_repo(tmp_path / "repo", files)
+    assert expected in one_line_error(ralph(repo, "run"))
+    assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+
+
+def test_a_check_that_does_not_exist_is_refused_after_the_baseline(tmp_path: Path):
+    config = GOOD.replace('  - "true"', '  - "no-such-checker --all"')
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config, "TODO.md": "- [ ] a\n"})
+    before = snapshot(repo)
+    line = one_line_error(ralph(repo, "run"))
+    assert "`no-such-checker --all` was not found (exit 127)" in line
+    assert snapshot(repo) == before
+    assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+    assert git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_unknown_run_for_show_and_land(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": GOOD, "TODO.md": "- [ ] a\n"})
+    assert ralph(repo, "run", "--name", "real", "--max-laps", "1").returncode == 3
+    for command in (["show", "1", "--run", "nope"], ["land", "--run", "nope"], ["status", "--run", "nope"]):
+        assert "no run named 'nope' — known runs: real" in one_line_error(ralph(repo, *command))
+    assert "has no lap 7" in one_line_error(ralph(repo, "show", "7"))

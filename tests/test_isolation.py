@@ -1,0 +1,70 @@
+"""ralph never reaches past its own namespace: not into a repository named by GIT_* variables,
+not to secrets in the environment, not to the user's own worktrees."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from conftest import git, make_repo, ralph, snapshot
+
+PY = sys.executable
+TICK = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
+        "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\"")
+
+
+def job(tmp_path: Path, name: str = "repo", agent: str = TICK, checks=("true",), **extra) -> Path:
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks), **extra}
+    return make_repo(tmp_path / name, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
+
+
+def test_git_variables_from_a_calling_hook_do_not_redirect_ralph(tmp_path: Path):
+    decoy = make_repo(tmp_path / "decoy", {"decoy.txt": "untouched\n"})
+    repo = job(tmp_path)
+    before_decoy, before_repo = snapshot(decoy), snapshot(repo)
+    env = {"GIT_DIR": str(decoy / ".git"), "GIT_WORK_TREE": str(decoy), "GIT_INDEX_FILE": str(decoy / ".git/index"),
+           "GIT_OBJECT_DIRECTORY": str(decoy / ".git/objects")}
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert snapshot(decoy) == before_decoy
+    assert git(decoy, "for-each-ref", "refs/ralph/", "refs/heads/ralph/", "refs/notes/") == ""
+    assert snapshot(repo) == before_repo
+    assert git(repo, "show", "ralph/r:work.txt") == "w"
+
+
+def test_secrets_reach_no_agent_and_no_check_unless_passed(tmp_path: Path):
+    dump = f"env > {tmp_path}/agent-env.txt && {TICK}"
+    repo = job(tmp_path, agent=dump, checks=[f"env > {tmp_path}/check-env.txt"],
+               env={"pass": ["DEPLOY_TOKEN_FOR_TESTS"]})
+    secrets = {"OPENAI_API_KEY": "sk-canary-openai", "GITHUB_TOKEN": "ghp-canary", "DB_PASSWORD": "pw-canary",
+               "MY_SECRET": "secret-canary", "SSH_AUTH_SOCK": "/tmp/canary.sock",
+               "DEPLOY_TOKEN_FOR_TESTS": "allowed-canary", "PLAIN_SETTING": "plain-value"}
+    result = ralph(repo, "run", "--name", "r", env=secrets)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for seen in ("agent-env.txt", "check-env.txt"):
+        text = (tmp_path / seen).read_text()
+        for canary in ("sk-canary-openai", "ghp-canary", "pw-canary", "secret-canary", "canary.sock"):
+            assert canary not in text, (seen, canary)
+        assert "allowed-canary" in text and "plain-value" in text
+    assert "RALPH_LAP=1" in (tmp_path / "agent-env.txt").read_text()
+
+
+def test_the_users_own_worktrees_are_never_pruned(tmp_path: Path):
+    repo = job(tmp_path)
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine-locked"))
+    git(repo, "worktree", "lock", "--reason", "mine", str(tmp_path / "mine-locked"))
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine-missing"))
+    shutil.rmtree(tmp_path / "mine-missing")  # gone from disk: `git worktree prune` would drop it
+    before = git(repo, "worktree", "list", "--porcelain")
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+    assert ralph(repo, "clean", "--refs").returncode == 0
+    assert git(repo, "worktree", "list", "--porcelain") == before
+
+
+def test_ralph_worktrees_are_locked_with_a_reason_naming_the_run(tmp_path: Path):
+    agent = f"git worktree list --porcelain > {tmp_path}/seen.txt && {TICK}"
+    repo = job(tmp_path, agent=agent)
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+    assert "locked ralph run r (lap-1)" in (tmp_path / "seen.txt").read_text()

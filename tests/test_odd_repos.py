@@ -1,0 +1,80 @@
+"""Repositories as people have them: odd paths, odd bytes, big files, submodules, LFS."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, ralph, snapshot
+
+PY = sys.executable
+TICK = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
+        "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\"")
+
+
+def config(agent: str = TICK, checks=("true",)) -> str:
+    return json.dumps({"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks)})
+
+
+def test_a_path_with_spaces_and_non_ascii_characters(tmp_path: Path):
+    agent = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', "
+             "'- [x]')); pathlib.Path('naïve file ü.txt').write_text('ü')\"")
+    repo = make_repo(tmp_path / "my répo ü", {"ralph.yaml": config(agent), "TODO.md": "- [ ] écrire ü\n"})
+    before = snapshot(repo)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(repo, "show", "ralph/r:naïve file ü.txt") == "ü"
+    assert git(repo, "log", "-1", "--format=%s", "ralph/r") == "écrire ü"
+    assert snapshot(repo) == before
+
+
+def test_files_and_output_that_are_not_utf8(tmp_path: Path):
+    agent = (f"{PY} -c \"import pathlib, sys; pathlib.Path('latin1.txt').write_bytes(b'caf\\xe9\\xff'); "
+             "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]')); "
+             "sys.stdout.buffer.write(b'bytes \\xff\\xfe out')\"")
+    check = f"{PY} -c \"import sys; sys.stdout.buffer.write(b'check \\xe9\\xff'); sys.exit(0)\""
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(agent, [check]), "TODO.md": "- [ ] x\n",
+                                         "old-latin1.txt": "placeholder"})
+    (repo / "old-latin1.txt").write_bytes(b"\xe9t\xe9\n")
+    git(repo, "commit", "-qam", "latin-1 content")
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check \ufffd\ufffd" in json.loads(ralph(repo, "log", "--json").stdout)["laps"][0]["checks"][0]["output_tail"]
+    raw = subprocess.run(["git", "show", "ralph/r:latin1.txt"], cwd=repo, capture_output=True).stdout
+    assert raw == b"caf\xe9\xff"
+    assert ralph(repo, "show", "1").returncode == 0
+
+
+def test_a_huge_file_in_the_repository(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(), "TODO.md": "- [ ] x\n"})
+    (repo / "big.bin").write_bytes(b"\0" * (40 << 20))
+    git(repo, "add", "big.bin")
+    git(repo, "commit", "-qm", "a 40 MB file")
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_submodules_are_checked_out_in_lap_worktrees(tmp_path: Path):
+    library = make_repo(tmp_path / "library", {"lib.txt": "from the submodule\n"})
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(checks=["test -s vendor/lib/lib.txt"]),
+                                         "TODO.md": "- [ ] x\n"})
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
+    git(repo, "commit", "-qm", "a submodule")
+    before = snapshot(repo)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert snapshot(repo) == before
+
+
+@pytest.mark.skipif(shutil.which("git-lfs") is not None, reason="git-lfs is installed here")
+def test_lfs_without_git_lfs_is_refused_with_advice(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(), "TODO.md": "- [ ] x\n",
+                                         ".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n"})
+    result = ralph(repo, "run")
+    assert result.returncode == 1
+    assert "uses Git LFS" in result.stderr and "install git-lfs" in result.stderr
