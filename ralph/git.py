@@ -14,7 +14,7 @@ from pathlib import Path
 
 import git as gitpython
 
-from ralph import proc
+from ralph import crashpoint, proc
 from ralph.errors import RalphError
 
 NOTES_REF = "refs/notes/ralph"
@@ -213,6 +213,7 @@ def worktree_branches(cwd: Path) -> dict[str, Path]:
 def commit_all(worktree: Path, message: str, *, verify: bool, timeout: float) -> proc.Completed:
     """`git add -A` and `git commit`, hooks included unless `verify` is False."""
     run(worktree, "add", "-A", timeout=timeout)
+    crashpoint.reached("add")
     args = ["commit", "--allow-empty", "-q", "-m", message]
     if not verify:
         args.append("--no-verify")

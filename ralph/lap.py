@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ralph import git, ledger, prompt, ratchet, todo
+from ralph import crashpoint, git, ledger, prompt, ratchet, todo, ui, user_state
 from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
@@ -65,18 +65,25 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
 
 def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir: Path) -> LapRecord:
     started, started_at = time.monotonic(), now_iso()
+    crashpoint.reached("worktree")
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = _read(worktree / files.todo)
     lap_prompt = prompt.build(ctx.config, todo_before, _read(worktree / files.progress),
                               last_failure(ctx, state))
     task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
                    check=lambda: _check_now(ctx, state, worktree, log_dir))
+    before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
+    crashpoint.reached("agent")
     agent = ctx.agent.run_lap(task)
+    tampered = user_state.restore(ctx.top, ctx.repo.common_dir, before)
+    if tampered:
+        ui.warn(f"lap {number}: the agent changed your repository ({', '.join(tampered)}); ralph put it back")
 
     items_after = todo.parse(_read(worktree / files.todo))
     ticked = todo.newly_ticked(todo.parse(todo_before), items_after)
     commit, hook_output = _commit(ctx, worktree, number, ticked, agent)
-    judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, hook_output)
+    crashpoint.reached("commit")
+    judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, hook_output, tampered)
 
     counts = todo.count(items_after)
     green = judged.status == "green"
@@ -95,6 +102,7 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
         removed_before_checks=judged.removed,
     )
     ledger.save_lap(ctx.top, record)
+    crashpoint.reached("advance")
     if green and not git.update_ref(ctx.top, ledger.branch_ref(ctx.run), commit, state.green):
         record = record.model_copy(update=dict(status="red", progress=False, done=False,
                                                reason="the green line moved during the lap; not advanced"))
@@ -117,8 +125,11 @@ class Judged:
 
 
 def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, commit: str,
-               agent: AgentResult, hook_output: str | None) -> Judged:
+               agent: AgentResult, hook_output: str | None, tampered: list[str]) -> Judged:
     changed = len(git.name_status(ctx.top, state.green, commit))
+    if tampered:
+        return Judged("red", f"the agent changed the user's repository, restored: {', '.join(tampered)}",
+                      files_changed=changed)
     if agent.outcome == "error":
         return Judged("error", f"agent error: {_first_line(agent.detail)}", agent.detail, files_changed=changed)
     if agent.outcome != "ok":
@@ -131,6 +142,7 @@ def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, 
     report = guard_module.check_lap(ctx.top, state.green, commit, ctx.config.protect, files.todo, files.progress)
     # The checks judge exactly the commit: nothing untracked, and with strict nothing ignored either.
     removed = git.clean(worktree, ignored=ctx.config.strict)
+    crashpoint.reached("checks")
     checks = ctx.check(worktree, log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, set(report.granted))
     problems = report.problems + comparison.problems

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ralph import git
+from ralph import crashpoint, git
 from ralph.agents.base import AgentResult
 from ralph.checks import CheckResult
 from ralph.errors import RalphError
@@ -215,7 +215,9 @@ def save_record(cwd: Path, record: RunRecord) -> None:
 
 def save_lap(cwd: Path, record: LapRecord) -> None:
     """Note first, then the lap ref: a lap ref always has its note (except after a crash between)."""
+    crashpoint.reached("note")
     git.add_note(cwd, record.commit, record.model_dump_json(indent=1))
+    crashpoint.reached("lap-ref")
     if not git.update_ref(cwd, lap_ref(record.run, record.lap), record.commit, None):
         raise RalphError(f"lap {record.lap} of run {record.run!r} is already recorded — "
                          "is another `ralph run` working on it?")

@@ -18,6 +18,9 @@ from ralph.lap import RunContext, in_worktree, now_iso, run_lap
 from ralph.ledger import RunRecord, RunState
 
 
+RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
+
+
 @dataclass(frozen=True)
 class RunOptions:
     cwd: Path
@@ -42,7 +45,12 @@ def run(options: RunOptions) -> Exit:
             cfg = _pinned_config(state, cfg)
         if options.max_laps is not None:
             cfg.limits.max_laps = options.max_laps
-        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,))
+        # Whatever a previous ralph of this run left running when it was killed goes first.
+        mark = f"{repo.common_dir}:{name}"
+        if proc.kill_marked(RUN_MARK, mark):
+            ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
+        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
+                             extra={RUN_MARK: mark})
         ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))

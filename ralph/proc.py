@@ -231,22 +231,35 @@ def _kill_all(proc: subprocess.Popen, token: str | None) -> None:
         except subprocess.TimeoutExpired:
             pass
     _signal_group(proc, signal.SIGKILL)
-    for pid in _pids_with_token(token) if token else ():
+    if token:
+        kill_marked(_TOKEN_VAR, token)
+    proc.wait()
+
+
+def kill_marked(name: str, value: str) -> int:
+    """Kill every process whose environment has `name=value`; returns how many there were.
+
+    Children carry markers in their environment: a per-command token (so stragglers
+    that left the process group are found) and a per-run mark (so processes orphaned
+    by a `kill -9` of ralph are found when the run resumes).
+    """
+    pids = _pids_with(f"{name}={value}".encode())
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    proc.wait()
+    return len(pids)
 
 
-def _pids_with_token(token: str) -> list[int]:
-    needle = f"{_TOKEN_VAR}={token}".encode()
+def _pids_with(needle: bytes) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                if needle in (entry / "environ").read_bytes():
-                    pids.append(int(entry.name))
+                environ = (entry / "environ").read_bytes()
             except OSError:
                 continue
+            if needle in environ.split(b"\0"):
+                pids.append(int(entry.name))
     return pids

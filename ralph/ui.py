@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ralph.checks import CheckResult
-from ralph.ledger import LapRecord
+if TYPE_CHECKING:  # ui sits below the modules whose records it prints
+    from ralph.checks import CheckResult
+    from ralph.ledger import LapRecord
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -24,6 +27,10 @@ def say(markup: str) -> None:
 
 def error(message: str) -> None:
     errors.print(f"[bold red]ralph:[/] {escape(message)}")
+
+
+def warn(message: str) -> None:
+    errors.print(f"[bold yellow]ralph: warning:[/] {escape(message)}")
 
 
 def print_json(data) -> None:

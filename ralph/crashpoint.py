@@ -1,0 +1,20 @@
+"""Debug only: stop ralph at a named phase of a lap, to prove that it is crash safe.
+
+Inert unless RALPH_DEBUG_STOP_AT is set; tests set it to `PHASE` (SIGKILL at the first
+time ralph reaches PHASE) or `PHASE:INT` (SIGINT, as Ctrl-C would). The phases, in lap
+order: worktree, agent, add, commit, checks, note, lap-ref, advance.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def reached(phase: str) -> None:
+    wanted = os.environ.get("RALPH_DEBUG_STOP_AT")
+    if not wanted:
+        return
+    name, _, how = wanted.partition(":")
+    if name == phase:
+        os.kill(os.getpid(), signal.SIGINT if how == "INT" else signal.SIGKILL)

@@ -1,0 +1,153 @@
+"""Kill `ralph run` at every phase of a lap (SIGKILL, and separately SIGINT), resume, and check
+the invariants: the user's state is byte-identical, the green line only fast-forwarded to
+commits whose checks passed, nothing of ralph's is left behind, and the end is the same."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, ralph, ralph_worktrees, snapshot
+
+PY = sys.executable
+PHASES = ["worktree", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
+AGENT = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); text = t.read_text(); "
+         "item = text.split('- [ ] ')[1].splitlines()[0]; t.write_text(text.replace('- [ ] ' + item, '- [x] ' + item)); "
+         "pathlib.Path(item + '.txt').write_text(item)\"")
+CHECK = "test -f TODO.md && ! grep -rq FORBIDDEN --include=*.txt ."
+
+
+def job(path: Path) -> Path:
+    config = {"goal": "g", "agent": {"kind": "command", "command": AGENT}, "checks": [CHECK]}
+    return make_repo(path, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
+
+
+def guarded(repo: Path) -> dict[str, str]:
+    """The user's state plus what a linked worktree could reach: config, hooks, info."""
+    state = snapshot(repo)
+    for name in ("config", "hooks", "info"):
+        for path in sorted((repo / ".git" / name).rglob("*")) if (repo / ".git" / name).is_dir() else [repo / ".git" / name]:
+            if path.is_file():
+                state[f".git/{path.relative_to(repo / '.git')}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_tree(tmp_path_factory) -> str:
+    from conftest import IDENTITY  # the autouse fixture is function-scoped: pin the same here
+    home = tmp_path_factory.mktemp("home")
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    old = dict(os.environ)
+    os.environ.update(IDENTITY, HOME=str(home))
+    try:
+        repo = job(tmp_path_factory.mktemp("clean") / "repo")
+        assert ralph(repo, "run", "--name", "r").returncode == 0
+        return git(repo, "rev-parse", "ralph/r^{tree}")
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+@pytest.mark.parametrize("how", ["KILL", "INT"])
+@pytest.mark.parametrize("phase", PHASES)
+def test_killed_at_any_phase_then_resumed(tmp_path: Path, phase: str, how: str, uninterrupted_tree: str):
+    repo = job(tmp_path / "repo")
+    before = guarded(repo)
+    stop = phase if how == "KILL" else f"{phase}:INT"
+    first = ralph(repo, "run", "--name", "r", env={"RALPH_DEBUG_STOP_AT": stop})
+    assert first.returncode == (-9 if how == "KILL" else 130), first.stdout + first.stderr
+    if how == "INT":
+        assert ralph_worktrees(repo) == []  # Ctrl-C cleans up at once
+    green_before_resume = git(repo, "rev-parse", "ralph/r")
+
+    resumed = ralph(repo, "run", "--name", "r")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+    assert guarded(repo) == before
+    assert ralph_worktrees(repo) == []
+    # The green line only fast-forwarded, and only to laps judged green with their checks run.
+    assert git(repo, "merge-base", "--is-ancestor", green_before_resume, "ralph/r") == ""
+    for commit in git(repo, "rev-list", "refs/ralph/r/base..ralph/r").split():
+        note = json.loads(git(repo, "notes", "--ref", "ralph", "show", commit))
+        assert note["status"] == "green" and note["checks"] and all(c["exit_code"] == 0 for c in note["checks"])
+    fsck = subprocess.run(["git", "fsck", "--no-progress"], cwd=repo, capture_output=True, text=True)
+    assert fsck.returncode == 0 and "error" not in fsck.stdout + fsck.stderr
+    assert not _processes_of(repo)
+    assert git(repo, "rev-parse", "ralph/r^{tree}") == uninterrupted_tree
+    # The run lock was released with the process: a new command on the run is not refused.
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+
+
+def _processes_of(repo: Path) -> list[int]:
+    """Live processes started for this repository's runs (they carry the run mark)."""
+    mark = f"RALPH_RUN_MARK={(repo / '.git').resolve()}:r".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str):
+    repo = job(tmp_path / "repo")
+    pid_file = tmp_path / "ralph.pid"
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\n[ -f {pid_file} ] && kill -9 $(cat {pid_file}) && rm {pid_file} && sleep 5\nexit 0\n")
+    hook.chmod(0o755)
+    before = guarded(repo)
+    proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    pid_file.write_text(str(proc.pid))
+    proc.communicate(timeout=60)
+    assert proc.returncode == -9
+    resumed = ralph(repo, "run", "--name", "r")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert guarded(repo) == before and ralph_worktrees(repo) == []
+    assert git(repo, "rev-parse", "ralph/r^{tree}") == uninterrupted_tree
+
+
+TAMPER = f"""{PY} -c "
+import os, pathlib, subprocess
+lap = int(os.environ['RALPH_LAP'])
+run = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True)
+if lap == 1:
+    run('branch', '-D', 'feature')
+    run('update-ref', 'refs/heads/main', 'HEAD~1')
+    run('tag', 'agent-was-here')
+    run('config', 'user.name', 'Agent Smith')
+    common = subprocess.run(['git', 'rev-parse', '--git-common-dir'], capture_output=True, text=True).stdout.strip()
+    pathlib.Path(common, 'hooks', 'post-commit').write_text('#!/bin/sh\\necho owned')
+t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
+pathlib.Path('work-%d.txt' % lap).write_text('w')
+" """
+
+
+def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_path: Path):
+    config = {"goal": "g", "agent": {"kind": "command", "command": TAMPER}, "checks": ["true"]}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
+    git(repo, "branch", "feature")
+    write_extra = repo / "extra.txt"
+    write_extra.write_text("second commit")
+    git(repo, "add", "extra.txt")
+    git(repo, "commit", "-qm", "second")
+    before = guarded(repo)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the agent changed your repository" in result.stderr
+    first, second = json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    assert first["status"] == "red"
+    for what in ("refs/heads/feature deleted", "refs/heads/main moved", "refs/tags/agent-was-here created",
+                 "config changed", "hooks/post-commit added"):
+        assert what in first["reason"]
+    assert second["status"] == "green"
+    assert guarded(repo) == before
