@@ -84,30 +84,75 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     commit, hook_output = _commit(ctx, worktree, number, ticked, agent)
     crashpoint.reached("commit")
     judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, hook_output, tampered)
+    facts = LapFacts(number, started, started_at, agent, ticked, todo.count(items_after))
+    record = _record(ctx, state, facts, commit, judged)
+    ledger.save_lap(ctx.top, record)
+    crashpoint.reached("advance")
+    for _ in range(MOVED_LINE_RETRIES):
+        if record.status != "green" or git.update_ref(ctx.top, ledger.branch_ref(ctx.run), record.commit,
+                                                      record.parent):
+            return record
+        record = _replay_on_moved_line(ctx, worktree, log_dir, facts, record)
+    return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
 
-    counts = todo.count(items_after)
+
+MOVED_LINE_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class LapFacts:
+    """What a lap did, whatever commit it ends up as."""
+
+    number: int
+    started: float
+    started_at: str
+    agent: AgentResult
+    ticked: list[str]
+    counts: todo.Counts
+
+
+def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judged: Judged) -> LapRecord:
     green = judged.status == "green"
     passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
-    record = LapRecord(
-        run=ctx.run, lap=number, status=judged.status, reason=judged.reason, started_at=started_at,
-        duration_s=round(time.monotonic() - started, 3), commit=commit, parent=state.green,
+    counts = facts.counts
+    return LapRecord(
+        run=ctx.run, lap=facts.number, status=judged.status, reason=judged.reason, started_at=facts.started_at,
+        duration_s=round(time.monotonic() - facts.started, 3), commit=commit, parent=state.green,
         checks=judged.checks if green else [_without_passed_ids(check) for check in judged.checks],
-        agent=agent, todo=TodoCounts(open=counts.open, done=counts.done), ticked=ticked,
+        agent=facts.agent, todo=TodoCounts(open=counts.open, done=counts.done), ticked=facts.ticked,
         files_changed=judged.files_changed, output_tail=judged.output_tail[-4000:],
-        progress=green and (bool(ticked) or passing_after > passing_before),
+        progress=green and (bool(facts.ticked) or passing_after > passing_before),
         done=green and all_pass(judged.checks) and counts.open == 0 and counts.total > 0,
         protected_touched=judged.guard.protected_touched, granted=judged.guard.granted,
         tests=_test_changes(judged, passing_before, passing_after),
         flaky=[check.command for check in judged.checks if check.flaky],
         removed_before_checks=judged.removed,
     )
-    ledger.save_lap(ctx.top, record)
-    crashpoint.reached("advance")
-    if green and not git.update_ref(ctx.top, ledger.branch_ref(ctx.run), commit, state.green):
-        record = record.model_copy(update=dict(status="red", progress=False, done=False,
-                                               reason="the green line moved during the lap; not advanced"))
-        git.add_note(ctx.top, commit, record.model_dump_json(indent=1))
-    return record
+
+
+def _replay_on_moved_line(ctx: RunContext, worktree: Path, log_dir: Path, facts: LapFacts,
+                          record: LapRecord) -> LapRecord:
+    """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
+    state = ledger.load(ctx.top, ctx.run)
+    git.clean(worktree, ignored=ctx.config.strict)
+    if not git.run(worktree, "rebase", "--onto", state.green, record.parent, check=False).ok:
+        git.run(worktree, "rebase", "--abort", check=False)
+        return _overrule(ctx, record, f"the green line moved to {state.green[:10]} during the lap and the "
+                                      "lap does not rebase onto it")
+    commit = git.rev(worktree, "HEAD")
+    judged = _judge_lap(ctx, state, worktree, log_dir, commit, facts.agent, None, [])
+    replayed = _record(ctx, state, facts, commit, judged)
+    replayed = replayed.model_copy(update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, "
+                                                     "which moved during the lap)"})
+    git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))
+    git.update_ref(ctx.top, ledger.lap_ref(ctx.run, facts.number), commit, record.commit)
+    return replayed
+
+
+def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:
+    red = record.model_copy(update=dict(status="red", progress=False, done=False, reason=reason))
+    git.add_note(ctx.top, record.commit, red.model_dump_json(indent=1))
+    return red
 
 
 @dataclass

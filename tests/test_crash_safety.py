@@ -151,3 +151,36 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
         assert what in first["reason"]
     assert second["status"] == "green"
     assert guarded(repo) == before
+
+
+# Lap 1's agent also plays "another writer": it advances the green line under ralph.
+MOVER = f"""{PY} -c "
+import os, pathlib, subprocess
+run = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True)
+if os.environ['RALPH_LAP'] == '1':
+    pathlib.Path('other.txt').write_text('from elsewhere')
+    run('add', 'other.txt'); run('commit', '-qm', 'someone else')
+    run('update-ref', 'refs/heads/ralph/' + os.environ['RALPH_RUN'], 'HEAD')
+    run('reset', '-q', '--hard', 'HEAD~1')
+t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
+pathlib.Path('work.txt').write_text('w')
+" """
+
+
+@pytest.mark.parametrize("check, status", [("true", "green"), ("! test -f other.txt || ! test -f work.txt", "red")])
+def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again(tmp_path: Path, check, status):
+    config = {"goal": "g", "agent": {"kind": "command", "command": MOVER}, "checks": [check],
+              "limits": {"max_laps": 1}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n- [ ] two\n"})
+    ralph(repo, "run", "--name", "r")
+    (lap,) = json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    moved_to = git(repo, "rev-parse", "refs/ralph/r/base") != lap["parent"]
+    assert lap["status"] == status, lap["reason"]
+    assert "rebased onto" in lap["reason"] and moved_to
+    assert git(repo, "rev-parse", "refs/ralph/r/laps/1") == lap["commit"]
+    if status == "green":
+        assert git(repo, "rev-parse", "ralph/r") == lap["commit"]
+        assert git(repo, "show", "ralph/r:other.txt") == "from elsewhere" and git(repo, "show", "ralph/r:work.txt") == "w"
+    else:
+        assert "check regressed" in lap["reason"]
+        assert git(repo, "rev-parse", "ralph/r") == lap["parent"]  # the other writer's commit, not ours
