@@ -129,3 +129,17 @@ def demo(folder, model, base_url) -> None:
     from ralph.demo import demo as do_demo
 
     _call(do_demo, folder, model, base_url)
+
+
+@main.group()
+def hook() -> None:
+    """Git hooks ralph ships (see hooks/ in ralph's repository)."""
+
+
+@hook.command("todo")
+@click.option("--todo", "todo_name", default="TODO.md", show_default=True, help="The checklist file.")
+def hook_todo(todo_name) -> None:
+    """Pre-commit: refuse deleting or rewording open TODO items."""
+    from ralph.hook import todo_hook
+
+    _call(todo_hook, Path.cwd(), todo_name)

@@ -112,7 +112,7 @@ def read_blob(cwd: Path, sha: str) -> str:
 
 
 def show_file(cwd: Path, commit: str, path: str) -> str | None:
-    """A file's text at a commit, None when it is not there."""
+    """A file's text at a commit (`""`: the index), None when it is not there."""
     result = run(cwd, "show", f"{commit}:{path}", check=False)
     return result.output if result.ok else None
 

@@ -33,7 +33,7 @@ def check_lap(cwd: Path, green: str, commit: str, protect: list[str], todo_name:
     before = todo.parse(git.show_file(cwd, green, todo_name))
     after = todo.parse(git.show_file(cwd, commit, todo_name))
     ticked = todo.newly_ticked(before, after)
-    _check_todo(before, after, report)
+    report.problems += todo_problems(before, after)
     if ticked and not set(statuses) - {todo_name, progress_name}:
         report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, "
                                f"nothing changed outside {todo_name} and {progress_name}")
@@ -51,11 +51,7 @@ def check_lap(cwd: Path, green: str, commit: str, protect: list[str], todo_name:
     return report
 
 
-def granted_files(report: GuardReport) -> set[str]:
-    return set(report.granted)
-
-
-def _check_todo(before: list[todo.Item], after: list[todo.Item], report: GuardReport) -> None:
+def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
     """Open items may be ticked, never deleted or reworded; new items are fine."""
     remaining = [item.text for item in after]
     lost = []
@@ -66,10 +62,10 @@ def _check_todo(before: list[todo.Item], after: list[todo.Item], report: GuardRe
             remaining.remove(item.text)
         else:
             lost.append(item.text)
-    if lost:
-        shown = "; ".join(f"'{text}'" for text in lost[:3])
-        report.problems.append(f"TODO items deleted or reworded: {shown}"
-                               + (f" and {len(lost) - 3} more" if len(lost) > 3 else ""))
+    if not lost:
+        return []
+    shown = "; ".join(f"'{text}'" for text in lost[:3])
+    return [f"TODO items deleted or reworded: {shown}" + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")]
 
 
 def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[str]) -> bool:

@@ -1,0 +1,56 @@
+"""200 laps in one process: no growth in open file descriptors or child git processes, and
+bounded memory (GitPython's long-lived Repo objects leak `git cat-file` processes; ralph
+opens and closes per use)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+from pathlib import Path
+
+from conftest import make_repo
+from ralph.loop import RunOptions, run
+
+LAPS = 200
+AGENT = "echo $RALPH_LAP > lap.txt && sed -i '0,/- \\[ \\]/s//- [x]/' TODO.md"
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def child_processes() -> list[str]:
+    me, found = str(os.getpid()), []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == me:
+            found.append(stat)
+    return found
+
+
+def test_200_laps_in_one_process_leak_nothing(tmp_path: Path, monkeypatch):
+    todo = "".join(f"- [ ] step {n}\n" for n in range(1, LAPS + 1))
+    config = {"goal": "g", "agent": {"kind": "command", "command": AGENT}, "checks": ["true"],
+              "limits": {"max_laps": LAPS, "stagnation": 5}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
+    samples: list[tuple[int, int, int]] = []
+
+    import ralph.lap as lap_module
+    real_run_lap = lap_module.run_lap
+
+    def sampled_run_lap(*args, **kwargs):  # observe between laps; the lap itself runs unchanged
+        samples.append((open_fds(), len(child_processes()),
+                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+        return real_run_lap(*args, **kwargs)
+
+    monkeypatch.setattr("ralph.loop.run_lap", sampled_run_lap)
+    assert run(RunOptions(cwd=repo, name="long")) == 0
+    assert len(samples) == LAPS
+    early, late = samples[10], samples[-1]
+    assert late[0] <= early[0], f"open file descriptors grew: {early[0]} → {late[0]}"
+    assert late[1] == 0 and all(children == 0 for _, children, _ in samples), "child processes left between laps"
+    assert late[2] - early[2] < 50_000, f"peak RSS grew by {late[2] - early[2]} KiB over {LAPS - 10} laps"
