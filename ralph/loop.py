@@ -34,8 +34,9 @@ def run(options: RunOptions) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     name = ledger.check_name(options.name or default_name(cfg.goal))
-    _refuse_unsafe_start(repo, name, options.allow_dirty)
-    _refuse_bad_todo(repo, cfg)
+    _refuse_unsafe_run(repo, name)
+    if ledger.load(repo.top, name) is None:  # a resumed run starts from its green line, not from HEAD
+        _refuse_bad_start(repo, cfg, options.allow_dirty)
     run_dir = repo.common_dir / "ralph" / name
     run_dir.mkdir(parents=True, exist_ok=True)
     with _run_lock(run_dir, name):
@@ -72,18 +73,24 @@ def default_name(goal: str) -> str:
     return "-".join([date.today().strftime("%Y%m%d"), *words]) if words else date.today().strftime("%Y%m%d")
 
 
-def _refuse_unsafe_start(repo: git.RepoInfo, name: str, allow_dirty: bool) -> None:
+def _refuse_bad_start(repo: git.RepoInfo, cfg: config_module.Config, allow_dirty: bool) -> None:
+    """What makes the user's HEAD a bad place to start a new run from."""
     if repo.branch is None:
         raise RalphError("HEAD is detached — check out the branch the run should start from")
     if not allow_dirty and git.is_dirty(repo.top):
         raise RalphError("the work tree has uncommitted changes, which laps would not see — "
                          "commit or stash them, or pass --allow-dirty to start from HEAD anyway")
-    if not git.run(repo.top, "var", "GIT_COMMITTER_IDENT", check=False).ok:
-        raise RalphError("git does not know who you are, so laps cannot be committed — "
-                         "set it with `git config user.name NAME` and `git config user.email EMAIL`")
     if git.uses_lfs(repo.top, repo.head) and not git.run(repo.top, "lfs", "version", check=False).ok:
         raise RalphError("this repository uses Git LFS (filter=lfs in .gitattributes) but git-lfs is not "
                          "installed, so lap worktrees would hold pointer files — install git-lfs first")
+    _refuse_bad_todo(repo, cfg)
+
+
+def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
+    """What makes laps impossible to commit or to record, new run or resumed."""
+    if not git.run(repo.top, "var", "GIT_COMMITTER_IDENT", check=False).ok:
+        raise RalphError("git does not know who you are, so laps cannot be committed — "
+                         "set it with `git config user.name NAME` and `git config user.email EMAIL`")
     elsewhere = git.worktree_branches(repo.top).get(ledger.branch_ref(name))
     if elsewhere is not None:
         raise RalphError(f"the run branch ralph/{name} is checked out in {elsewhere} — "

@@ -142,3 +142,14 @@ def test_lock_refuses_a_second_run_of_the_same_name(tmp_path: Path):
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=30)
+
+
+def test_a_resumed_run_ignores_the_users_uncommitted_work(tmp_path: Path):
+    repo = repo_with(tmp_path, TICK_ONE, max_laps=1)
+    assert ralph(repo, "run", "--name", "r").returncode == 3
+    (repo / "scratch.txt").write_text("the user kept working")
+    git(repo, "checkout", "-q", "--detach")
+    again = ralph(repo, "run", "--name", "r", "--max-laps", "2")
+    assert again.returncode == 3, again.stderr
+    assert len(notes(repo, "r")) == 2
+    assert (repo / "scratch.txt").read_text() == "the user kept working"
