@@ -154,7 +154,7 @@ def run(
     try:
         timed_out = _pump(proc, output, None if timeout is None else started + timeout)
     finally:
-        _kill_all(proc, token if sweep else None)
+        _kill_all(proc, token if sweep else None, termed=timed_out)
         proc.stdout.close()
     text, cut = output.text(spill)
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
@@ -173,9 +173,13 @@ def _read_and_close(stream, cap: int) -> str:
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
     try:
         proc.stdin.write(data)
-        proc.stdin.close()
     except (BrokenPipeError, OSError):
         pass  # the command did not want (all of) its input
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
 
 
 def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None) -> bool:
@@ -195,7 +199,9 @@ def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None)
                 drain_until = now + DRAIN_GRACE
             if drain_until is not None and now >= drain_until:
                 break
-            wait = 0.2 if deadline is None else max(0.0, min(0.2, deadline - now))
+            # Sleep until the next event: the drain's end once it started, else the deadline.
+            until = drain_until if drain_until is not None else deadline
+            wait = 0.2 if until is None else max(0.0, min(0.2, until - now))
             if sel.select(wait):
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -222,18 +228,24 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _kill_all(proc: subprocess.Popen, token: str | None) -> None:
-    """Leave nothing running: the process group, then anything that still carries our token."""
-    if proc.poll() is None:
-        _signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(KILL_GRACE)
-        except subprocess.TimeoutExpired:
-            pass
-    _signal_group(proc, signal.SIGKILL)
-    if token:
-        kill_marked(_TOKEN_VAR, token)
-    proc.wait()
+def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool) -> None:
+    """Leave nothing running: the process group, then anything that still carries our token.
+
+    `termed`: the timeout already sent TERM and waited out the grace. The KILL is in a
+    finally so that a second Ctrl-C during the grace cannot skip it.
+    """
+    try:
+        if not termed and proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(KILL_GRACE)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        _signal_group(proc, signal.SIGKILL)
+        if token:
+            kill_marked(_TOKEN_VAR, token)
+        proc.wait()
 
 
 def kill_marked(name: str, value: str) -> int:
