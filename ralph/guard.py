@@ -25,11 +25,11 @@ class GuardReport:
     granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
 
 
-def check_lap(cwd: Path, green: str, commit: str, protect: list[str], todo_name: str,
-              progress_name: str) -> GuardReport:
-    """Everything a lap did between the last green commit and its own commit that it may not."""
+def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], protect: list[str],
+              todo_name: str, progress_name: str) -> GuardReport:
+    """Everything a lap did between the last green commit and its own commit (`statuses`:
+    the changed paths, as git.name_status gives them) that it may not."""
     report = GuardReport()
-    statuses = git.name_status(cwd, green, commit)
     before = todo.parse(git.show_file(cwd, green, todo_name))
     after = todo.parse(git.show_file(cwd, commit, todo_name))
     ticked = todo.newly_ticked(before, after)

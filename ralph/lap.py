@@ -171,7 +171,8 @@ class Judged:
 
 def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, commit: str,
                agent: AgentResult, hook_output: str | None, tampered: list[str]) -> Judged:
-    changed = len(git.name_status(ctx.top, state.green, commit))
+    statuses = git.name_status(ctx.top, state.green, commit)
+    changed = len(statuses)
     if tampered:
         return Judged("red", f"the agent changed the user's repository, restored: {', '.join(tampered)}",
                       files_changed=changed)
@@ -184,7 +185,8 @@ def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, 
     if not changed:
         return Judged("red", "the lap changed nothing")
     files = ctx.config.files
-    report = guard_module.check_lap(ctx.top, state.green, commit, ctx.config.protect, files.todo, files.progress)
+    report = guard_module.check_lap(ctx.top, state.green, commit, statuses, ctx.config.protect, files.todo,
+                                    files.progress)
     # The checks judge exactly the commit: nothing untracked, and with strict nothing ignored either.
     removed = git.clean(worktree, ignored=ctx.config.strict)
     crashpoint.reached("checks")

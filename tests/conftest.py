@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -76,3 +77,14 @@ def snapshot(repo: Path) -> dict[str, str]:
 def ralph_worktrees(repo: Path) -> list[str]:
     listing = git(repo, "worktree", "list", "--porcelain")
     return [line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line]
+
+
+def lap_notes(repo: Path, run: str) -> list[dict]:
+    """Every lap's JSON note, in lap order, read with plain git as a reviewer would
+    (`ralph log --json` shows the same records; tests that only need the records use git)."""
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/ralph/{run}/laps/")
+    ordered = sorted((int(ref.rsplit("/", 1)[1]), sha) for ref, sha in (line.split() for line in refs.splitlines()))
+    if not ordered:
+        return []
+    listing = git(repo, "log", "--no-walk=unsorted", "--notes=ralph", "--format=%N%x1e", *(sha for _, sha in ordered))
+    return [json.loads(note) for note in listing.split("\x1e") if note.strip()]

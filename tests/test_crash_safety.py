@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, make_repo, ralph, ralph_worktrees, snapshot
+from conftest import git, lap_notes, make_repo, ralph, ralph_worktrees, snapshot
 
 PY = sys.executable
 PHASES = ["worktree", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
@@ -144,7 +144,7 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the agent changed your repository" in result.stderr
-    first, second = json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    first, second = lap_notes(repo, "r")
     assert first["status"] == "red"
     for what in ("refs/heads/feature deleted", "refs/heads/main moved", "refs/tags/agent-was-here created",
                  "config changed", "hooks/post-commit added"):
@@ -173,7 +173,7 @@ def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again
               "limits": {"max_laps": 1}}
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n- [ ] two\n"})
     ralph(repo, "run", "--name", "r")
-    (lap,) = json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    (lap,) = lap_notes(repo, "r")
     moved_to = git(repo, "rev-parse", "refs/ralph/r/base") != lap["parent"]
     assert lap["status"] == status, lap["reason"]
     assert "rebased onto" in lap["reason"] and moved_to

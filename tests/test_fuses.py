@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import git, make_repo, ralph, ralph_worktrees, snapshot
+from conftest import git, lap_notes, make_repo, ralph, ralph_worktrees, snapshot
 
 PY = sys.executable
 TICK_ONE = f"""{PY} -c "
@@ -28,7 +28,7 @@ def repo_with(tmp_path: Path, agent: str, *, items: int = 5, checks=("true",), *
 
 
 def notes(repo: Path, run: str) -> list[dict]:
-    return json.loads(ralph(repo, "log", "--json", "--run", run).stdout)["laps"]
+    return lap_notes(repo, run)
 
 
 def test_done_exits_0(tmp_path: Path):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import git, make_repo, ralph
+from conftest import git, lap_notes, make_repo, ralph
 
 PY = sys.executable
 
@@ -52,7 +52,7 @@ def setup(tmp_path: Path, hook: str, verify: bool = True) -> Path:
 
 
 def laps(repo: Path) -> list[dict]:
-    return json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    return lap_notes(repo, "h")
 
 
 def test_hook_rejection_is_a_red_lap_and_the_next_lap_hears_why(tmp_path: Path):

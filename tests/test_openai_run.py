@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import git, make_repo, ralph
+from conftest import git, lap_notes, make_repo, ralph
 from ralph.scripted import ScriptedServer, bash, finish, tool_call
 
 PY = sys.executable
@@ -32,7 +32,7 @@ def repo_for(tmp_path: Path, base_url: str, checks: list[str], **limits) -> Path
 
 
 def laps(repo: Path) -> list[dict]:
-    return json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    return lap_notes(repo, "o")
 
 
 def test_a_lap_with_every_tool_ends_done(tmp_path: Path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, make_repo, ralph
+from conftest import git, lap_notes, make_repo, ralph
 
 PY = sys.executable
 
@@ -84,7 +84,7 @@ def make(tmp_path: Path, body: str, *, strict: bool = False, protect=None, todo:
 
 
 def laps(repo: Path) -> list[dict]:
-    return json.loads(ralph(repo, "log", "--json").stdout)["laps"]
+    return lap_notes(repo, "t")
 
 
 @pytest.mark.parametrize("strategy", sorted(CHEATS))
