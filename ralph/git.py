@@ -214,7 +214,9 @@ def commit_all(worktree: Path, message: str, *, verify: bool, timeout: float) ->
     """`git add -A` and `git commit`, hooks included unless `verify` is False."""
     run(worktree, "add", "-A", timeout=timeout)
     crashpoint.reached("add")
-    args = ["commit", "--allow-empty", "-q", "-m", message]
+    # gc.autoDetach: an auto gc that detached would carry this command's sweep token and be
+    # killed half-way (objects packed, never pruned); run it to the end inside the commit.
+    args = ["-c", "gc.autoDetach=false", "commit", "--allow-empty", "-q", "-m", message]
     if not verify:
         args.append("--no-verify")
     return run(worktree, *_DURABLE, *args, timeout=timeout, check=False, hooks=True)

@@ -1,0 +1,154 @@
+"""ralph's own cost per lap, how it grows with repository size and with lap count.
+
+    python bench/lap_overhead.py                # sizes 10,1000,10000, 3 runs of 10 laps; 3 runs of 100 laps
+    python bench/lap_overhead.py --sizes 10000 --laps 3 --reps 1 --long 0   # the big repo alone
+
+The agent only ticks one TODO item and appends a line to a file; the check is `true`.
+So nearly all of a lap's time is ralph's own: worktree, commit, guard, notes, refs.
+
+Laps run in-process (`ralph.loop.run(RunOptions(...))`), with `ralph.loop.run_lap` and
+`ralph.proc.run` wrapped to time each lap from outside and to count the git processes
+it starts. The breakdown comes from the lap notes (`ledger.load` reads them back):
+in-note overhead = duration_s - agent.duration_s - sum(checks[].duration_s); the rest of a
+lap's wall time (worktree add/remove, writing the note and refs) happens outside duration_s.
+"bare git" is `git worktree add` + `git add` + `git commit` + `git worktree remove` by hand on
+the same repository, run just before each of ralph's laps, so each pair shares the machine's
+mood. One real `ralph run` process per size gives the whole-process wall time; "fixed" is
+that minus laps × the median lap: imports, config, the baseline checks' worktree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from common import command_agent, git, make_repo, median, ralph_yaml, table, timed
+
+import ralph.loop
+from ralph import ledger, proc, ui
+from ralph.loop import RunOptions
+
+BARE_NUMBERS = itertools.count()
+
+
+class LapClock:
+    """Wall time and git processes of each lap, measured around ralph's own functions."""
+
+    def __init__(self, before_lap: Callable[[Path], float]) -> None:
+        self.laps: list[dict] = []
+        self.current: dict | None = None
+        run_lap, run_process = ralph.loop.run_lap, proc.run
+
+        def timed_lap(ctx, state, number):
+            bare = before_lap(ctx.top)  # the control, just before the lap
+            self.current = {"git_n": 0, "git_s": 0.0, "add_s": 0.0}
+            seconds, record = timed(run_lap, ctx, state, number)
+            self.laps.append(dict(self.current, wall=seconds, bare=bare))
+            self.current = None
+            return record
+
+        def counted_process(command, cwd, **options):
+            seconds, done = timed(run_process, command, cwd, **options)
+            if self.current is not None and isinstance(command, list) and command[0] == "git":
+                self.current["git_n"] += 1
+                self.current["git_s"] += seconds
+                self.current["add_s"] += seconds if command[1:3] == ["worktree", "add"] else 0.0
+            return done
+
+        ralph.loop.run_lap, proc.run = timed_lap, counted_process
+
+
+def ralph_laps(clock: LapClock, repo: Path, name: str, laps: int) -> list[dict]:
+    """Run `laps` laps in-process; each lap's clock readings merged with its note."""
+    clock.laps = []
+    ralph.loop.run(RunOptions(cwd=repo, name=name, max_laps=laps))
+    notes = [lap.record for lap in ledger.load(repo, name).laps]
+    assert all(note.status == "green" for note in notes), [note.reason for note in notes]
+    for reading, note in zip(clock.laps, notes):
+        inside = note.agent.duration_s + sum(check.duration_s for check in note.checks)
+        reading.update(in_note=note.duration_s - inside, outside=reading["wall"] - note.duration_s)
+    return clock.laps
+
+
+def bare_lap(repo: Path) -> float:
+    """What a lap needs from git at the least, done by hand: a worktree, a commit, removal."""
+    number = next(BARE_NUMBERS)
+
+    def by_hand() -> None:
+        worktree = repo.parent / f"bare-{number}"
+        git(repo, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
+        (worktree / "work.txt").write_text(f"{number}\n")
+        git(worktree, "add", "-A")
+        git(worktree, "commit", "-q", "-m", f"bare {number}")
+        git(repo, "worktree", "remove", "--force", str(worktree))
+    return timed(by_hand)[0]
+
+
+def process_wall(repo: Path, name: str, laps: int) -> float:
+    command = [sys.executable, "-m", "ralph", "run", "--name", name, "--max-laps", str(laps)]
+    seconds, done = timed(subprocess.run, command, cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 3, done.stdout + done.stderr  # 3: max_laps reached
+    return seconds
+
+
+def summary(readings: list[dict]) -> list:
+    """Medians of one group of laps, in the column order of COLUMNS."""
+    lap, bare = median(r["wall"] for r in readings), median(r["bare"] for r in readings)
+    return [lap, bare, f"{lap / bare:.1f}×", median(r["add_s"] for r in readings),
+            median(r["git_n"] for r in readings), median(r["git_s"] - r["add_s"] for r in readings),
+            median(r["in_note"] for r in readings), median(r["outside"] for r in readings)]
+
+
+COLUMNS = ["ralph lap s", "bare git s", "ralph/bare", "worktree add s", "git procs", "other git s",
+           "in-note overhead s", "outside note s"]
+
+
+def by_size(clock: LapClock, root: Path, sizes: list[int], laps: int, reps: int) -> list[list]:
+    rows = []
+    for size in sizes:
+        repo = make_repo(root / f"size-{size}", ralph_yaml(command_agent()), items=1000, filler=size)
+        readings = [r for rep in range(reps) for r in ralph_laps(clock, repo, f"size-{rep}", laps)]
+        wall = process_wall(repo, "process", laps)
+        rows.append([size, *summary(readings), wall, wall - laps * median(r["wall"] for r in readings)])
+        print(f"  {size} files: done", file=sys.stderr)
+    return rows
+
+
+def by_lap_count(clock: LapClock, root: Path, size: int, laps: int, reps: int) -> list[list]:
+    """Laps 1-10 against the last 10 of the same run; each window pooled over `reps` runs."""
+    runs = []
+    for rep in range(reps):
+        repo = make_repo(root / f"long-{rep}", ralph_yaml(command_agent()), items=laps + 10, filler=size)
+        runs.append(ralph_laps(clock, repo, "long", laps))
+    return [[f"{first + 1}–{first + 10}", *summary([r for run in runs for r in run[first:first + 10]])]
+            for first in (0, laps - 10)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,1000,10000", help="files in the repository, comma-separated")
+    parser.add_argument("--laps", type=int, default=10, help="laps per run in the size comparison")
+    parser.add_argument("--reps", type=int, default=3, help="runs per measurement; medians over all their laps")
+    parser.add_argument("--long", type=int, default=100, help="laps of the lap-count runs (0: skip them)")
+    parser.add_argument("--long-size", type=int, default=100, help="files in the lap-count run's repository")
+    args = parser.parse_args()
+    ui.console.quiet = True
+    clock = LapClock(before_lap=bare_lap)
+    with tempfile.TemporaryDirectory(prefix="ralph-bench-") as root:
+        sizes = by_size(clock, Path(root), [int(s) for s in args.sizes.split(",")], args.laps, args.reps)
+        growth = by_lap_count(clock, Path(root), args.long_size, args.long, args.reps) if args.long >= 20 else []
+    print(f"Per lap, medians over {args.reps} runs × {args.laps} laps; agent: tick one item, check: `true`.\n")
+    print(table(["files", *COLUMNS, f"`ralph run` {args.laps} laps s", "fixed s"], sizes))
+    if growth:
+        print(f"\n{args.reps} runs of {args.long} laps on {args.long_size} files; "
+              "medians of the 10-lap windows.\n")
+        print(table(["laps", *COLUMNS], growth))
+
+
+if __name__ == "__main__":
+    main()
