@@ -71,7 +71,7 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     lap_prompt = prompt.build(ctx.config, todo_before, _read(worktree / files.progress),
                               last_failure(ctx, state))
     task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
-                   check=lambda: _check_now(ctx, state, worktree, log_dir))
+                   check=lambda: _check_now(ctx, state, worktree, log_dir), progress=ui.agent_step)
     before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
     crashpoint.reached("agent")
     agent = ctx.agent.run_lap(task)

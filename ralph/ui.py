@@ -61,6 +61,10 @@ def lap_end(record: LapRecord) -> None:
     )
 
 
+def agent_step(line: str) -> None:
+    console.print(f"  [dim]· {escape(line)}[/]")
+
+
 def stopped(code: int, reason: str, flaky: list[str]) -> None:
     style = "green" if code == 0 else "yellow"
     console.print(f"[bold {style}]stopped:[/] {escape(reason)} (exit {code})")

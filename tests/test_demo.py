@@ -16,6 +16,12 @@ def test_demo_runs_real_laps_offline_and_ends_done(tmp_path: Path):
     result = ralph(tmp_path, "demo", str(folder), timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the model is scripted" in result.stdout
+    # The person watching sees what the agent does within a lap.
+    lines = result.stdout.splitlines()
+    assert "  · view textkit/words.py" in lines
+    assert any(line.startswith("  · bash: ") and "unittest" in line for line in lines)
+    assert "  · finish (done): implemented word_count and top_words" in lines
+    assert any("checks fail on the agent's edits, shown to it: check regressed" in line for line in lines)
     laps = json.loads(ralph(folder, "log", "--json").stdout)["laps"]
     assert [lap["status"] for lap in laps] == ["green", "red", "green", "green"]
     assert "tests.test_words" in laps[1]["reason"]
@@ -43,3 +49,4 @@ def test_demo_against_a_named_endpoint(tmp_path: Path):
     assert "the model is scripted" not in result.stdout
     assert "worked by my-model" in result.stdout
     assert ralph(tmp_path, "demo", "--model", "m").returncode == 1
+

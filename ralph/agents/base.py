@@ -22,6 +22,8 @@ class LapTask:
     # included) and returns None when nothing regressed, else the failure to show
     # the agent. Used by agents that fix red checks within the lap (fix_attempts).
     check: Callable[[], str | None] | None = None
+    # Shows one line of what the agent is doing to the person watching the run.
+    progress: Callable[[str], None] = lambda line: None
 
 
 class Usage(BaseModel):

@@ -152,17 +152,20 @@ class _Lap:
                 self.finish(call)  # raises Finished unless the checks failed
                 finished = True
             else:
+                self.task.progress(_describe(call))
                 self.answer(call, self.tools.run(call.name, call.arguments))
         self.tally([call.problem for call in calls if call.problem])
 
     def finish(self, call: ToolCall) -> None:
         summary = str(call.arguments.get("summary") or "").strip()
+        self.task.progress(f"finish ({call.arguments.get('status', 'done')}): {summary[:100]}")
         if call.arguments.get("status") == "blocked":
             raise Finished(summary=f"blocked: {summary}")  # checks cannot unblock it
         if self.task.check and self.fixes_left > 0:
             failure = self.task.check()
             self.transcript.write("check", failure=failure)
             if failure:
+                self.task.progress(f"checks fail on the agent's edits, shown to it: {failure.splitlines()[0][:100]}")
                 self.fixes_left -= 1
                 self.answer(call, FIX_REQUEST.format(failure=failure[-FAILURE_TEXT_CAP:]))
                 return
@@ -240,3 +243,11 @@ class _Lap:
 
 def _estimate_tokens(payload: object) -> int:
     return max(1, len(json.dumps(payload, ensure_ascii=False)) // CHARS_PER_TOKEN)
+
+
+def _describe(call: ToolCall) -> str:
+    """One short line for a person watching: `bash: pytest -q`, `str_replace calc.py`."""
+    if call.name == "bash":
+        command = " ".join(str(call.arguments.get("command", "")).split())
+        return f"bash: {command[:100]}{'…' if len(command) > 100 else ''}"
+    return f"{call.arguments.get('command', call.name)} {call.arguments.get('path', '')}".strip()
