@@ -20,7 +20,7 @@ from ralph.errors import RalphError
 NOTES_REF = "refs/notes/ralph"
 ZERO = "0" * 40
 # Durable ref and object writes: a green line must not point at a commit lost in a crash.
-_DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
+DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
 
 
 class GitFailed(RalphError):
@@ -31,13 +31,13 @@ class GitFailed(RalphError):
 
 
 def run(cwd: Path, *args: str, input: str | None = None, timeout: float | None = 300,
-        check: bool = True, hooks: bool = False) -> proc.Completed:
+        check: bool = True, hooks: bool = False, env: dict[str, str] | None = None) -> proc.Completed:
     """Run git, stdout and stderr apart; raise GitFailed on a non-zero exit when `check`.
 
     `hooks` marks commands that run the repository's own code, so stray processes
-    they leave are swept like any check's.
+    they leave are swept like any check's; give those the run's `env` (no secrets).
     """
-    result = proc.run(["git", *args], cwd, env=proc.clean_env(), input=input, timeout=timeout,
+    result = proc.run(["git", *args], cwd, env=env or proc.clean_env(), input=input, timeout=timeout,
                       cap=1 << 24, stderr_apart=not hooks, sweep=hooks)
     if check and not result.ok:
         raise GitFailed(list(args), result)
@@ -89,7 +89,7 @@ def rev(cwd: Path, name: str) -> str | None:
 
 def update_ref(cwd: Path, ref: str, new: str, old: str | None) -> bool:
     """Compare-and-swap `ref` from `old` (None: must not exist) to `new`; False if it lost."""
-    result = run(cwd, *_DURABLE, "update-ref", "-m", "ralph", ref, new, old or ZERO, check=False)
+    result = run(cwd, *DURABLE, "update-ref", "-m", "ralph", ref, new, old or ZERO, check=False)
     return result.ok
 
 
@@ -104,7 +104,7 @@ def refs(cwd: Path, prefix: str) -> dict[str, str]:
 
 
 def write_blob(cwd: Path, text: str) -> str:
-    return out(cwd, *_DURABLE, "hash-object", "-w", "--stdin", input=text)
+    return out(cwd, *DURABLE, "hash-object", "-w", "--stdin", input=text)
 
 
 def read_blob(cwd: Path, sha: str) -> str:
@@ -115,10 +115,6 @@ def show_file(cwd: Path, commit: str, path: str) -> str | None:
     """A file's text at a commit (`""`: the index), None when it is not there."""
     result = run(cwd, "show", f"{commit}:{path}", check=False)
     return result.output if result.ok else None
-
-
-def tree(cwd: Path, commit: str) -> str:
-    return out(cwd, "rev-parse", f"{commit}^{{tree}}")
 
 
 def name_status(cwd: Path, old: str, new: str) -> dict[str, str]:
@@ -210,20 +206,41 @@ def worktree_branches(cwd: Path) -> dict[str, Path]:
 
 # --- commits and notes -----------------------------------------------------------------
 
-def commit_all(worktree: Path, message: str, *, verify: bool, timeout: float) -> proc.Completed:
-    """`git add -A` and `git commit`, hooks included unless `verify` is False."""
-    run(worktree, "add", "-A", timeout=timeout)
+def stage_all(worktree: Path, timeout: float) -> proc.Completed:
+    result = run(worktree, *DURABLE, "add", "-A", timeout=timeout, check=False)
     crashpoint.reached("add")
+    return result
+
+
+def commit(worktree: Path, message: str, *, verify: bool, timeout: float, env: dict[str, str]) -> proc.Completed:
+    """Commit the index (empty allowed), the repository's hooks included unless `verify` is False."""
     # gc.autoDetach: an auto gc that detached would carry this command's sweep token and be
     # killed half-way (objects packed, never pruned); run it to the end inside the commit.
     args = ["-c", "gc.autoDetach=false", "commit", "--allow-empty", "-q", "-m", message]
     if not verify:
         args.append("--no-verify")
-    return run(worktree, *_DURABLE, *args, timeout=timeout, check=False, hooks=True)
+    return run(worktree, *DURABLE, *args, timeout=timeout, check=False, hooks=True, env=env)
+
+
+def reset_to_head(worktree: Path, ignored: bool) -> list[str]:
+    """Make the worktree exactly its HEAD commit: no skip-worktree or assume-unchanged
+    entries hiding edits, no file a hook rewrote after staging, nothing untracked (and
+    with `ignored`, nothing ignored). Returns the files deleted."""
+    # ls-files -v tags skip-worktree entries "S" and assume-unchanged ones in lowercase.
+    flagged = [line[2:] for line in out(worktree, "ls-files", "-v").splitlines()
+               if line[:1] == "S" or line[:1].islower()]
+    for flag in ("--no-skip-worktree", "--no-assume-unchanged") if flagged else ():  # one mode a call
+        run(worktree, "update-index", flag, "--", *flagged)
+    run(worktree, "reset", "-q", "--hard", "HEAD")
+    return clean(worktree, ignored)
+
+
+def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
+    return run(cwd, "merge-base", "--is-ancestor", ancestor, commit, check=False).ok
 
 
 def add_note(cwd: Path, commit: str, text: str) -> None:
-    run(cwd, *_DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
+    run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
 
 
 def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
@@ -242,8 +259,3 @@ def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
 
 def remove_note(cwd: Path, commit: str) -> None:
     run(cwd, "notes", "--ref", NOTES_REF, "remove", "--ignore-missing", commit)
-
-
-def config_value(cwd: Path, key: str) -> str | None:
-    result = run(cwd, "config", "--get", key, check=False)
-    return result.output.strip() if result.ok else None

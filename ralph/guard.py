@@ -1,8 +1,10 @@
 """What a lap may not do, whatever its checks say: touch protected files, rewrite the TODO.
 
 Protected paths: a lap may add files there but not modify or delete existing ones,
-unless an item it ticks names the file (its path or its file name), or the user set
-`protect: []`. `file#table` entries protect one table of a TOML file (pyproject.toml)
+unless an item it ticks names the file (its path or its file name) and that item was
+already in the TODO when the run started (the user's word, not a lap's), or the user
+set `protect: []`. Adding a test-configuration file (conftest.py, pytest.ini, …) where
+a pattern protects it counts as a change too: a new one can deselect or skip tests. `file#table` entries protect one table of a TOML file (pyproject.toml)
 or one section of an INI file (setup.cfg), so the rest of the file stays editable.
 """
 
@@ -25,28 +27,34 @@ class GuardReport:
     granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
 
 
+CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml",
+                          "ralph.yaml", ".pre-commit-config.yaml"})
+
+
 def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], protect: list[str],
-              todo_name: str, progress_name: str) -> GuardReport:
+              todo_name: str, progress_name: str, base: str) -> GuardReport:
     """Everything a lap did between the last green commit and its own commit (`statuses`:
     the changed paths, as git.name_status gives them) that it may not."""
     report = GuardReport()
     before = todo.parse(git.show_file(cwd, green, todo_name))
     after = todo.parse(git.show_file(cwd, commit, todo_name))
     ticked = todo.newly_ticked(before, after)
+    users_items = {item.text for item in todo.parse(git.show_file(cwd, base, todo_name))}
     report.problems += todo_problems(before, after)
     if ticked and not set(statuses) - {todo_name, progress_name}:
         report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, "
                                f"nothing changed outside {todo_name} and {progress_name}")
     for path, status in statuses.items():
-        if status == "A" or not _is_protected(cwd, green, commit, path, protect):
+        added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES
+        if added_freely or not _is_protected(cwd, green, commit, path, protect):
             continue
-        if any(_names(item, path) for item in ticked):
+        if any(_names(item, path) for item in ticked if item in users_items):
             report.granted.append(path)
         else:
             report.protected_touched.append(path)
     if report.protected_touched:
-        verb = ", ".join(f"{path} ({'deleted' if statuses[path] == 'D' else 'modified'})"
-                         for path in report.protected_touched)
+        what = {"A": "added", "D": "deleted"}
+        verb = ", ".join(f"{path} ({what.get(statuses[path], 'modified')})" for path in report.protected_touched)
         report.problems.append(f"protected files changed: {verb}")
     return report
 

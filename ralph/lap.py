@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,7 +59,9 @@ def in_worktree(ctx: RunContext, name: str, commit: str, work):
 
 def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     log_dir = ctx.run_dir / f"lap-{number}"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    if log_dir.exists():  # an attempt a crash cut short: keep its transcript apart from this one's
+        log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
+    log_dir.mkdir(parents=True)
     return in_worktree(ctx, f"lap-{number}", state.green,
                        lambda worktree: _lap(ctx, state, number, worktree, log_dir))
 
@@ -72,18 +75,19 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
                               last_failure(ctx, state))
     task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
                    check=lambda: _check_now(ctx, state, worktree, log_dir), progress=ui.agent_step)
-    before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
-    crashpoint.reached("agent")
-    agent = ctx.agent.run_lap(task)
-    tampered = user_state.restore(ctx.top, ctx.repo.common_dir, before)
+    # From the agent to the end of the checks, code the agent wrote runs (its own, hooks,
+    # checks): whatever it does to the shared repository state is put back afterwards.
+    with watching_the_repository(ctx, number) as tampered:
+        crashpoint.reached("agent")
+        agent = ctx.agent.run_lap(task)
+        items_after = todo.parse(_read(worktree / files.todo))
+        ticked = todo.newly_ticked(todo.parse(todo_before), items_after)
+        commit, refusal = _commit(ctx, worktree, number, ticked, agent)
+        crashpoint.reached("commit")
+        judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, refusal)
     if tampered:
-        ui.warn(f"lap {number}: the agent changed your repository ({', '.join(tampered)}); ralph put it back")
-
-    items_after = todo.parse(_read(worktree / files.todo))
-    ticked = todo.newly_ticked(todo.parse(todo_before), items_after)
-    commit, hook_output = _commit(ctx, worktree, number, ticked, agent)
-    crashpoint.reached("commit")
-    judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, hook_output, tampered)
+        judged = Judged("red", f"the lap changed the repository outside its worktree, restored: "
+                               f"{', '.join(tampered)}", files_changed=judged.files_changed)
     facts = LapFacts(number, started, started_at, agent, ticked, todo.count(items_after))
     record = _record(ctx, state, facts, commit, judged)
     ledger.save_lap(ctx.top, record)
@@ -97,6 +101,26 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
 
 
 MOVED_LINE_RETRIES = 3
+
+
+@contextmanager
+def watching_the_repository(ctx: RunContext, number: int):
+    """Yields a list that, on leaving, holds what changed in the shared repository state
+    (and was put back). The snapshot is also on disk until then, for a resume after kill -9."""
+    saved = ctx.run_dir / SNAPSHOT_FILE
+    before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
+    before.save(saved)
+    tampered: list[str] = []
+    try:
+        yield tampered
+    finally:
+        tampered += user_state.restore(ctx.top, ctx.repo.common_dir, before)
+        saved.unlink(missing_ok=True)
+        if tampered:
+            ui.warn(f"lap {number} changed your repository ({', '.join(tampered)}); ralph put it back")
+
+
+SNAPSHOT_FILE = "repository-snapshot.json"
 
 
 @dataclass(frozen=True)
@@ -134,13 +158,13 @@ def _replay_on_moved_line(ctx: RunContext, worktree: Path, log_dir: Path, facts:
                           record: LapRecord) -> LapRecord:
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
     state = ledger.load(ctx.top, ctx.run)
-    git.clean(worktree, ignored=ctx.config.strict)
-    if not git.run(worktree, "rebase", "--onto", state.green, record.parent, check=False).ok:
+    git.reset_to_head(worktree, ignored=ctx.config.strict)
+    if not git.run(worktree, *git.DURABLE, "rebase", "--onto", state.green, record.parent, check=False).ok:
         git.run(worktree, "rebase", "--abort", check=False)
         return _overrule(ctx, record, f"the green line moved to {state.green[:10]} during the lap and the "
                                       "lap does not rebase onto it")
     commit = git.rev(worktree, "HEAD")
-    judged = _judge_lap(ctx, state, worktree, log_dir, commit, facts.agent, None, [])
+    judged = _judge_lap(ctx, state, worktree, log_dir, commit, facts.agent, None)
     replayed = _record(ctx, state, facts, commit, judged)
     replayed = replayed.model_copy(update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, "
                                                      "which moved during the lap)"})
@@ -170,25 +194,26 @@ class Judged:
 
 
 def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, commit: str,
-               agent: AgentResult, hook_output: str | None, tampered: list[str]) -> Judged:
+               agent: AgentResult, refusal: tuple[str, str] | None) -> Judged:
     statuses = git.name_status(ctx.top, state.green, commit)
     changed = len(statuses)
-    if tampered:
-        return Judged("red", f"the agent changed the user's repository, restored: {', '.join(tampered)}",
-                      files_changed=changed)
     if agent.outcome == "error":
         return Judged("error", f"agent error: {_first_line(agent.detail)}", agent.detail, files_changed=changed)
     if agent.outcome != "ok":
         return Judged("red", _first_line(agent.detail), agent.detail, files_changed=changed)
-    if hook_output is not None:
-        return Judged("red", "the repository's commit hooks rejected the lap", hook_output, files_changed=changed)
+    if refusal is not None:
+        return Judged("red", refusal[0], refusal[1], files_changed=changed)
+    if not git.is_ancestor(ctx.top, state.green, commit):
+        return Judged("red", "the lap rewrote history: its commit does not descend from the last green commit",
+                      files_changed=changed)
     if not changed:
         return Judged("red", "the lap changed nothing")
     files = ctx.config.files
     report = guard_module.check_lap(ctx.top, state.green, commit, statuses, ctx.config.protect, files.todo,
-                                    files.progress)
-    # The checks judge exactly the commit: nothing untracked, and with strict nothing ignored either.
-    removed = git.clean(worktree, ignored=ctx.config.strict)
+                                    files.progress, state.record.base)
+    # The checks judge exactly the commit: no hidden index flags, no file a hook rewrote after
+    # staging, nothing untracked, and with strict nothing ignored either.
+    removed = git.reset_to_head(worktree, ignored=ctx.config.strict)
     crashpoint.reached("checks")
     checks = ctx.check(worktree, log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, set(report.granted))
@@ -225,26 +250,30 @@ def _without_passed_ids(check: CheckResult) -> CheckResult:
 
 
 def _commit(ctx: RunContext, worktree: Path, number: int, ticked: list[str],
-            agent: AgentResult) -> tuple[str, str | None]:
-    """Commit everything the agent left; returns the commit and the hook output if hooks refused.
+            agent: AgentResult) -> tuple[str, tuple[str, str] | None]:
+    """Commit everything the agent left; returns the commit and, if it was refused, why.
 
     Hooks that fix files (formatters) get one re-add and retry, as people do by hand.
-    A refused lap is still committed (without hooks) so it can be reviewed.
+    A refused lap is still committed (without hooks; what could be staged) so it can be
+    reviewed and the next lap told why.
     """
     model = ctx.config.agent.model if agent.kind == "openai" else None
     message = commit_message(ctx.run, number, ticked, agent, model)
-    verify, timeout = ctx.config.commit.verify, ctx.config.limits.check_timeout
-    done = git.commit_all(worktree, message, verify=verify, timeout=timeout)
-    if not done.ok and verify:
-        done = git.commit_all(worktree, message, verify=True, timeout=timeout)
-        if not done.ok:
-            refused = done.output or f"git commit exited {done.exit_code}"
-            done = git.commit_all(worktree, message, verify=False, timeout=timeout)
-            if done.ok:
-                return git.rev(worktree, "HEAD"), refused
+    timeout = ctx.config.limits.check_timeout
+    refusal = None
+    for attempt in range(2 if ctx.config.commit.verify else 1):
+        staged = git.stage_all(worktree, timeout)
+        if not staged.ok:
+            refusal = ("git could not stage the lap's files", staged.stderr or staged.output)
+            break
+        done = git.commit(worktree, message, verify=ctx.config.commit.verify, timeout=timeout, env=ctx.env)
+        if done.ok:
+            return git.rev(worktree, "HEAD"), None
+        refusal = ("the repository's commit hooks rejected the lap", done.output or f"exit {done.exit_code}")
+    done = git.commit(worktree, message, verify=False, timeout=timeout, env=ctx.env)
     if not done.ok:
         raise RalphError(f"cannot commit lap {number}: {done.tail(600).strip()}")
-    return git.rev(worktree, "HEAD"), None
+    return git.rev(worktree, "HEAD"), refusal
 
 
 def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult, model: str | None) -> str:

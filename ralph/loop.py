@@ -11,10 +11,10 @@ from datetime import date
 from pathlib import Path
 
 from ralph import config as config_module
-from ralph import git, ledger, proc, todo, ui
+from ralph import git, ledger, proc, todo, ui, user_state
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
-from ralph.lap import RunContext, in_worktree, now_iso, run_lap
+from ralph.lap import SNAPSHOT_FILE, RunContext, in_worktree, now_iso, run_lap
 from ralph.ledger import RunRecord, RunState
 
 
@@ -46,10 +46,12 @@ def run(options: RunOptions) -> Exit:
             cfg = _pinned_config(state, cfg)
         if options.max_laps is not None:
             cfg.limits.max_laps = options.max_laps
-        # Whatever a previous ralph of this run left running when it was killed goes first.
+        # Whatever a previous ralph of this run left running when it was killed goes first,
+        # then whatever its last lap changed in the repository before it could put it back.
         mark = f"{repo.common_dir}:{name}"
         if proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
+        _restore_after_crash(repo, run_dir)
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
                              extra={RUN_MARK: mark})
         ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env)
@@ -57,6 +59,17 @@ def run(options: RunOptions) -> Exit:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         finally:
             git.remove_worktrees_under(repo.common_dir, ctx.worktrees)
+
+
+def _restore_after_crash(repo: git.RepoInfo, run_dir: Path) -> None:
+    snapshot_file = run_dir / SNAPSHOT_FILE
+    before = user_state.UserState.load(snapshot_file)
+    if before is not None:
+        changed = user_state.restore(repo.top, repo.common_dir, before)
+        if changed:
+            ui.warn(f"the lap a crash interrupted had changed your repository ({', '.join(changed)}); "
+                    "ralph put it back")
+    snapshot_file.unlink(missing_ok=True)
 
 
 def _pinned_config(state: RunState, current: config_module.Config) -> config_module.Config:

@@ -146,12 +146,12 @@ def run(
         stderr=errors or subprocess.STDOUT,
         start_new_session=True,
     )
-    if input is not None:
-        data = input.encode() if isinstance(input, str) else input
-        threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
-    output = _CappedOutput(cap, spill)
     timed_out = False
-    try:
+    try:  # at once: an interrupt from here on must still reach the cleanup
+        output = _CappedOutput(cap, spill)
+        if input is not None:
+            data = input.encode() if isinstance(input, str) else input
+            threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
         timed_out = _pump(proc, output, None if timeout is None else started + timeout)
     finally:
         _kill_all(proc, token if sweep else None, termed=timed_out)
@@ -242,10 +242,15 @@ def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool) -> None:
             except subprocess.TimeoutExpired:
                 pass
     finally:
-        _signal_group(proc, signal.SIGKILL)
-        if token:
-            kill_marked(_TOKEN_VAR, token)
-        proc.wait()
+        # No interrupt may cut the KILL short; one that arrives now is raised right after.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            _signal_group(proc, signal.SIGKILL)
+            if token:
+                kill_marked(_TOKEN_VAR, token)
+            proc.wait()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def kill_marked(name: str, value: str) -> int:

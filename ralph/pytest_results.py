@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 _DESELECTED = re.compile(r"\b(\d+) deselected\b")
+COLLECTION = "<collection>"  # the id suffix of a module that failed to import: not a test
 
 
 class TestCounts(BaseModel):
@@ -57,6 +58,8 @@ def read(report: Path, output: str) -> TestResults | None:
             failing.append(test_id)
         elif "error" in kinds:
             counts.errors += 1
+            if kinds["error"].get("message") == "collection failure":
+                test_id = f"{case.get('file') or test_id}::{COLLECTION}"
             failing.append(test_id)
         elif "skipped" in kinds:
             if kinds["skipped"].get("type") == "pytest.xfail":

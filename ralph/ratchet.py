@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ralph.checks import CheckResult
-from ralph.pytest_results import file_of
+from ralph.pytest_results import COLLECTION, file_of
 
 SHOWN = 5  # test ids named in a reason before "and N more"
 
@@ -20,7 +20,6 @@ class Comparison:
     problems: list[str] = field(default_factory=list)
     newly_failing: list[str] = field(default_factory=list)
     newly_passing: list[str] = field(default_factory=list)
-    removed_with_permission: list[str] = field(default_factory=list)
     failing_output: str = ""
 
 
@@ -39,6 +38,10 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], granted_files
             result.problems.append(f"check regressed: `{check.command}` ({what})")
         if before.tests and check.tests:
             _compare_tests(before, check, granted_files, result)
+        elif before.tests and before.tests.counts.passed:
+            # A crashed or hung session writes no report: its passing tests are unaccounted for.
+            result.problems.append(f"`{check.command}` wrote no pytest report: {before.tests.counts.passed} "
+                                   "passing tests unaccounted for")
         if len(result.problems) > count and not result.failing_output:
             result.failing_output = check.output_tail
     return result
@@ -53,13 +56,16 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: set[str], res
     missing = [test for test in lost if test not in failing_now]
     allowed = [test for test in missing if file_of(test) in granted]
     missing = [test for test in missing if test not in allowed]
-    result.removed_with_permission += allowed
+    vanished = [test for test in old.failing_ids if test not in now_passing and test not in failing_now
+                and file_of(test) not in granted and not test.endswith(COLLECTION)]
     result.newly_failing += broken
     result.newly_passing += [test for test in new.passed_ids if test not in set(old.passed_ids)]
     if broken:
         result.problems.append(f"tests that passed now fail: {_name(broken)}")
     if missing:
         result.problems.append(f"tests that passed are gone: {_name(missing)}")
+    if vanished:
+        result.problems.append(f"failing tests are gone: {_name(vanished)}")
     if new.counts.passed < old.counts.passed - len(allowed):
         result.problems.append(f"passing tests dropped {old.counts.passed} → {new.counts.passed}")
     for kind in ("skipped", "xfailed", "deselected"):

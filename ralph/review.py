@@ -50,7 +50,7 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
     if record is None:
         ui.say("no record: the lap was interrupted before its note was written")
         return Exit.DONE
-    on_line = " (on the green line)" if _is_ancestor(top, lap.commit, state.green) else ""
+    on_line = " (on the green line)" if git.is_ancestor(top, lap.commit, state.green) else ""
     ui.say(f"status  {ui.status_text(record.status)}{on_line} — {escape(record.reason)}")
     ui.say(f"started {record.started_at}, {record.duration_s:.1f}s; agent {record.agent.kind} "
            f"{record.agent.outcome} ({record.agent.duration_s:.1f}s)")
@@ -172,7 +172,3 @@ def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
     ui.say(f"cleaned run [bold]{state.name}[/]: {removed} worktree(s) removed"
            + ("; refs, branch, notes and logs deleted" if refs else ""))
     return Exit.DONE
-
-
-def _is_ancestor(top: Path, commit: str, of: str) -> bool:
-    return git.run(top, "merge-base", "--is-ancestor", commit, of, check=False).ok

@@ -1,31 +1,45 @@
-"""The user's side of the repository, which a lap's agent can reach through its linked worktree.
+"""The repository's shared state, which the code a lap runs can reach through its linked worktree.
 
 A linked worktree shares refs, config and hooks with the main repository, so an agent
-that runs `git checkout main`, `git branch -D`, `git config` or writes a hook changes
-the user's repository. ralph snapshots that state before the agent and, if anything
-changed, puts it back (refs by compare-and-swap) and fails the lap.
+(or a check or hook running code the agent wrote) that runs `git checkout main`,
+`git branch -D`, `git config`, writes a hook, or moves ralph's own refs and notes,
+changes the repository. ralph snapshots that state before the agent and after the
+checks puts back anything that changed (refs by compare-and-swap), failing the lap.
+Nothing ralph itself does in that window writes a ref: the lap worktree's HEAD is
+detached and lives in the worktree's own admin folder.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git
 
-# Namespaces that are ralph's own and change during a lap by design.
-RALPH_REFS = ("refs/ralph/", "refs/heads/ralph/", git.NOTES_REF)
-
 
 @dataclass(frozen=True)
 class UserState:
-    refs: dict[str, str]
+    refs: dict[str, str]  # every ref, ralph's own included
     files: dict[str, bytes]  # relative to the common git dir
+
+    def save(self, path: Path) -> None:
+        """Kept on disk while a lap runs, so a resume after kill -9 can still put things back."""
+        files = {name: base64.b64encode(data).decode() for name, data in self.files.items()}
+        path.write_text(json.dumps({"refs": self.refs, "files": files}))
+
+    @classmethod
+    def load(cls, path: Path) -> UserState | None:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls(data["refs"], {name: base64.b64decode(text) for name, text in data["files"].items()})
 
 
 def snapshot(top: Path, common_dir: Path) -> UserState:
-    refs = {ref: sha for ref, sha in git.refs(top, "refs/").items() if not ref.startswith(RALPH_REFS)}
-    return UserState(refs, {name: path.read_bytes() for name, path in _watched_files(common_dir)})
+    return UserState(git.refs(top, "refs/"), {name: path.read_bytes() for name, path in _watched_files(common_dir)})
 
 
 def restore(top: Path, common_dir: Path, before: UserState) -> list[str]:

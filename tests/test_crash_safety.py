@@ -143,7 +143,7 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     before = guarded(repo)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "the agent changed your repository" in result.stderr
+    assert "lap 1 changed your repository" in result.stderr
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red"
     for what in ("refs/heads/feature deleted", "refs/heads/main moved", "refs/tags/agent-was-here created",
@@ -153,30 +153,36 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     assert guarded(repo) == before
 
 
-# Lap 1's agent also plays "another writer": it advances the green line under ralph.
-MOVER = f"""{PY} -c "
-import os, pathlib, subprocess
-run = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True)
-if os.environ['RALPH_LAP'] == '1':
-    pathlib.Path('other.txt').write_text('from elsewhere')
-    run('add', 'other.txt'); run('commit', '-qm', 'someone else')
-    run('update-ref', 'refs/heads/ralph/' + os.environ['RALPH_RUN'], 'HEAD')
-    run('reset', '-q', '--hard', 'HEAD~1')
-t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
-pathlib.Path('work.txt').write_text('w')
-" """
+# "Another writer" advances the green line right after ralph records lap 1 and before it
+# swaps the line forward: a reference-transaction hook reacting to the lap ref's update.
+OTHER_WRITER = """#!/bin/sh
+[ "$1" = committed ] || exit 0
+grep -q ' refs/ralph/r/laps/1$' || exit 0
+[ -f {marker} ] && exit 0
+touch {marker}
+tip=$(git rev-parse refs/heads/ralph/r)
+blob=$(echo 'from elsewhere' | git hash-object -w --stdin)
+tree=$( (git ls-tree "$tip"; printf '100644 blob %s\\tother.txt\\n' "$blob") | git mktree)
+git update-ref refs/heads/ralph/r "$(git commit-tree "$tree" -p "$tip" -m 'someone else')" "$tip"
+"""
+WORKER = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
+          "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\"")
 
 
 @pytest.mark.parametrize("check, status", [("true", "green"), ("! test -f other.txt || ! test -f work.txt", "red")])
 def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again(tmp_path: Path, check, status):
-    config = {"goal": "g", "agent": {"kind": "command", "command": MOVER}, "checks": [check],
+    config = {"goal": "g", "agent": {"kind": "command", "command": WORKER}, "checks": [check],
               "limits": {"max_laps": 1}}
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n- [ ] two\n"})
+    hook = repo / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(OTHER_WRITER.format(marker=tmp_path / "moved"))
+    hook.chmod(0o755)
     ralph(repo, "run", "--name", "r")
+    assert (tmp_path / "moved").exists()
     (lap,) = lap_notes(repo, "r")
-    moved_to = git(repo, "rev-parse", "refs/ralph/r/base") != lap["parent"]
+    moved_to = git(repo, "log", "-1", "--format=%s", lap["parent"])
     assert lap["status"] == status, lap["reason"]
-    assert "rebased onto" in lap["reason"] and moved_to
+    assert "rebased onto" in lap["reason"] and moved_to == "someone else"
     assert git(repo, "rev-parse", "refs/ralph/r/laps/1") == lap["commit"]
     if status == "green":
         assert git(repo, "rev-parse", "ralph/r") == lap["commit"]

@@ -83,7 +83,7 @@ def _closed_port() -> int:
 
 def test_an_unreachable_endpoint_gives_error_laps_then_exit_6(tmp_path: Path):
     endpoint = f"http://127.0.0.1:{_closed_port()}/v1"
-    repo = repo_for(tmp_path, endpoint, ["true"], lap_timeout=2)
+    repo = repo_for(tmp_path, endpoint, ["true"], lap_timeout=3)
     started = time.monotonic()
     result = ralph(repo, "run", "--name", "o")
     assert result.returncode == 6, result.stdout + result.stderr

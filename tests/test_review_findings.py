@@ -1,0 +1,163 @@
+"""Attacks an independent review found, each now a red lap (or put back), never green."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git, lap_notes, make_repo, ralph, snapshot
+
+PY = sys.executable
+FILES = {
+    "calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    raise NotImplementedError\n",
+    "tests/test_calc.py": "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+                          "def test_sub():\n    assert sub(5, 3) == 2\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+    "TODO.md": "- [ ] Make test_sub pass\n- [ ] Tidy calc.py\n",
+}
+PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
+TICK = "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ] Make test_sub pass', '- [x] Make test_sub pass'))"
+
+
+def job(tmp_path: Path, script: str, checks=(PYTEST,), max_laps: int = 1, todo: str | None = None) -> Path:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import os, pathlib, subprocess\nlap = int(os.environ['RALPH_LAP'])\n"
+                     "git = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True, text=True).stdout\n"
+                     + script + "\n")
+    config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": list(checks),
+              "limits": {"max_laps": max_laps}}
+    files = dict(FILES, **{"ralph.yaml": json.dumps(config)})
+    if todo:
+        files["TODO.md"] = todo
+    return make_repo(tmp_path / "repo", files)
+
+
+def only_red_lap(repo: Path) -> dict:
+    ralph(repo, "run", "--name", "r")
+    laps = lap_notes(repo, "r")
+    assert laps and all(lap["status"] == "red" for lap in laps), [lap["reason"] for lap in laps]
+    assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
+    return laps[-1]
+
+
+def test_skip_worktree_cannot_hide_an_edit_from_the_checks(tmp_path: Path):
+    # The agent hides a gutted test file from `git add` and ticks the item: the checks must
+    # run the committed tests, so test_sub still runs and fails, and the run is not done.
+    repo = job(tmp_path, "git('update-index', '--skip-worktree', 'tests/test_calc.py')\n"
+                         "pathlib.Path('tests/test_calc.py').write_text('def test_add():\\n    pass\\n')\n"
+                         "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# tidy\\n')\n" + TICK)
+    assert ralph(repo, "run", "--name", "r").returncode == 3
+    (lap,) = lap_notes(repo, "r")
+    assert "1 failed, 1 passed" in lap["checks"][0]["output_tail"]
+    assert lap["done"] is False and lap["tests"]["passing_after"] == 1
+
+
+def test_the_checks_see_the_commit_not_a_file_a_hook_rewrote_after_staging(tmp_path: Path):
+    repo = job(tmp_path, "pathlib.Path('f.txt').write_text('bad')\n" + TICK, checks=["! grep -qs bad f.txt"])
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho good > f.txt\nexit 0\n")
+    hook.chmod(0o755)
+    assert "check regressed" in only_red_lap(repo)["reason"]
+
+
+def test_an_agent_cannot_move_the_green_line_or_rewrite_the_run(tmp_path: Path):
+    repo = job(tmp_path, "pathlib.Path('calc.py').write_text('x = 1\\n')\ngit('commit', '-qam', 'tidy')\n"
+                         "git('update-ref', 'refs/heads/ralph/r', 'HEAD')\n"
+                         "blob = subprocess.run(['git', 'hash-object', '-w', '--stdin'], input='{}', text=True, "
+                         "capture_output=True).stdout.strip()\n"
+                         "git('update-ref', 'refs/ralph/r/run', blob)\n" + TICK)
+    lap = only_red_lap(repo)
+    assert "refs/heads/ralph/r moved" in lap["reason"] and "refs/ralph/r/run moved" in lap["reason"]
+    assert json.loads(git(repo, "cat-file", "-p", "refs/ralph/r/run"))["run"] == "r"
+
+
+def test_a_check_that_reaches_the_users_branch_is_undone(tmp_path: Path):
+    repo = job(tmp_path, "pathlib.Path('check.sh').write_text('git update-ref refs/heads/main HEAD\\n')\n" + TICK,
+               checks=["test ! -f check.sh || sh check.sh"])
+    before = snapshot(repo)
+    assert "refs/heads/main moved" in only_red_lap(repo)["reason"]
+    assert snapshot(repo) == before
+
+
+def test_a_test_session_that_dies_without_a_report_is_not_green(tmp_path: Path):
+    repo = job(tmp_path, "pathlib.Path('calc.py').write_text('import os\\nos._exit(1)\\n')\n" + TICK)
+    assert "wrote no pytest report: 1 passing tests unaccounted for" in only_red_lap(repo)["reason"]
+
+
+def test_a_new_conftest_that_drops_failing_tests_is_not_green(tmp_path: Path):
+    conftest = 'def pytest_collection_modifyitems(items):\\n    items[:] = [i for i in items if "sub" not in i.name]\\n'
+    repo = job(tmp_path, f"pathlib.Path('tests/conftest.py').write_text('{conftest}')\n" + TICK)
+    reason = only_red_lap(repo)["reason"]
+    assert "protected files changed: tests/conftest.py (added)" in reason
+    assert "failing tests are gone: tests/test_calc.py::test_sub" in reason
+
+
+def test_a_lap_cannot_grant_itself_permission(tmp_path: Path):
+    script = ("t = pathlib.Path('TODO.md')\n"
+              "if lap == 1:\n"
+              "    t.write_text(t.read_text() + '- [ ] Remove the obsolete test_sub from tests/test_calc.py\\n')\n"
+              "    pathlib.Path('notes.txt').write_text('planned')\n"
+              "    t.write_text(t.read_text().replace('- [ ] Tidy calc.py', '- [x] Tidy calc.py'))\n"
+              "else:\n"
+              "    pathlib.Path('tests/test_calc.py').write_text('from calc import add\\n\\n\\ndef test_add():\\n"
+              "    assert add(2, 3) == 5\\n')\n"
+              "    t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n")
+    repo = job(tmp_path, script, max_laps=2)
+    ralph(repo, "run", "--name", "r")
+    first, second = lap_notes(repo, "r")
+    assert first["status"] == "green"
+    assert second["status"] == "red" and "protected files changed: tests/test_calc.py (modified)" in second["reason"]
+
+
+def test_a_lap_that_rewrites_history_is_not_green(tmp_path: Path):
+    repo = job(tmp_path, "git('reset', '--soft', 'HEAD~1')\n"
+                         "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# x\\n')\n" + TICK,
+               checks=["true"])
+    (repo / "later.txt").write_text("a second commit, so that HEAD~1 exists")
+    git(repo, "add", "later.txt")
+    git(repo, "commit", "-qm", "later")
+    assert "the lap rewrote history" in only_red_lap(repo)["reason"]
+
+
+def test_files_git_cannot_stage_make_a_red_lap_not_a_crash(tmp_path: Path):
+    repo = job(tmp_path, "git('init', '-q', 'sub')\n" + TICK, checks=["true"])
+    lap = only_red_lap(repo)
+    assert lap["reason"] == "git could not stage the lap's files"
+    assert "sub" in lap["output_tail"]
+
+
+def test_sigkill_during_the_agent_is_undone_on_resume(tmp_path: Path):
+    script = ("if lap == 1 and not os.path.exists(os.environ['MARK']):\n"
+              "    git('config', 'alias.evil', '!rm -rf /')\n"
+              "    pathlib.Path(os.environ['MARK']).write_text('x')\n"
+              "    import time; time.sleep(60)\n"
+              "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text().replace("
+              "'raise NotImplementedError', 'return a - b'))\n" + TICK)
+    repo = job(tmp_path, script, max_laps=1)
+    before = (repo / ".git" / "config").read_text()
+    mark = tmp_path / "in-agent"
+    proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, env=_env(MARK=str(mark)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for(mark)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert "evil" in (repo / ".git" / "config").read_text()
+    resumed = ralph(repo, "run", "--name", "r", env={"MARK": str(mark)})
+    assert "had changed your repository (config changed); ralph put it back" in resumed.stderr
+    assert (repo / ".git" / "config").read_text() == before
+
+
+def _env(**extra: str) -> dict:
+    import os
+    return dict(os.environ, **extra)
+
+
+def _wait_for(path: Path) -> None:
+    import time
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
