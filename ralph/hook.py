@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ralph import git, todo, ui
+from ralph import git, proc, todo, ui
 from ralph.errors import Exit
 from ralph.guard import todo_problems
 
@@ -14,7 +14,11 @@ def todo_hook(cwd: Path, todo_name: str) -> Exit:
     """Refuse a commit whose staged TODO deletes or rewords an open item of HEAD's."""
     top = git.open_repo(cwd).top
     before = git.show_file(top, "HEAD", todo_name)
-    staged = git.show_file(top, "", todo_name)  # `git show :path` is the index's version
+    # The index being committed: `git commit -a` and `git commit PATH` hand hooks a temporary
+    # one in GIT_INDEX_FILE, which ralph's clean environment would otherwise drop.
+    index_env = proc.clean_env(allow=("GIT_INDEX_FILE",))
+    shown = git.run(top, "show", f":{todo_name}", check=False, env=index_env)
+    staged = shown.output if shown.ok else None
     if before is None or staged is None:
         return Exit.DONE
     problems = todo_problems(todo.parse(before), todo.parse(staged))

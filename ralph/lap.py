@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -164,6 +164,10 @@ def _replay_on_moved_line(ctx: RunContext, worktree: Path, log_dir: Path, facts:
         return _overrule(ctx, record, f"the green line moved to {state.green[:10]} during the lap and the "
                                       "lap does not rebase onto it")
     commit = git.rev(worktree, "HEAD")
+    todo_name = ctx.config.files.todo
+    items = todo.parse(git.show_file(ctx.top, commit, todo_name))
+    facts = replace(facts, counts=todo.count(items),
+                    ticked=todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, todo_name)), items))
     judged = _judge_lap(ctx, state, worktree, log_dir, commit, facts.agent, None)
     replayed = _record(ctx, state, facts, commit, judged)
     replayed = replayed.model_copy(update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, "

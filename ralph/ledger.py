@@ -5,7 +5,9 @@ Nothing here lives only in memory: after a crash, `load` rebuilds the same state
 
 from __future__ import annotations
 
+import fcntl
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -77,7 +79,7 @@ class LapRecord(BaseModel):
     todo: TodoCounts
     ticked: list[str] = []
     files_changed: int = 0
-    progress: bool = False  # objective progress: green and ticked at least one item
+    progress: bool = False  # objective progress: green, and ticked an item or raised the passing tests
     done: bool = False  # every check passes and no TODO item is open
     output_tail: str = ""  # the output that explains a red verdict (check, hook or agent)
     protected_touched: list[str] = []  # protected files the lap modified or deleted
@@ -104,6 +106,11 @@ class RunState:
     @property
     def next_lap(self) -> int:
         return self.laps[-1].number + 1 if self.laps else 1
+
+    @property
+    def is_done(self) -> bool:
+        last = self.last_record()
+        return bool(last and last.done and last.commit == self.green)
 
     def green_checks(self) -> list[CheckResult]:
         """Check results of the last green commit: its lap's note, or the baseline."""
@@ -152,6 +159,19 @@ class RunState:
                 break
             count += 1
         return count
+
+
+@contextmanager
+def run_lock(run_dir: Path, name: str):
+    """One process at a time on a run (`ralph run`, `ralph clean`); the kernel releases the
+    lock when the process dies, so a stale lock never blocks."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RalphError(f"run {name!r} is already running in another process") from None
+        yield
 
 
 def check_name(name: str) -> str:

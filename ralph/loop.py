@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import re
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -33,13 +31,13 @@ class RunOptions:
 def run(options: RunOptions) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
-    name = ledger.check_name(options.name or default_name(cfg.goal))
+    name = ledger.check_name(options.name or _name_for(repo.top, cfg.goal))
     _refuse_unsafe_run(repo, name)
     if ledger.load(repo.top, name) is None:  # a resumed run starts from its green line, not from HEAD
         _refuse_bad_start(repo, cfg, options.allow_dirty)
     run_dir = repo.common_dir / "ralph" / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    with _run_lock(run_dir, name):
+    with ledger.run_lock(run_dir, name):
         git.remove_worktrees_under(repo.common_dir, run_dir / "worktrees")
         state = ledger.load(repo.top, name)
         if state is not None:
@@ -76,9 +74,19 @@ def _pinned_config(state: RunState, current: config_module.Config) -> config_mod
     """A run is judged by the configuration it started with, whatever the file says now."""
     pinned = config_module.Config.model_validate(state.record.config)
     if pinned != current:
-        ui.say("[yellow]note:[/] the config file changed since this run started; the run keeps its "
-               "original configuration (use --name to start a new run with the new one)")
+        ui.say("[yellow]note:[/] the config file differs from the configuration this run started with; "
+               "the run keeps its own (use --name to start a new run with the file's)")
     return pinned
+
+
+def _name_for(top: Path, goal: str) -> str:
+    """Without --name: the latest unfinished run of the same goal (resume it, whatever day it
+    started), else a new name from today's date and the goal's first words."""
+    for name in reversed(ledger.run_names(top)):
+        state = ledger.load(top, name)
+        if state and state.record.config.get("goal") == goal and not state.is_done:
+            return name
+    return default_name(goal)
 
 
 def default_name(goal: str) -> str:
@@ -108,17 +116,6 @@ def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
     if elsewhere is not None:
         raise RalphError(f"the run branch ralph/{name} is checked out in {elsewhere} — "
                          "switch that worktree to another branch first")
-
-
-@contextmanager
-def _run_lock(run_dir: Path, name: str):
-    """One `ralph run` per run; the kernel releases the lock when the process dies."""
-    with open(run_dir / "lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RalphError(f"run {name!r} is already running in another process") from None
-        yield
 
 
 def _resume(ctx: RunContext, state: RunState) -> RunState:
@@ -200,7 +197,7 @@ def _why_stop(ctx: RunContext, state: RunState, started: float) -> tuple[Exit, s
     last = state.last_record()
     if last is None and not state.laps and _done_at_base(ctx, state):
         return Exit.DONE, "done: every check passes and every TODO item is ticked at the base"
-    if last and last.done and last.commit == state.green:
+    if state.is_done:
         return Exit.DONE, f"done at lap {last.lap}: every check passes and every TODO item is ticked"
     if state.errors_in_a_row() >= 3:
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"

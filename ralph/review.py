@@ -87,7 +87,7 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     state = ledger.resolve(top, run)
     limits = state.record.config.get("limits", {})
     last = state.last_record()
-    done = bool(last and last.done and last.commit == state.green)
+    done = state.is_done
     summary = {
         "run": state.name, "base": state.record.base, "green": state.green,
         "green_laps": sum(1 for lap in state.laps if lap.record and lap.record.status == "green"),
@@ -129,7 +129,7 @@ def land(cwd: Path, run: str | None, how: str) -> Exit:
         raise RalphError("the work tree has uncommitted changes — commit or stash them before landing")
     if state.green == state.record.base:
         raise RalphError(f"run {state.name!r} has no green lap yet: nothing to land")
-    branch = f"ralph/{state.name}"
+    branch, head = f"ralph/{state.name}", repo.head
     if how == "merge":
         steps = [["merge", "--no-ff", "-m", f"Merge ralph run {state.name}", branch]]
     elif how == "rebase":
@@ -139,11 +139,11 @@ def land(cwd: Path, run: str | None, how: str) -> Exit:
     for args in steps:
         result = git.run(repo.top, *args, check=False, hooks=True)
         if not result.ok:
-            abort = {"merge": ["merge", "--abort"], "cherry-pick": ["cherry-pick", "--abort"]}.get(args[0])
-            if abort:
-                git.run(repo.top, *abort, check=False)
-            raise RalphError(f"landing stopped, nothing was changed: git {args[0]} failed: "
-                             f"{result.tail(500).strip()}")
+            # The tree was clean before landing: put the branch, index and files back as they were.
+            if args[0] == "cherry-pick":
+                git.run(repo.top, "cherry-pick", "--abort", check=False)
+            git.run(repo.top, "reset", "-q", "--hard", head, check=False)
+            raise RalphError(f"landing stopped and was undone: git {args[0]} failed: {result.tail(500).strip()}")
     ui.say(f"landed run [bold]{state.name}[/] ({how}) onto {repo.branch}")
     return Exit.DONE
 
@@ -160,6 +160,14 @@ def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
     repo = git.open_repo(cwd)
     state = ledger.resolve(repo.top, run)
     run_dir = repo.common_dir / "ralph" / state.name
+    where = git.worktree_branches(repo.top).get(ledger.branch_ref(state.name))
+    if refs and where is not None:
+        raise RalphError(f"ralph/{state.name} is checked out in {where} — switch to another branch first")
+    with ledger.run_lock(run_dir, state.name):
+        return _clean_locked(repo, state, run_dir, refs)
+
+
+def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool) -> Exit:
     removed = git.remove_worktrees_under(repo.common_dir, run_dir)
     if refs:
         for lap in state.laps:

@@ -153,3 +153,10 @@ def test_a_resumed_run_ignores_the_users_uncommitted_work(tmp_path: Path):
     assert again.returncode == 3, again.stderr
     assert len(notes(repo, "r")) == 2
     assert (repo / "scratch.txt").read_text() == "the user kept working"
+
+
+def test_without_a_name_the_latest_unfinished_run_of_the_goal_resumes(tmp_path: Path):
+    repo = repo_with(tmp_path, TICK_ONE, max_laps=1)
+    assert ralph(repo, "run", "--name", "20200101-started-long-ago").returncode == 3
+    again = ralph(repo, "run", "--max-laps", "2")
+    assert "resuming run 20200101-started-long-ago at lap 2" in again.stdout

@@ -32,3 +32,15 @@ def test_the_shipped_hook_refuses_deleting_or_rewording_open_items(tmp_path: Pat
     ticked_and_added = commit(repo, "- [x] one\n- [ ] two\n- [ ] three\n")
     assert ticked_and_added.returncode == 0, ticked_and_added.stderr
     assert commit(repo, "- [ ] two\n- [ ] three\n").returncode == 0  # done items may go
+
+
+def test_commit_all_and_commit_path_are_checked_too(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] one\n- [ ] two\n"})
+    shutil.copy(HOOK, repo / ".git" / "hooks" / "pre-commit")
+    (repo / "TODO.md").write_text("- [ ] one\n")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = dict(os.environ, PATH=path)
+    for how in (["-a"], ["TODO.md"]):
+        result = subprocess.run(["git", "commit", "-qm", "drop two", *how], cwd=repo, capture_output=True,
+                                text=True, env=env)
+        assert result.returncode == 1 and "'two'" in result.stderr, how

@@ -215,3 +215,26 @@ def test_no_git_identity_is_refused_before_any_lap(calc_repo: Path, isolated_hom
     result = ralph(calc_repo, "run")
     assert result.returncode == 1 and "git does not know who you are" in result.stderr
     assert git(calc_repo, "for-each-ref", "refs/ralph/") == ""
+
+
+def test_clean_refs_refuses_a_checked_out_run_branch(calc_repo: Path, tmp_path: Path):
+    assert ralph(calc_repo, "run", "--name", "calc").returncode == 0
+    git(calc_repo, "worktree", "add", "-q", str(tmp_path / "review"), "ralph/calc")
+    result = ralph(calc_repo, "clean", "--refs")
+    assert result.returncode == 1 and "is checked out in" in result.stderr
+    assert git(calc_repo, "rev-parse", "--verify", "-q", "ralph/calc")
+
+
+def test_a_land_that_fails_is_undone(calc_repo: Path):
+    assert ralph(calc_repo, "run", "--name", "calc").returncode == 0
+    hook = calc_repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'not today'\nexit 1\n")
+    hook.chmod(0o755)
+    before = snapshot(calc_repo)
+    result = ralph(calc_repo, "land")
+    assert result.returncode == 1 and "landing stopped and was undone" in result.stderr
+    hook.unlink()
+    after = snapshot(calc_repo)
+    # Same branch, refs and files; the index holds the same entries (git rewrote its stat data).
+    assert {k: v for k, v in after.items() if k != "index"} == {k: v for k, v in before.items() if k != "index"}
+    assert git(calc_repo, "status", "--porcelain") == ""
