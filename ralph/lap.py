@@ -17,6 +17,10 @@ from ralph.errors import RalphError
 from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
 
 
+MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
+SNAPSHOT_FILE = "repository-snapshot.json"  # in the run folder while a lap's code runs
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every lap of one run shares."""
@@ -100,9 +104,6 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
     return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
 
 
-MOVED_LINE_RETRIES = 3
-
-
 @contextmanager
 def watching_the_repository(ctx: RunContext, number: int):
     """Yields a list that, on leaving, holds what changed in the shared repository state
@@ -118,9 +119,6 @@ def watching_the_repository(ctx: RunContext, number: int):
         saved.unlink(missing_ok=True)
         if tampered:
             ui.warn(f"lap {number} changed your repository ({', '.join(tampered)}); ralph put it back")
-
-
-SNAPSHOT_FILE = "repository-snapshot.json"
 
 
 @dataclass(frozen=True)
