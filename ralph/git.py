@@ -9,6 +9,7 @@ no long-lived `Repo`, no `cat-file` processes left behind).
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,7 +217,10 @@ def commit(worktree: Path, message: str, *, verify: bool, timeout: float, env: d
     """Commit the index (empty allowed), the repository's hooks included unless `verify` is False."""
     # gc.autoDetach: an auto gc that detached would carry this command's sweep token and be
     # killed half-way (objects packed, never pruned); run it to the end inside the commit.
-    args = ["-c", "gc.autoDetach=false", "commit", "--allow-empty", "-q", "-m", message]
+    # commit.gpgSign: lap commits are ralph's records, made without the user's agent sockets
+    # (SSH_AUTH_SOCK is withheld from the code a lap runs); `ralph land` signs as usual.
+    args = ["-c", "gc.autoDetach=false", "-c", "commit.gpgSign=false", "commit", "--allow-empty", "-q",
+            "-m", message]
     if not verify:
         args.append("--no-verify")
     return run(worktree, *DURABLE, *args, timeout=timeout, check=False, hooks=True, env=env)
@@ -240,7 +244,14 @@ def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
 
 
 def add_note(cwd: Path, commit: str, text: str) -> None:
-    run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
+    """Notes of every run share one ref: another run writing at the same moment holds its
+    lock, so a refused update is tried again a few times."""
+    for attempt in range(5):
+        result = run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text,
+                     check=attempt == 4)
+        if result.ok:
+            return
+        time.sleep(0.1 * (attempt + 1))
 
 
 def notes(cwd: Path, commits: list[str]) -> dict[str, str]:

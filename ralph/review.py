@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ralph import git, ledger, ui
+from ralph import git, ledger, proc, ui
 from ralph.errors import Exit, RalphError
 from ralph.ledger import RunState
 
@@ -137,7 +137,8 @@ def land(cwd: Path, run: str | None, how: str) -> Exit:
     else:
         steps = [["merge", "--squash", branch], ["commit", "-m", _squash_message(repo.top, state)]]
     for args in steps:
-        result = git.run(repo.top, *args, check=False, hooks=True)
+        # The user's own action on their own branch: their ssh-agent may sign the commit.
+        result = git.run(repo.top, *args, check=False, hooks=True, env=proc.clean_env(allow=("SSH_AUTH_SOCK",)))
         if not result.ok:
             # The tree was clean before landing: put the branch, index and files back as they were.
             if args[0] == "cherry-pick":

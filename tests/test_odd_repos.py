@@ -78,3 +78,14 @@ def test_lfs_without_git_lfs_is_refused_with_advice(tmp_path: Path):
     result = ralph(repo, "run")
     assert result.returncode == 1
     assert "uses Git LFS" in result.stderr and "install git-lfs" in result.stderr
+
+
+def test_a_user_who_signs_every_commit(tmp_path: Path):
+    # Signing through an agent socket that laps never see would fail every lap commit;
+    # lap commits are ralph's records and are made unsigned.
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(), "TODO.md": "- [ ] x\n"})
+    git(repo, "config", "commit.gpgsign", "true")
+    git(repo, "config", "gpg.format", "ssh")
+    git(repo, "config", "user.signingkey", str(tmp_path / "no-such-key"))
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
