@@ -112,9 +112,9 @@ def read_blob(cwd: Path, sha: str) -> str:
     return out(cwd, "cat-file", "blob", sha)
 
 
-def show_file(cwd: Path, commit: str, path: str) -> str | None:
+def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = None) -> str | None:
     """A file's text at a commit (`""`: the index), None when it is not there."""
-    result = run(cwd, "show", f"{commit}:{path}", check=False)
+    result = run(cwd, "show", f"{commit}:{path}", check=False, env=env)
     return result.output if result.ok else None
 
 

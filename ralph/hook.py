@@ -16,9 +16,7 @@ def todo_hook(cwd: Path, todo_name: str) -> Exit:
     before = git.show_file(top, "HEAD", todo_name)
     # The index being committed: `git commit -a` and `git commit PATH` hand hooks a temporary
     # one in GIT_INDEX_FILE, which ralph's clean environment would otherwise drop.
-    index_env = proc.clean_env(allow=("GIT_INDEX_FILE",))
-    shown = git.run(top, "show", f":{todo_name}", check=False, env=index_env)
-    staged = shown.output if shown.ok else None
+    staged = git.show_file(top, "", todo_name, env=proc.clean_env(allow=("GIT_INDEX_FILE",)))
     if before is None or staged is None:
         return Exit.DONE
     problems = todo_problems(todo.parse(before), todo.parse(staged))

@@ -204,13 +204,15 @@ def _parse_note(text: str | None) -> LapRecord | None:
         return None
 
 
+def run_records(cwd: Path) -> list[RunRecord]:
+    """Every run's record in the repository, oldest first."""
+    blobs = [sha for ref, sha in git.refs(cwd, "refs/ralph/").items() if ref.endswith("/run") and ref.count("/") == 3]
+    records = [RunRecord.model_validate_json(git.read_blob(cwd, sha)) for sha in blobs]
+    return sorted(records, key=lambda record: (record.created_at, record.run))
+
+
 def run_names(cwd: Path) -> list[str]:
-    """Every run in the repository, oldest first."""
-    records = {ref.split("/")[2]: sha for ref, sha in git.refs(cwd, "refs/ralph/").items()
-               if ref.endswith("/run") and ref.count("/") == 3}
-    created = {name: RunRecord.model_validate_json(git.read_blob(cwd, sha)).created_at
-               for name, sha in records.items()}
-    return sorted(created, key=lambda name: (created[name], name))
+    return [record.run for record in run_records(cwd)]
 
 
 def resolve(cwd: Path, run: str | None) -> RunState:

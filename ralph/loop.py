@@ -82,10 +82,11 @@ def _pinned_config(state: RunState, current: config_module.Config) -> config_mod
 def _name_for(top: Path, goal: str) -> str:
     """Without --name: the latest unfinished run of the same goal (resume it, whatever day it
     started), else a new name from today's date and the goal's first words."""
-    for name in reversed(ledger.run_names(top)):
-        state = ledger.load(top, name)
-        if state and state.record.config.get("goal") == goal and not state.is_done:
-            return name
+    for record in reversed(ledger.run_records(top)):
+        if record.config.get("goal") == goal:
+            state = ledger.load(top, record.run)
+            if state and not state.is_done:
+                return record.run
     return default_name(goal)
 
 

@@ -78,7 +78,7 @@ def test_dirty_work_tree_refused_unless_allowed(tmp_path: Path):
     assert "uncommitted changes" in line and "--allow-dirty" in line
     assert snapshot(repo) == before
     allowed = ralph(repo, "run", "--allow-dirty", "--max-laps", "1")
-    assert allowed.returncode in (3, 4), allowed.stderr
+    assert allowed.returncode == 3, allowed.stderr  # the agent `true` changes nothing: one red lap
     assert snapshot(repo) == before
 
 
