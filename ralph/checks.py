@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from ralph import proc, pytest_results
 from ralph.config import CheckSpec
 from ralph.pytest_results import TestResults
+from ralph.sandbox import Jail
 
 TAIL_CHARS = 4000
 
@@ -29,18 +30,23 @@ class CheckResult(BaseModel):
 
 
 def run_checks(specs: list[CheckSpec], worktree: Path, *, timeout: float, env: dict[str, str],
-               log_dir: Path) -> list[CheckResult]:
-    """Each check through the shell in `worktree`; full output spilled under `log_dir`."""
-    return [_run_one(spec, index, worktree, timeout, env, log_dir) for index, spec in enumerate(specs, 1)]
+               log_dir: Path, jail: Jail | None = None) -> list[CheckResult]:
+    """Each check through the shell in `worktree` (inside `jail` when sandboxed); full output
+    spilled under `log_dir`."""
+    return [_run_one(spec, index, worktree, timeout, env, log_dir, jail) for index, spec in enumerate(specs, 1)]
 
 
 def _run_one(spec: CheckSpec, index: int, worktree: Path, timeout: float, env: dict[str, str],
-             log_dir: Path) -> CheckResult:
+             log_dir: Path, jail: Jail | None) -> CheckResult:
+    # pytest writes its report where the check may write: the sandbox's /tmp, seen outside as jail.tmp
+    reports, seen_as = (jail.tmp, Path("/tmp")) if jail else (log_dir, log_dir)
     for attempt in range(1, spec.retries + 2):
-        report = log_dir / f"check-{index}.junit.xml"
+        report = reports / f"check-{index}.junit.xml"
         report.unlink(missing_ok=True)
-        check_env = dict(env, PYTEST_ADDOPTS=pytest_results.addopts(report, env.get("PYTEST_ADDOPTS")))
-        done = proc.run(spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log")
+        check_env = dict(env, PYTEST_ADDOPTS=pytest_results.addopts(seen_as / report.name,
+                                                                    env.get("PYTEST_ADDOPTS")))
+        done = proc.run(spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log",
+                        jail=jail)
         if done.ok:
             break
     tail = done.tail(TAIL_CHARS)

@@ -63,6 +63,25 @@ class EnvConfig(Section):
                              description="Variables let through to agents and checks although named like secrets.")
 
 
+class SandboxConfig(Section):
+    mode: Literal["auto", "required", "off"] = Field(
+        "auto", description="auto: bubblewrap when it works here, else a warning and no sandbox; "
+        "required: refuse to run without it; off: never.")
+    writable: list[str] = Field(default_factory=list,
+                                description="More paths laps may write (an agent CLI's config or cache); ~ expanded.")
+    home: str | None = Field(None, description="HOME inside the sandbox (default: a fresh private folder).")
+    network: bool = Field(True, description="false: checks and setup run without network (agents keep it).")
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value):
+        """YAML reads an unquoted `off` as false (and `on` as true)."""
+        return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
+
+    def writable_paths(self) -> list[Path]:
+        return [Path(path).expanduser().resolve() for path in self.writable]
+
+
 class CheckSpec(Section):
     run: str = Field(min_length=1, description="The shell command.")
     retries: int = Field(0, ge=0, le=10, description="Runs again after a failure; fail-then-pass is 'flaky'.")
@@ -89,6 +108,13 @@ class Config(Section):
                                description="Globs a lap may add to but not modify or delete; [] turns it off.")
     strict: bool = Field(False, description="Delete ignored files from the lap worktree before the checks.")
     env: EnvConfig = Field(default_factory=EnvConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig,
+                                   description="`auto | required | off`, or a mapping with `mode:` and more.")
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _mode_alone(cls, value):
+        return {"mode": value} if isinstance(value, (str, bool)) else value
 
     @field_validator("checks", mode="before")
     @classmethod

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import git as gitpython
 
-from ralph import crashpoint, proc
+from ralph import proc
 from ralph.errors import RalphError
+from ralph.sandbox import Jail
 
 NOTES_REF = "refs/notes/ralph"
 ZERO = "0" * 40
@@ -32,14 +33,16 @@ class GitFailed(RalphError):
 
 
 def run(cwd: Path, *args: str, input: str | None = None, timeout: float | None = 300,
-        check: bool = True, hooks: bool = False, env: dict[str, str] | None = None) -> proc.Completed:
+        check: bool = True, hooks: bool = False, env: dict[str, str] | None = None,
+        jail: Jail | None = None) -> proc.Completed:
     """Run git, stdout and stderr apart; raise GitFailed on a non-zero exit when `check`.
 
     `hooks` marks commands that run the repository's own code, so stray processes
-    they leave are swept like any check's; give those the run's `env` (no secrets).
+    they leave are swept like any check's; give those the run's `env` (no secrets) and,
+    when laps are sandboxed, the `jail` they run in.
     """
     result = proc.run(["git", *args], cwd, env=env or proc.clean_env(), input=input, timeout=timeout,
-                      cap=1 << 24, stderr_apart=not hooks, sweep=hooks)
+                      cap=1 << 24, stderr_apart=not hooks, sweep=hooks, jail=jail)
     if check and not result.ok:
         raise GitFailed(list(args), result)
     return result
@@ -124,12 +127,6 @@ def name_status(cwd: Path, old: str, new: str) -> dict[str, str]:
     return {path: status[0] for status, path in zip(fields[::2], fields[1::2]) if path}
 
 
-def clean(worktree: Path, ignored: bool) -> list[str]:
-    """Delete untracked files (and ignored ones too when `ignored`); returns what went."""
-    listing = out(worktree, "clean", "-ffd" + ("x" if ignored else ""))
-    return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
-
-
 def diffstat(cwd: Path, old: str, new: str) -> str:
     return run(cwd, "diff", "--stat=100", old, new).output.rstrip()
 
@@ -140,11 +137,6 @@ def is_dirty(cwd: Path) -> bool:
 
 
 # --- worktrees -------------------------------------------------------------------------
-
-def add_worktree(cwd: Path, path: Path, commit: str, reason: str) -> None:
-    """A detached, locked worktree at `commit`; the lock reason tells people whose it is."""
-    run(cwd, "worktree", "add", "--detach", "--lock", "--reason", reason, str(path), commit)
-
 
 def remove_worktrees_under(common_dir: Path, folder: Path) -> int:
     """Unregister and delete every worktree at or inside `folder` (ralph's own).
@@ -175,14 +167,14 @@ def _rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def init_submodules(worktree: Path, timeout: float) -> None:
+def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: Jail | None) -> None:
     """A fresh worktree has empty submodule folders; check them out like a fresh clone would.
 
     protocol.file.allow: submodules given as local paths (common in monorepos and tests)
     are refused by git >= 2.38.1 otherwise; they are the user's own repositories.
     """
     result = run(worktree, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive",
-                 timeout=timeout, check=False, hooks=True)
+                 timeout=timeout, check=False, hooks=True, env=env, jail=jail)
     if not result.ok:
         raise RalphError(f"cannot check out the submodules in a lap worktree: {result.tail(400).strip()} — "
                          "make `git submodule update --init` work offline (e.g. local mirrors)")
@@ -207,36 +199,16 @@ def worktree_branches(cwd: Path) -> dict[str, Path]:
 
 # --- commits and notes -----------------------------------------------------------------
 
-def stage_all(worktree: Path, timeout: float) -> proc.Completed:
-    result = run(worktree, *DURABLE, "add", "-A", timeout=timeout, check=False)
-    crashpoint.reached("add")
-    return result
-
-
-def commit(worktree: Path, message: str, *, verify: bool, timeout: float, env: dict[str, str]) -> proc.Completed:
-    """Commit the index (empty allowed), the repository's hooks included unless `verify` is False."""
-    # gc.autoDetach: an auto gc that detached would carry this command's sweep token and be
-    # killed half-way (objects packed, never pruned); run it to the end inside the commit.
-    # commit.gpgSign: lap commits are ralph's records, made without the user's agent sockets
-    # (SSH_AUTH_SOCK is withheld from the code a lap runs); `ralph land` signs as usual.
-    args = ["-c", "gc.autoDetach=false", "-c", "commit.gpgSign=false", "commit", "--allow-empty", "-q",
-            "-m", message]
-    if not verify:
-        args.append("--no-verify")
-    return run(worktree, *DURABLE, *args, timeout=timeout, check=False, hooks=True, env=env)
-
-
-def reset_to_head(worktree: Path, ignored: bool) -> list[str]:
-    """Make the worktree exactly its HEAD commit: no skip-worktree or assume-unchanged
-    entries hiding edits, no file a hook rewrote after staging, nothing untracked (and
-    with `ignored`, nothing ignored). Returns the files deleted."""
-    # ls-files -v tags skip-worktree entries "S" and assume-unchanged ones in lowercase.
-    flagged = [line[2:] for line in out(worktree, "ls-files", "-v").splitlines()
-               if line[:1] == "S" or line[:1].islower()]
-    for flag in ("--no-skip-worktree", "--no-assume-unchanged") if flagged else ():  # one mode a call
-        run(worktree, "update-index", flag, "--", *flagged)
-    run(worktree, "reset", "-q", "--hard", "HEAD")
-    return clean(worktree, ignored)
+def rebase_commit(cwd: Path, commit: str, onto: str) -> str | None:
+    """`commit` replayed onto `onto` (a three-way merge with their merge base, as a cherry-pick
+    does), without a work tree; None when the two conflict."""
+    merged = run(cwd, "merge-tree", "--write-tree", "--no-messages", onto, commit, check=False)
+    if merged.exit_code != 0:
+        return None
+    message = run(cwd, "log", "-1", "--format=%B", commit).output
+    tree = merged.output.split()[0]
+    return out(cwd, *DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", onto, "-F", "-",
+               input=message)
 
 
 def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:

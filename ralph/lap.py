@@ -1,4 +1,4 @@
-"""One lap: prepare a worktree at the last green commit → agent → commit → checks → verdict."""
+"""One lap: the workspace at the last green commit → agent → commit → checks → verdict."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.config import Config
-from ralph.errors import RalphError
 from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
+from ralph.sandbox import Jail
+from ralph.workspace import Workspace
 
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
@@ -28,37 +29,42 @@ class RunContext:
     repo: git.RepoInfo
     run: str
     config: Config
-    run_dir: Path  # <git-common-dir>/ralph/<run>: worktrees, logs, transcripts, the lock
+    run_dir: Path  # <git-common-dir>/ralph/<run>: logs, transcripts, the lock
     agent: Agent
     env: dict[str, str]  # for the agent and the checks: secrets removed
+    workspace: Workspace  # where the laps work, outside the repository
+    sandboxed: bool  # the lap's code runs inside bubblewrap
 
     @property
     def top(self) -> Path:
         return self.repo.top
 
-    @property
-    def worktrees(self) -> Path:
-        return self.run_dir / "worktrees"
+    def jail(self, phase: str, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
+        """The sandbox for one phase of a lap; None when laps are not sandboxed."""
+        if not self.sandboxed:
+            return None
+        sandbox = self.config.sandbox
+        home = Path(sandbox.home).expanduser() if sandbox.home else None
+        return self.workspace.jail(phase, network=network, writable=[*sandbox.writable_paths(), *writable],
+                                   home=home)
 
-    def check(self, worktree: Path, log_dir: Path) -> list[CheckResult]:
-        return run_checks(self.config.checks, worktree, timeout=self.config.limits.check_timeout,
-                          env=self.env, log_dir=log_dir)
+    def check(self, log_dir: Path) -> list[CheckResult]:
+        """The checks on the workspace's files as they are now."""
+        return run_checks(self.config.checks, self.workspace.tree, timeout=self.config.limits.check_timeout,
+                          env=self.env, log_dir=log_dir, jail=self.jail("checks", self.config.sandbox.network))
+
+    def prepare(self, commit: str, ignored: bool = True) -> list[str]:
+        """The workspace exactly at `commit`, its own git dir anew; returns what was deleted."""
+        removed = self.workspace.checkout(commit, ignored)
+        self.workspace.fresh_lap_git(commit)
+        if git.show_file(self.top, commit, ".gitmodules") is not None:
+            git.init_submodules(self.workspace.tree, timeout=self.config.limits.check_timeout, env=self.env,
+                                jail=self.jail("setup"))
+        return removed
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def in_worktree(ctx: RunContext, name: str, commit: str, work):
-    """Run `work(worktree)` in a fresh locked worktree at `commit`; always remove it after."""
-    worktree = ctx.worktrees / name
-    git.add_worktree(ctx.top, worktree, commit, reason=f"ralph run {ctx.run} ({name})")
-    try:
-        if (worktree / ".gitmodules").exists():
-            git.init_submodules(worktree, timeout=ctx.config.limits.check_timeout)
-        return work(worktree)
-    finally:
-        git.remove_worktrees_under(ctx.repo.common_dir, worktree)
 
 
 def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
@@ -66,33 +72,29 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     if log_dir.exists():  # an attempt a crash cut short: keep its transcript apart from this one's
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
     log_dir.mkdir(parents=True)
-    return in_worktree(ctx, f"lap-{number}", state.green,
-                       lambda worktree: _lap(ctx, state, number, worktree, log_dir))
-
-
-def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir: Path) -> LapRecord:
     started, started_at = time.monotonic(), now_iso()
+    ctx.prepare(state.green)
     crashpoint.reached("worktree")
     files, limits = ctx.config.files, ctx.config.limits
-    todo_before = _read(worktree / files.todo)
-    lap_prompt = prompt.build(ctx.config, todo_before, _read(worktree / files.progress),
+    todo_before = git.show_file(ctx.top, state.green, files.todo)
+    lap_prompt = prompt.build(ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress),
                               last_failure(ctx, state))
-    task = LapTask(ctx.run, number, worktree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
-                   check=lambda: _check_now(ctx, state, worktree, log_dir), progress=ui.agent_step)
-    # From the agent to the end of the checks, code the agent wrote runs (its own, hooks,
-    # checks): whatever it does to the shared repository state is put back afterwards.
+    task = LapTask(ctx.run, number, ctx.workspace.tree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
+                   check=lambda: _check_now(ctx, state, log_dir), progress=ui.agent_step,
+                   jail=ctx.jail("agent"))
+    # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
+    # runs from the agent to the end of the checks (its own, hooks, checks): whatever it does
+    # to the shared repository state is put back afterwards.
     with watching_the_repository(ctx, number) as tampered:
         crashpoint.reached("agent")
         agent = ctx.agent.run_lap(task)
-        items_after = todo.parse(_read(worktree / files.todo))
-        ticked = todo.newly_ticked(todo.parse(todo_before), items_after)
-        commit, refusal = _commit(ctx, worktree, number, ticked, agent)
+        commit, ticked, counts, refusal = _commit(ctx, state, number, agent)
         crashpoint.reached("commit")
-        judged = _judge_lap(ctx, state, worktree, log_dir, commit, agent, refusal)
+        judged = _judge_lap(ctx, state, log_dir, commit, agent, refusal)
     if tampered:
-        judged = Judged("red", f"the lap changed the repository outside its worktree, restored: "
+        judged = Judged("red", f"the lap changed the repository outside its workspace, restored: "
                                f"{', '.join(tampered)}", files_changed=judged.files_changed)
-    facts = LapFacts(number, started, started_at, agent, ticked, todo.count(items_after))
+    facts = LapFacts(number, started, started_at, agent, ticked, counts)
     record = _record(ctx, state, facts, commit, judged)
     ledger.save_lap(ctx.top, record)
     crashpoint.reached("advance")
@@ -100,14 +102,18 @@ def _lap(ctx: RunContext, state: RunState, number: int, worktree: Path, log_dir:
         if record.status != "green" or git.update_ref(ctx.top, ledger.branch_ref(ctx.run), record.commit,
                                                       record.parent):
             return record
-        record = _replay_on_moved_line(ctx, worktree, log_dir, facts, record)
+        record = _replay_on_moved_line(ctx, log_dir, facts, record)
     return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
 
 
 @contextmanager
 def watching_the_repository(ctx: RunContext, number: int):
     """Yields a list that, on leaving, holds what changed in the shared repository state
-    (and was put back). The snapshot is also on disk until then, for a resume after kill -9."""
+    (and was put back). The snapshot is also on disk until then, for a resume after kill -9.
+    Sandboxed laps cannot write the repository at all: nothing to watch."""
+    if ctx.sandboxed:
+        yield []
+        return
     saved = ctx.run_dir / SNAPSHOT_FILE
     before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
     before.save(saved)
@@ -152,21 +158,18 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
     )
 
 
-def _replay_on_moved_line(ctx: RunContext, worktree: Path, log_dir: Path, facts: LapFacts,
-                          record: LapRecord) -> LapRecord:
+def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, record: LapRecord) -> LapRecord:
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
     state = ledger.load(ctx.top, ctx.run)
-    git.reset_to_head(worktree, ignored=ctx.config.strict)
-    if not git.run(worktree, *git.DURABLE, "rebase", "--onto", state.green, record.parent, check=False).ok:
-        git.run(worktree, "rebase", "--abort", check=False)
+    commit = git.rebase_commit(ctx.top, record.commit, state.green)
+    if commit is None:
         return _overrule(ctx, record, f"the green line moved to {state.green[:10]} during the lap and the "
                                       "lap does not rebase onto it")
-    commit = git.rev(worktree, "HEAD")
     todo_name = ctx.config.files.todo
     items = todo.parse(git.show_file(ctx.top, commit, todo_name))
     facts = replace(facts, counts=todo.count(items),
                     ticked=todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, todo_name)), items))
-    judged = _judge_lap(ctx, state, worktree, log_dir, commit, facts.agent, None)
+    judged = _judge_lap(ctx, state, log_dir, commit, facts.agent, None)
     replayed = _record(ctx, state, facts, commit, judged)
     replayed = replayed.model_copy(update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, "
                                                      "which moved during the lap)"})
@@ -195,7 +198,7 @@ class Judged:
     removed: list[str] = field(default_factory=list)
 
 
-def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, commit: str,
+def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
                agent: AgentResult, refusal: tuple[str, str] | None) -> Judged:
     statuses = git.name_status(ctx.top, state.green, commit)
     changed = len(statuses)
@@ -215,9 +218,9 @@ def _judge_lap(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path, 
                                     files.progress, state.record.base)
     # The checks judge exactly the commit: no hidden index flags, no file a hook rewrote after
     # staging, nothing untracked, and with strict nothing ignored either.
-    removed = git.reset_to_head(worktree, ignored=ctx.config.strict)
+    removed = ctx.prepare(commit, ignored=ctx.config.strict)
     crashpoint.reached("checks")
-    checks = ctx.check(worktree, log_dir)
+    checks = ctx.check(log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, set(report.granted))
     problems = report.problems + comparison.problems
     if problems and removed and ctx.config.strict:
@@ -230,9 +233,9 @@ def _green_reason(checks: list[CheckResult]) -> str:
     return "all checks pass" if all_pass(checks) else "no check regressed"
 
 
-def _check_now(ctx: RunContext, state: RunState, worktree: Path, log_dir: Path) -> str | None:
+def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
-    comparison = ratchet.compare(state.green_checks(), ctx.check(worktree, log_dir), set())
+    comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), set())
     return "; ".join(comparison.problems) + "\n" + comparison.failing_output if comparison.problems else None
 
 
@@ -251,31 +254,60 @@ def _without_passed_ids(check: CheckResult) -> CheckResult:
     return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": []})})
 
 
-def _commit(ctx: RunContext, worktree: Path, number: int, ticked: list[str],
-            agent: AgentResult) -> tuple[str, tuple[str, str] | None]:
-    """Commit everything the agent left; returns the commit and, if it was refused, why.
+def _commit(ctx: RunContext, state: RunState, number: int,
+            agent: AgentResult) -> tuple[str, list[str], todo.Counts, tuple[str, str] | None]:
+    """Commit every file the agent left; returns the commit, the items it ticked, the TODO's
+    counts and, if the commit was refused, why.
 
-    Hooks that fix files (formatters) get one re-add and retry, as people do by hand.
-    A refused lap is still committed (without hooks; what could be staged) so it can be
-    reviewed and the next lap told why.
+    The repository's hooks run on the lap's changes in the lap's own git dir (sandboxed, when
+    laps are); the lap commit itself is ralph's, made from the files the hooks left. A refused
+    lap is still committed, so it can be reviewed and the next lap told why.
     """
-    model = ctx.config.agent.model if agent.kind == "openai" else None
-    message = commit_message(ctx.run, number, ticked, agent, model)
-    timeout = ctx.config.limits.check_timeout
+    workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
+    workspace.verify()
     refusal = None
-    for attempt in range(2 if ctx.config.commit.verify else 1):
-        staged = git.stage_all(worktree, timeout)
-        if not staged.ok:
-            refusal = ("git could not stage the lap's files", staged.stderr or staged.output)
-            break
-        done = git.commit(worktree, message, verify=ctx.config.commit.verify, timeout=timeout, env=ctx.env)
+    message = lambda tree: commit_message(ctx.run, number, _ticked(ctx, state.green, tree)[0], agent,
+                                          ctx.config.agent.model if agent.kind == "openai" else None)
+    if ctx.config.commit.verify:
+        tree, unstaged = workspace.stage(state.green, timeout)
+        refusal = _run_commit_hooks(ctx, state.green, message(tree))
+    tree, unstaged = workspace.stage(state.green, timeout)
+    if unstaged is not None:
+        refusal = ("git could not stage the lap's files", unstaged)
+    commit = workspace.commit_tree(tree, state.green, message(tree))
+    ticked, counts = _ticked(ctx, state.green, tree)
+    return commit, ticked, counts, refusal
+
+
+def _ticked(ctx: RunContext, green: str, tree: str) -> tuple[list[str], todo.Counts]:
+    name = ctx.config.files.todo
+    after = todo.parse(git.show_file(ctx.top, tree, name))
+    return todo.newly_ticked(todo.parse(git.show_file(ctx.top, green, name)), after), todo.count(after)
+
+
+def _run_commit_hooks(ctx: RunContext, head: str, message: str) -> tuple[str, str] | None:
+    """`git commit` in the lap's own git dir, so the repository's hooks judge the lap as they
+    would a person's commit; hooks that fix files (formatters) get one re-add and retry, as
+    people do by hand. None when the hooks accept."""
+    workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
+    # pre-commit's hook environments are kept across laps, as on the user's machine
+    cache = Path(ctx.env.get("PRE_COMMIT_HOME") or Path(ctx.env.get("XDG_CACHE_HOME") or
+                                                        Path.home() / ".cache") / "pre-commit")
+    env = dict(ctx.env, GIT_EDITOR="true", PRE_COMMIT_HOME=str(cache))
+    if ctx.sandboxed:
+        cache.mkdir(parents=True, exist_ok=True)
+    refusal = None
+    for _ in range(2):
+        workspace.fresh_lap_git(head)
+        jail = ctx.jail("commit", writable=(cache,))
+        done = git.run(workspace.tree, "add", "-A", timeout=timeout, check=False, hooks=True, env=env, jail=jail)
         if done.ok:
-            return git.rev(worktree, "HEAD"), None
+            done = git.run(workspace.tree, "commit", "--allow-empty", "-q", "-F", "-", input=message,
+                           timeout=timeout, check=False, hooks=True, env=env, jail=jail)
+        if done.ok:
+            return None
         refusal = ("the repository's commit hooks rejected the lap", done.output or f"exit {done.exit_code}")
-    done = git.commit(worktree, message, verify=False, timeout=timeout, env=ctx.env)
-    if not done.ok:
-        raise RalphError(f"cannot commit lap {number}: {done.tail(600).strip()}")
-    return git.rev(worktree, "HEAD"), refusal
+    return refusal
 
 
 def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult, model: str | None) -> str:
@@ -293,13 +325,6 @@ def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:
         return None
     return prompt.LastFailure(record.lap, record.reason, git.diffstat(ctx.top, record.parent, record.commit),
                               record.output_tail[-3000:])
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
 
 
 def _first_line(text: str) -> str:

@@ -9,11 +9,12 @@ from datetime import date
 from pathlib import Path
 
 from ralph import config as config_module
-from ralph import git, ledger, proc, todo, ui, user_state
+from ralph import git, ledger, proc, sandbox, todo, ui, user_state
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
-from ralph.lap import SNAPSHOT_FILE, RunContext, in_worktree, now_iso, run_lap
+from ralph.lap import SNAPSHOT_FILE, RunContext, now_iso, run_lap
 from ralph.ledger import RunRecord, RunState
+from ralph.workspace import Workspace, workspaces_root
 
 
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
@@ -38,7 +39,6 @@ def run(options: RunOptions) -> Exit:
     run_dir = repo.common_dir / "ralph" / name
     run_dir.mkdir(parents=True, exist_ok=True)
     with ledger.run_lock(run_dir, name):
-        git.remove_worktrees_under(repo.common_dir, run_dir / "worktrees")
         state = ledger.load(repo.top, name)
         if state is not None:
             cfg = _pinned_config(state, cfg)
@@ -52,11 +52,24 @@ def run(options: RunOptions) -> Exit:
         _restore_after_crash(repo, run_dir)
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
                              extra={RUN_MARK: mark})
-        ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env)
+        sandboxed = _sandboxed(repo, cfg)
+        workspace = Workspace.create(repo.top, repo.common_dir, name)
+        ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env, workspace, sandboxed)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         finally:
-            git.remove_worktrees_under(repo.common_dir, ctx.worktrees)
+            workspace.remove()
+
+
+def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config) -> bool:
+    """Whether laps run in bubblewrap; `auto` without it says so once and goes on unsandboxed."""
+    sandbox.refuse_unsafe_writable(cfg.sandbox.writable_paths(),
+                                   [repo.top.resolve(), repo.common_dir, workspaces_root()])
+    sandboxed = sandbox.decide(cfg.sandbox.mode)
+    if not sandboxed and cfg.sandbox.mode == "auto":
+        ui.warn(f"laps run without a sandbox: {sandbox.why_unavailable()}. The agent can reach your "
+                "repository and files; ralph watches the repository and puts it back (see README, Sandbox)")
+    return sandboxed
 
 
 def _restore_after_crash(repo: git.RepoInfo, run_dir: Path) -> None:
@@ -136,7 +149,8 @@ def _start(ctx: RunContext) -> RunState:
     ui.say(f"run [bold]{ctx.run}[/]: baseline checks on {base[:10]}")
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
-    baseline = in_worktree(ctx, "baseline", base, lambda worktree: ctx.check(worktree, log_dir))
+    ctx.prepare(base)
+    baseline = ctx.check(log_dir)
     ui.baseline(baseline)
     _refuse_broken_checks(baseline)
     git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, leftover)

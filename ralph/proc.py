@@ -19,6 +19,10 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ralph.sandbox import Jail
 
 OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
 KILL_GRACE = 2.0  # seconds between TERM and KILL
@@ -123,17 +127,21 @@ def run(
     spill: Path | None = None,
     stderr_apart: bool = False,
     sweep: bool = True,
+    jail: Jail | None = None,
 ) -> Completed:
     """Run `command` (a shell string, or an argv list) and wait for it, whatever it does.
 
     The command gets its own session (so its own process group); on timeout or
     interrupt the whole group gets TERM, then KILL. Processes that left the group
     (setsid) are found by a token in their environment and killed too (`sweep`; git
-    plumbing that runs no user code skips that scan).
+    plumbing that runs no user code skips that scan). With a `jail` the command runs inside
+    the sandbox, whose PID namespace ends every process in it when the command's group dies.
     """
     token = uuid.uuid4().hex
-    env = dict(os.environ if env is None else env, **{_TOKEN_VAR: token})
     shown = command if isinstance(command, str) else " ".join(command)
+    if jail is not None:
+        command = jail.argv(command)
+    env = dict(os.environ if env is None else env, **{_TOKEN_VAR: token})
     started = time.monotonic()
     errors = tempfile.TemporaryFile() if stderr_apart else None
     proc = subprocess.Popen(

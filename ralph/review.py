@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from rich.markup import escape
 from ralph import git, ledger, proc, ui
 from ralph.errors import Exit, RalphError
 from ralph.ledger import RunState
+from ralph.workspace import folder_for, remove_path
 
 
 def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
@@ -169,7 +171,10 @@ def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
 
 
 def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool) -> Exit:
-    removed = git.remove_worktrees_under(repo.common_dir, run_dir)
+    workspace = folder_for(repo.common_dir, state.name)
+    removed = int(os.path.lexists(workspace))
+    remove_path(workspace)
+    removed += git.remove_worktrees_under(repo.common_dir, run_dir)  # left by ralph before 0.2
     if refs:
         for lap in state.laps:
             git.remove_note(repo.top, lap.commit)
@@ -178,6 +183,6 @@ def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool
         if git.rev(repo.top, ledger.branch_ref(state.name)):
             git.delete_ref(repo.top, ledger.branch_ref(state.name))
         shutil.rmtree(run_dir, ignore_errors=True)
-    ui.say(f"cleaned run [bold]{state.name}[/]: {removed} worktree(s) removed"
+    ui.say(f"cleaned run [bold]{state.name}[/]: {removed} workspace(s) removed"
            + ("; refs, branch, notes and logs deleted" if refs else ""))
     return Exit.DONE

@@ -74,9 +74,12 @@ def snapshot(repo: Path) -> dict[str, str]:
     return state
 
 
-def ralph_worktrees(repo: Path) -> list[str]:
+def ralph_workspaces(repo: Path) -> list[str]:
+    """What ralph left on disk for laps: workspaces (under the isolated HOME) and worktrees."""
+    root = Path(os.environ["HOME"]) / ".cache" / "ralph" / "workspaces"
     listing = git(repo, "worktree", "list", "--porcelain")
-    return [line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line]
+    return ([line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line]
+            + sorted(path.name for path in (root.iterdir() if root.is_dir() else ())))
 
 
 def lap_notes(repo: Path, run: str) -> list[dict]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, lap_notes, make_repo, ralph, ralph_worktrees, snapshot
+from conftest import git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
 
 PY = sys.executable
 PHASES = ["worktree", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
@@ -38,6 +38,12 @@ def guarded(repo: Path) -> dict[str, str]:
     return state
 
 
+def _work(repo: Path) -> str:
+    """The run's end, but for ralph.yaml (tests vary its settings)."""
+    listing = git(repo, "ls-tree", "-r", "ralph/r").splitlines()
+    return "\n".join(line for line in listing if not line.endswith("\tralph.yaml"))
+
+
 @pytest.fixture(scope="module")
 def uninterrupted_tree(tmp_path_factory) -> str:
     from conftest import IDENTITY  # the autouse fixture is function-scoped: pin the same here
@@ -48,7 +54,7 @@ def uninterrupted_tree(tmp_path_factory) -> str:
     try:
         repo = job(tmp_path_factory.mktemp("clean") / "repo")
         assert ralph(repo, "run", "--name", "r").returncode == 0
-        return git(repo, "rev-parse", "ralph/r^{tree}")
+        return _work(repo)
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -63,14 +69,14 @@ def test_killed_at_any_phase_then_resumed(tmp_path: Path, phase: str, how: str, 
     first = ralph(repo, "run", "--name", "r", env={"RALPH_DEBUG_STOP_AT": stop})
     assert first.returncode == (-9 if how == "KILL" else 130), first.stdout + first.stderr
     if how == "INT":
-        assert ralph_worktrees(repo) == []  # Ctrl-C cleans up at once
+        assert ralph_workspaces(repo) == []  # Ctrl-C cleans up at once
     green_before_resume = git(repo, "rev-parse", "ralph/r")
 
     resumed = ralph(repo, "run", "--name", "r")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
     assert guarded(repo) == before
-    assert ralph_worktrees(repo) == []
+    assert ralph_workspaces(repo) == []
     # The green line only fast-forwarded, and only to laps judged green with their checks run.
     assert git(repo, "merge-base", "--is-ancestor", green_before_resume, "ralph/r") == ""
     for commit in git(repo, "rev-list", "refs/ralph/r/base..ralph/r").split():
@@ -79,7 +85,7 @@ def test_killed_at_any_phase_then_resumed(tmp_path: Path, phase: str, how: str, 
     fsck = subprocess.run(["git", "fsck", "--no-progress"], cwd=repo, capture_output=True, text=True)
     assert fsck.returncode == 0 and "error" not in fsck.stdout + fsck.stderr
     assert not _processes_of(repo)
-    assert git(repo, "rev-parse", "ralph/r^{tree}") == uninterrupted_tree
+    assert _work(repo) == uninterrupted_tree
     # The run lock was released with the process: a new command on the run is not refused.
     assert ralph(repo, "run", "--name", "r").returncode == 0
 
@@ -98,8 +104,12 @@ def _processes_of(repo: Path) -> list[int]:
     return found
 
 
-def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str):
-    repo = job(tmp_path / "repo")
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str, sandbox: str):
+    """Unsandboxed, a hook can kill ralph (and the resume repairs it); sandboxed, it cannot see
+    ralph's process nor write outside the lap, and the run goes on undisturbed."""
+    config = {"goal": "g", "agent": {"kind": "command", "command": AGENT}, "checks": [CHECK], "sandbox": sandbox}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
     pid_file = tmp_path / "ralph.pid"
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text(f"#!/bin/sh\n[ -f {pid_file} ] && kill -9 $(cat {pid_file}) && rm {pid_file} && sleep 5\nexit 0\n")
@@ -109,31 +119,41 @@ def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str):
                             stderr=subprocess.PIPE)
     pid_file.write_text(str(proc.pid))
     proc.communicate(timeout=60)
-    assert proc.returncode == -9
-    resumed = ralph(repo, "run", "--name", "r")
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert guarded(repo) == before and ralph_worktrees(repo) == []
-    assert git(repo, "rev-parse", "ralph/r^{tree}") == uninterrupted_tree
+    if sandbox == "off":
+        assert proc.returncode == -9
+        resumed = ralph(repo, "run", "--name", "r")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    else:
+        assert proc.returncode == 0 and pid_file.exists()
+    assert guarded(repo) == before and ralph_workspaces(repo) == []
+    assert _work(repo) == uninterrupted_tree
 
 
+# An agent that knows where the repository is (its lap's alternates file names the object
+# store) and goes for its refs, config and hooks with git.
 TAMPER = f"""{PY} -c "
 import os, pathlib, subprocess
 lap = int(os.environ['RALPH_LAP'])
-run = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True)
+alternates = subprocess.run(['git', 'rev-parse', '--git-path', 'objects/info/alternates'], capture_output=True, text=True)
+common = pathlib.Path(alternates.stdout.strip()).read_text().strip().removesuffix('/objects')
+run = lambda *a: subprocess.run(['git', '--git-dir', common, *a], capture_output=True)
 if lap == 1:
     run('branch', '-D', 'feature')
     run('update-ref', 'refs/heads/main', 'HEAD~1')
     run('tag', 'agent-was-here')
     run('config', 'user.name', 'Agent Smith')
-    common = subprocess.run(['git', 'rev-parse', '--git-common-dir'], capture_output=True, text=True).stdout.strip()
-    pathlib.Path(common, 'hooks', 'post-commit').write_text('#!/bin/sh\\necho owned')
+    try:
+        pathlib.Path(common, 'hooks', 'post-commit').write_text('#!/bin/sh\\necho owned')
+    except OSError:
+        pass
 t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
 pathlib.Path('work-%d.txt' % lap).write_text('w')
 " """
 
 
-def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_path: Path):
-    config = {"goal": "g", "agent": {"kind": "command", "command": TAMPER}, "checks": ["true"]}
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_path: Path, sandbox: str):
+    config = {"goal": "g", "agent": {"kind": "command", "command": TAMPER}, "checks": ["true"], "sandbox": sandbox}
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
     git(repo, "branch", "feature")
     write_extra = repo / "extra.txt"
@@ -143,6 +163,11 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     before = guarded(repo)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert guarded(repo) == before
+    if sandbox == "auto":  # impossible: the repository is read-only inside the sandbox
+        (lap,) = lap_notes(repo, "r")
+        assert lap["status"] == "green" and "changed your repository" not in result.stderr
+        return
     assert "lap 1 changed your repository" in result.stderr
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red"
@@ -150,7 +175,6 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
                  "config changed", "hooks/post-commit added"):
         assert what in first["reason"]
     assert second["status"] == "green"
-    assert guarded(repo) == before
 
 
 # "Another writer" advances the green line right after ralph records lap 1 and before it

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import git, lap_notes, make_repo, ralph, ralph_worktrees, snapshot
+from conftest import git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
 
 PY = sys.executable
 TICK_ONE = f"""{PY} -c "
@@ -21,8 +21,9 @@ pathlib.Path('lap-' + os.environ['RALPH_LAP']).write_text('x')
 
 
 def repo_with(tmp_path: Path, agent: str, *, items: int = 5, checks=("true",), **limits) -> Path:
+    (tmp_path / "out").mkdir(parents=True, exist_ok=True)  # where agents may leave a sign they started
     config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks),
-              "limits": limits}
+              "limits": limits, "sandbox": {"writable": [str(tmp_path / "out")]}}
     todo = "".join(f"- [ ] item {n}\n" for n in range(1, items + 1))
     return make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
 
@@ -109,16 +110,16 @@ def test_hung_check_is_killed_and_the_lap_is_red(tmp_path: Path):
 
 def test_sigint_and_sigterm_exit_130_and_leave_no_worktree(tmp_path: Path):
     for sig in (signal.SIGINT, signal.SIGTERM):
-        repo = repo_with(tmp_path / sig.name, f"touch {tmp_path}/started-{sig.name}; sleep 30")
+        repo = repo_with(tmp_path / sig.name, f"touch {tmp_path}/{sig.name}/out/started; sleep 30")
         before = snapshot(repo)
         proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _wait_for(tmp_path / f"started-{sig.name}")
+        _wait_for(tmp_path / sig.name / "out" / "started")
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 130, err
         assert "interrupted" in err
-        assert ralph_worktrees(repo) == []
+        assert ralph_workspaces(repo) == []
         assert snapshot(repo) == before
         assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
 
@@ -131,11 +132,11 @@ def _wait_for(path: Path, seconds: float = 30) -> None:
 
 
 def test_lock_refuses_a_second_run_of_the_same_name(tmp_path: Path):
-    repo = repo_with(tmp_path, f"touch {tmp_path}/started; sleep 30")
+    repo = repo_with(tmp_path, f"touch {tmp_path}/out/started; sleep 30")
     first = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(tmp_path / "started")
+        _wait_for(tmp_path / "out" / "started")
         second = ralph(repo, "run", "--name", "r")
         assert second.returncode == 1
         assert "already running" in second.stderr

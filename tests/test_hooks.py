@@ -43,7 +43,8 @@ def setup(tmp_path: Path, hook: str, verify: bool = True) -> Path:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": ["true"],
-              "commit": {"verify": verify}, "limits": {"max_laps": 3}}
+              "commit": {"verify": verify}, "limits": {"max_laps": 3},
+              "sandbox": {"writable": [str(tmp_path / "prompts")]}}  # where the agent leaves its prompts
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] write mod.py\n"})
     hook_path = repo / ".git" / "hooks" / "pre-commit"
     hook_path.write_text(hook)
@@ -84,7 +85,7 @@ def test_verify_false_skips_the_hooks(tmp_path: Path):
     repo = setup(tmp_path, STRIP_TRAILING, verify=False)
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT.replace("lap == 1", "False"))
-    marker = tmp_path / "hook-ran"
+    marker = tmp_path / "prompts" / "hook-ran"  # writable to the hook, were it run
     result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts"),
                                                     "HOOK_MARKER": str(marker)})
     assert result.returncode == 0

@@ -16,7 +16,10 @@ TICK = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
 
 
 def job(tmp_path: Path, name: str = "repo", agent: str = TICK, checks=("true",), **extra) -> Path:
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks), **extra}
+    """A one-item job; agents and checks may write what they saw to tmp_path/out."""
+    (tmp_path / "out").mkdir(exist_ok=True)
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks),
+              "sandbox": {"writable": [str(tmp_path / "out")]}, **extra}
     return make_repo(tmp_path / name, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
 
 
@@ -35,8 +38,8 @@ def test_git_variables_from_a_calling_hook_do_not_redirect_ralph(tmp_path: Path)
 
 
 def test_secrets_reach_no_agent_and_no_check_unless_passed(tmp_path: Path):
-    dump = f"env > {tmp_path}/agent-env.txt && {TICK}"
-    repo = job(tmp_path, agent=dump, checks=[f"env > {tmp_path}/check-env.txt"],
+    dump = f"env > {tmp_path}/out/agent-env.txt && {TICK}"
+    repo = job(tmp_path, agent=dump, checks=[f"env > {tmp_path}/out/check-env.txt"],
                env={"pass": ["DEPLOY_TOKEN_FOR_TESTS"]})
     secrets = {"OPENAI_API_KEY": "sk-canary-openai", "GITHUB_TOKEN": "ghp-canary", "DB_PASSWORD": "pw-canary",
                "MY_SECRET": "secret-canary", "SSH_AUTH_SOCK": "/tmp/canary.sock",
@@ -44,11 +47,11 @@ def test_secrets_reach_no_agent_and_no_check_unless_passed(tmp_path: Path):
     result = ralph(repo, "run", "--name", "r", env=secrets)
     assert result.returncode == 0, result.stdout + result.stderr
     for seen in ("agent-env.txt", "check-env.txt"):
-        text = (tmp_path / seen).read_text()
+        text = (tmp_path / "out" / seen).read_text()
         for canary in ("sk-canary-openai", "ghp-canary", "pw-canary", "secret-canary", "canary.sock"):
             assert canary not in text, (seen, canary)
         assert "allowed-canary" in text and "plain-value" in text
-    assert "RALPH_LAP=1" in (tmp_path / "agent-env.txt").read_text()
+    assert "RALPH_LAP=1" in (tmp_path / "out" / "agent-env.txt").read_text()
 
 
 def test_the_users_own_worktrees_are_never_pruned(tmp_path: Path):
@@ -63,8 +66,16 @@ def test_the_users_own_worktrees_are_never_pruned(tmp_path: Path):
     assert git(repo, "worktree", "list", "--porcelain") == before
 
 
-def test_ralph_worktrees_are_locked_with_a_reason_naming_the_run(tmp_path: Path):
-    agent = f"git worktree list --porcelain > {tmp_path}/seen.txt && {TICK}"
+def test_a_lap_works_outside_the_repository_with_a_git_dir_of_its_own(tmp_path: Path):
+    """Its git commands reach its own git dir (objects borrowed from the repository), never the
+    repository's; no parent folder of the workspace is the repository's."""
+    agent = (f"pwd > {tmp_path}/out/pwd.txt && git rev-parse --absolute-git-dir > {tmp_path}/out/git-dir.txt && "
+             f"git log --format=%s -1 > {tmp_path}/out/head.txt && {TICK}")
     repo = job(tmp_path, agent=agent)
     assert ralph(repo, "run", "--name", "r").returncode == 0
-    assert "locked ralph run r (lap-1)" in (tmp_path / "seen.txt").read_text()
+    workspace = Path((tmp_path / "out/pwd.txt").read_text().strip())
+    git_dir = Path((tmp_path / "out/git-dir.txt").read_text().strip())
+    assert repo not in workspace.parents and repo.resolve() not in workspace.parents
+    assert git_dir.parent == workspace.parent and git_dir != repo / ".git"
+    assert (tmp_path / "out/head.txt").read_text().strip() == "initial"
+    assert git(repo, "worktree", "list").count("\n") == 0  # no worktree registered in the repository

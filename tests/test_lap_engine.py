@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, make_repo, ralph, ralph_worktrees, snapshot, write
+from conftest import git, make_repo, ralph, ralph_workspaces, snapshot, write
 
 PY = sys.executable
 CALC = """\
@@ -125,7 +125,7 @@ def test_green_red_green_run_ends_done(calc_repo: Path):
     assert git(calc_repo, "show", "ralph/calc:NOTES.md") == "calc: add, mul, sub"
 
     assert snapshot(calc_repo) == before
-    assert ralph_worktrees(calc_repo) == []
+    assert ralph_workspaces(calc_repo) == []
 
     log = json.loads(ralph(calc_repo, "log", "--json").stdout)
     assert [lap["status"] for lap in log["laps"]] == ["green", "red", "green"]
@@ -153,13 +153,18 @@ def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):
     assert ralph(calc_repo, "log").returncode == 1
 
 
-def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_path: Path):
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_path: Path, sandbox: str):
     import os
     import subprocess
     import time
 
+    (tmp_path / "out").mkdir()
+    with (calc_repo / "ralph.yaml").open("a") as yaml:
+        yaml.write(f"sandbox: {{mode: {sandbox}, writable: [{tmp_path / 'out'}]}}\n")
+    git(calc_repo, "commit", "-qam", "sandbox setting")
     before = snapshot(calc_repo)
-    marker = tmp_path / "hanging"
+    marker = tmp_path / "out" / "hanging"
     env = dict(os.environ, HANG_ONCE_MARKER=str(marker))
     proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "calc"], cwd=calc_repo, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -169,16 +174,18 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
         time.sleep(0.05)
     proc.kill()  # SIGKILL: no cleanup runs
     proc.wait()
-    orphan = int(marker.read_text())
-    assert Path(f"/proc/{orphan}").exists()  # the agent outlived ralph
-    assert len(ralph_worktrees(calc_repo)) == 1  # the dead lap's worktree, still registered
+    assert len(ralph_workspaces(calc_repo)) == 1  # the dead lap's workspace, left on disk
+    agent_alive = bool(subprocess.run(["pgrep", "-f", f"{tmp_path}/agent.py"], capture_output=True).stdout)
+    # Sandboxed, the agent died with ralph (its PID namespace went down); unsandboxed it
+    # outlived ralph, and the resume stops it.
+    assert agent_alive == (sandbox == "off")
 
     resumed = ralph(calc_repo, "run", "--name", "calc", env={"HANG_ONCE_MARKER": str(marker)})
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resuming run calc at lap 2" in resumed.stdout
-    assert "stopped processes left running by an earlier `ralph run` of calc" in resumed.stderr
-    assert not Path(f"/proc/{orphan}").exists() or "Z" in Path(f"/proc/{orphan}/stat").read_text().split()[2]
-    assert ralph_worktrees(calc_repo) == []
+    assert ("stopped processes left running by an earlier `ralph run` of calc" in resumed.stderr) == agent_alive
+    assert not subprocess.run(["pgrep", "-f", f"{tmp_path}/agent.py"], capture_output=True).stdout
+    assert ralph_workspaces(calc_repo) == []
     assert snapshot(calc_repo) == before
 
     # Same end as an uninterrupted run: the same tree, the same laps.
@@ -186,6 +193,7 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
     assert [lap["status"] for lap in log["laps"]] == ["green", "red", "green"]
     fresh = make_repo(tmp_path / "fresh", {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "",
                                             "ralph.yaml": (calc_repo / "ralph.yaml").read_text()})
+    git(fresh, "commit", "-q", "--allow-empty", "-m", "sandbox setting")
     assert ralph(fresh, "run", "--name", "calc").returncode == 0
     assert git(fresh, "rev-parse", "ralph/calc^{tree}") == git(calc_repo, "rev-parse", "ralph/calc^{tree}")
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import git, lap_notes, make_repo, ralph, snapshot
 
 PY = sys.executable
@@ -22,13 +24,19 @@ PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
 TICK = "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ] Make test_sub pass', '- [x] Make test_sub pass'))"
 
 
-def job(tmp_path: Path, script: str, checks=(PYTEST,), max_laps: int = 1, todo: str | None = None) -> Path:
+def job(tmp_path: Path, script: str, checks=(PYTEST,), max_laps: int = 1, todo: str | None = None,
+        sandbox: str = "auto") -> Path:
+    """A scripted agent; `git` runs git in the lap, `users_git_dir` is the repository's git dir
+    as an attacker finds it (the lap's alternates name its object store); tmp_path/out is writable."""
     agent = tmp_path / "agent.py"
     agent.write_text("import os, pathlib, subprocess\nlap = int(os.environ['RALPH_LAP'])\n"
                      "git = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True, text=True).stdout\n"
+                     "users_git_dir = pathlib.Path(git('rev-parse', '--git-path', 'objects/info/alternates').strip())"
+                     ".read_text().strip().removesuffix('/objects')\n"
                      + script + "\n")
+    (tmp_path / "out").mkdir(exist_ok=True)
     config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": list(checks),
-              "limits": {"max_laps": max_laps}}
+              "limits": {"max_laps": max_laps}, "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "out")]}}
     files = dict(FILES, **{"ralph.yaml": json.dumps(config)})
     if todo:
         files["TODO.md"] = todo
@@ -43,40 +51,58 @@ def only_red_lap(repo: Path) -> dict:
     return laps[-1]
 
 
-def test_skip_worktree_cannot_hide_an_edit_from_the_checks(tmp_path: Path):
-    # The agent hides a gutted test file from `git add` and ticks the item: the checks must
-    # run the committed tests, so test_sub still runs and fails, and the run is not done.
+def test_skip_worktree_cannot_hide_an_edit_from_the_commit(tmp_path: Path):
+    # The agent hides a gutted test file from `git add` and ticks the item: ralph stages with its
+    # own index, so the commit holds the gutted file, the checks judge it, and the lap is red.
     repo = job(tmp_path, "git('update-index', '--skip-worktree', 'tests/test_calc.py')\n"
                          "pathlib.Path('tests/test_calc.py').write_text('def test_add():\\n    pass\\n')\n"
                          "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# tidy\\n')\n" + TICK)
-    assert ralph(repo, "run", "--name", "r").returncode == 3
-    (lap,) = lap_notes(repo, "r")
-    assert "1 failed, 1 passed" in lap["checks"][0]["output_tail"]
-    assert lap["done"] is False and lap["tests"]["passing_after"] == 1
+    lap = only_red_lap(repo)
+    assert "protected files changed: tests/test_calc.py (modified)" in lap["reason"]
+    assert git(repo, "show", "refs/ralph/r/laps/1:tests/test_calc.py") == "def test_add():\n    pass"
+    assert lap["done"] is False
 
 
-def test_the_checks_see_the_commit_not_a_file_a_hook_rewrote_after_staging(tmp_path: Path):
+def test_the_commit_holds_the_files_the_hooks_left_and_the_checks_judge_them(tmp_path: Path):
     repo = job(tmp_path, "pathlib.Path('f.txt').write_text('bad')\n" + TICK, checks=["! grep -qs bad f.txt"])
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho good > f.txt\nexit 0\n")
     hook.chmod(0o755)
-    assert "check regressed" in only_red_lap(repo)["reason"]
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "green" and git(repo, "show", "refs/ralph/r/laps/1:f.txt") == "good"
 
 
-def test_an_agent_cannot_move_the_green_line_or_rewrite_the_run(tmp_path: Path):
-    repo = job(tmp_path, "pathlib.Path('calc.py').write_text('x = 1\\n')\ngit('commit', '-qam', 'tidy')\n"
+@pytest.mark.parametrize("sandbox", ["off", "auto"])
+def test_the_agents_git_reaches_its_own_git_dir_not_the_run(tmp_path: Path, sandbox: str):
+    """Committing, moving refs and rewriting history in the lap change the lap's own git dir:
+    the green line and the run record stay, and ralph's commit sits on the last green commit."""
+    repo = job(tmp_path, "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# x\\n')\n"
+                         "git('commit', '-qam', 'tidy')\n"
                          "git('update-ref', 'refs/heads/ralph/r', 'HEAD')\n"
-                         "blob = subprocess.run(['git', 'hash-object', '-w', '--stdin'], input='{}', text=True, "
-                         "capture_output=True).stdout.strip()\n"
-                         "git('update-ref', 'refs/ralph/r/run', blob)\n" + TICK)
-    lap = only_red_lap(repo)
-    assert "refs/heads/ralph/r moved" in lap["reason"] and "refs/ralph/r/run moved" in lap["reason"]
+                         "git('reset', '--soft', 'HEAD~1')\n" + TICK, checks=["true"], sandbox=sandbox)
+    before = snapshot(repo)
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "green", lap["reason"]
+    assert git(repo, "rev-parse", "refs/ralph/r/laps/1^") == git(repo, "rev-parse", "refs/ralph/r/base")
+    assert git(repo, "rev-parse", "ralph/r") == lap["commit"]
     assert json.loads(git(repo, "cat-file", "-p", "refs/ralph/r/run"))["run"] == "r"
+    assert snapshot(repo) == before
 
 
-def test_a_check_that_reaches_the_users_branch_is_undone(tmp_path: Path):
-    repo = job(tmp_path, "pathlib.Path('check.sh').write_text('git update-ref refs/heads/main HEAD\\n')\n" + TICK,
-               checks=["test ! -f check.sh || sh check.sh"])
+def test_a_check_that_reaches_for_the_users_branch_cannot_move_it(tmp_path: Path):
+    repo = job(tmp_path, "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
+                         "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK, checks=["test ! -f check.sh || sh check.sh"])
+    before = snapshot(repo)
+    reason = only_red_lap(repo)["reason"]
+    assert "check regressed" in reason and snapshot(repo) == before
+
+
+def test_a_check_that_reaches_the_users_branch_unsandboxed_is_undone(tmp_path: Path):
+    repo = job(tmp_path, "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
+                         "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK, checks=["test ! -f check.sh || sh check.sh"],
+               sandbox="off")
     before = snapshot(repo)
     assert "refs/heads/main moved" in only_red_lap(repo)["reason"]
     assert snapshot(repo) == before
@@ -112,16 +138,6 @@ def test_a_lap_cannot_grant_itself_permission(tmp_path: Path):
     assert second["status"] == "red" and "protected files changed: tests/test_calc.py (modified)" in second["reason"]
 
 
-def test_a_lap_that_rewrites_history_is_not_green(tmp_path: Path):
-    repo = job(tmp_path, "git('reset', '--soft', 'HEAD~1')\n"
-                         "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# x\\n')\n" + TICK,
-               checks=["true"])
-    (repo / "later.txt").write_text("a second commit, so that HEAD~1 exists")
-    git(repo, "add", "later.txt")
-    git(repo, "commit", "-qm", "later")
-    assert "the lap rewrote history" in only_red_lap(repo)["reason"]
-
-
 def test_files_git_cannot_stage_make_a_red_lap_not_a_crash(tmp_path: Path):
     repo = job(tmp_path, "git('init', '-q', 'sub')\n" + TICK, checks=["true"])
     lap = only_red_lap(repo)
@@ -131,14 +147,14 @@ def test_files_git_cannot_stage_make_a_red_lap_not_a_crash(tmp_path: Path):
 
 def test_sigkill_during_the_agent_is_undone_on_resume(tmp_path: Path):
     script = ("if lap == 1 and not os.path.exists(os.environ['MARK']):\n"
-              "    git('config', 'alias.evil', '!rm -rf /')\n"
+              "    git('--git-dir', users_git_dir, 'config', 'alias.evil', '!rm -rf /')\n"
               "    pathlib.Path(os.environ['MARK']).write_text('x')\n"
               "    import time; time.sleep(60)\n"
               "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text().replace("
               "'raise NotImplementedError', 'return a - b'))\n" + TICK)
-    repo = job(tmp_path, script, max_laps=1)
+    repo = job(tmp_path, script, max_laps=1, sandbox="off")
     before = (repo / ".git" / "config").read_text()
-    mark = tmp_path / "in-agent"
+    mark = tmp_path / "out" / "in-agent"
     proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, env=_env(MARK=str(mark)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for(mark)

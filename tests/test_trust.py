@@ -68,7 +68,7 @@ CHEATS = {
 
 
 def make(tmp_path: Path, body: str, *, strict: bool = False, protect=None, todo: str | None = None,
-         max_laps: int = 1, extra_checks=()) -> Path:
+         max_laps: int = 1, extra_checks=(), sandbox=None) -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     agent = tmp_path / "agent.py"
     agent.write_text(PRELUDE + body + "\n")
@@ -77,6 +77,8 @@ def make(tmp_path: Path, body: str, *, strict: bool = False, protect=None, todo:
               "limits": {"max_laps": max_laps}, "strict": strict}
     if protect is not None:
         config["protect"] = protect
+    if sandbox is not None:
+        config["sandbox"] = sandbox
     files = dict(FILES, **{"ralph.yaml": json.dumps(config, indent=1, ensure_ascii=False)})
     if todo:
         files["TODO.md"] = todo
@@ -169,9 +171,11 @@ def test_protect_empty_turns_path_protection_off_but_not_the_test_ratchet(tmp_pa
 
 
 def test_a_flaky_check_is_retried_and_recorded(tmp_path: Path):
-    counter = tmp_path / "attempts"
+    counter = tmp_path / "state" / "attempts"  # the check keeps its count where it may write
+    counter.parent.mkdir(parents=True)
     flaky = f"{PY} -c \"import pathlib,sys; p=pathlib.Path(r'{counter}'); n=int(p.read_text() if p.exists() else 0)+1; p.write_text(str(n)); sys.exit(0 if n % 2 == 0 else 1)\""
-    repo = make(tmp_path, HONEST, max_laps=3, extra_checks=[{"run": flaky, "retries": 1}])
+    repo = make(tmp_path, HONEST, max_laps=3, extra_checks=[{"run": flaky, "retries": 1}],
+                sandbox={"writable": [str(counter.parent)]})
     result = ralph(repo, "run", "--name", "t")
     assert result.returncode == 0, result.stdout + result.stderr
     first = laps(repo)[0]

@@ -8,6 +8,8 @@ from typing import Callable, Literal, Protocol
 
 from pydantic import BaseModel
 
+from ralph.sandbox import Jail
+
 
 @dataclass(frozen=True)
 class LapTask:
@@ -24,6 +26,7 @@ class LapTask:
     check: Callable[[], str | None] | None = None
     # Shows one line of what the agent is doing to the person watching the run.
     progress: Callable[[str], None] = lambda line: None
+    jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
 
 
 class Usage(BaseModel):

@@ -19,7 +19,7 @@ class CommandAgent:
         env = dict(task.env, RALPH_RUN=task.run, RALPH_LAP=str(task.lap),
                    RALPH_WORKTREE=str(task.worktree), RALPH_PROMPT_FILE=str(prompt_file))
         done = proc.run(self.command, task.worktree, env=env, timeout=task.timeout, input=task.prompt,
-                        spill=task.log_dir / "agent.log")
+                        spill=task.log_dir / "agent.log", jail=task.jail)
         if done.timed_out:
             outcome, detail = "timeout", f"agent timed out after {task.timeout:g}s and was killed"
         elif done.exit_code != 0:

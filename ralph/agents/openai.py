@@ -102,7 +102,7 @@ class _Lap:
         # A local server may want no key, but the client insists on one.
         self.client = OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0,
                              timeout=self.config.request_timeout)
-        self.tools = Tools(task.worktree, task.log_dir, task.env, deadline)
+        self.tools = Tools(task.worktree, task.log_dir, task.env, deadline, task.jail)
         self.messages: list[dict] = []
         self.replies = ReplyReader(TOOL_NAMES)
         self.usage = Usage()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ralph import proc
+from ralph.sandbox import Jail
 
 BASH_TIMEOUT = 120  # seconds, when the model names none
 BASH_OUTPUT_CAP = 16 * 1024  # bytes of output the model sees: head and tail, the middle cut
@@ -63,8 +64,10 @@ class ToolError(Exception):
 class Tools:
     """The tools of one lap, bound to its worktree, logs, environment and deadline."""
 
-    def __init__(self, worktree: Path, log_dir: Path, env: dict[str, str], deadline: float):
+    def __init__(self, worktree: Path, log_dir: Path, env: dict[str, str], deadline: float,
+                 jail: Jail | None = None):
         self.worktree = worktree
+        self.jail = jail  # the sandbox bash runs in, when laps are sandboxed
         self.root = worktree.resolve()
         self.log_dir = log_dir
         # stdin is /dev/null, so anything that opens a pager or an editor must not wait for a human
@@ -94,7 +97,7 @@ class Tools:
         self.bash_calls += 1
         spill = self.log_dir / f"bash-{self.bash_calls}.out"
         done = proc.run([BASH, "-c", command] if BASH else command, self.worktree, env=self.env,
-                        timeout=limit, cap=BASH_OUTPUT_CAP, spill=spill)
+                        timeout=limit, cap=BASH_OUTPUT_CAP, spill=spill, jail=self.jail)
         if not done.cut_bytes:
             spill.unlink(missing_ok=True)  # the whole output is in the transcript already
         status = f"[exit code {done.exit_code}]"

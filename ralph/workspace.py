@@ -1,0 +1,223 @@
+"""A run's workspace: the folder outside the repository where its laps work, reused lap after lap.
+
+    <cache>/ralph/workspaces/<run>-<id>/
+        tree/      the lap's files; tree/.git names git/
+        git/       the lap's own git dir, made anew for every phase: HEAD detached at the lap's
+                   start, objects borrowed read-only from the repository (alternates). The
+                   agent's commits, stash, branches, hooks and config land here and die here.
+        index      ralph's index of tree/ against the repository's object store
+        scratch/   a fresh /tmp and HOME for each sandboxed phase
+
+Only tree/, git/ and the scratch folders are writable inside the sandbox. ralph's own git
+commands read tree/ as plain files into the repository's object store (`--git-dir` and
+`--work-tree` named, its own index, plumbing only: no hooks, no fsmonitor), so nothing a lap
+planted in its tree or its git dir runs outside the sandbox, and the lap commit holds exactly
+the files the checks then judge. The folder sits outside the repository, so no configuration
+planted in a parent folder of the repository is found by a tool searching upward from tree/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ralph import crashpoint, git, proc
+from ralph.errors import RalphError
+from ralph.sandbox import Jail
+
+# ralph's git on the lap's files: the stat data in its own index is trusted only with ctime,
+# which a lap cannot set back; the user's fsmonitor and sparse patterns are for their checkout.
+_SAFE = ["-c", "core.fsmonitor=false", "-c", "core.trustctime=true", "-c", "core.checkStat=default",
+         "-c", "core.sparseCheckout=false", "-c", "core.untrackedCache=false"]
+
+
+def workspaces_root() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).resolve() / "ralph" / "workspaces"
+
+
+def folder_for(common_dir: Path, run: str) -> Path:
+    repo_id = hashlib.sha256(str(common_dir).encode()).hexdigest()[:12]
+    return workspaces_root() / f"{run}-{repo_id}"
+
+
+class WorkspaceTampered(RalphError):
+    """A folder ralph made was replaced (by a symlink, say): ralph will not touch what it points at."""
+
+
+@dataclass
+class Workspace:
+    common_dir: Path  # the user's repository: the object store ralph's commits go to
+    root: Path
+    identity: tuple[str, str]  # user.name, user.email for commits made inside the lap's git dir
+    hooks_path: str  # the repository's hooks folder, as the lap's git dir should find it
+    _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
+
+    @property
+    def tree(self) -> Path:
+        return self.root / "tree"
+
+    @property
+    def lap_git(self) -> Path:
+        return self.root / "git"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index"
+
+    # --- lifetime ---------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, top: Path, common_dir: Path, run: str) -> Workspace:
+        """A new, empty workspace for `run` (whatever an earlier ralph left there is removed)."""
+        root = folder_for(common_dir, run)
+        remove_path(root)
+        workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir))
+        root.parent.mkdir(parents=True, exist_ok=True)
+        for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
+            workspace._mkdir(folder)
+        return workspace
+
+    def remove(self) -> None:
+        remove_path(self.root)
+
+    def _mkdir(self, folder: Path) -> None:
+        folder.mkdir()
+        info = os.lstat(folder)
+        self._made[folder] = (info.st_dev, info.st_ino)
+
+    def verify(self) -> None:
+        """The folders ralph made are still those folders: not replaced by a link or another folder."""
+        for folder, made in self._made.items():
+            try:
+                info = os.lstat(folder)
+            except OSError:
+                info = None
+            if info is None or not stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) != made \
+                    or folder.resolve() != folder:
+                raise WorkspaceTampered(f"the lap replaced ralph's workspace folder {folder} — ralph stopped "
+                                        "without touching it; `ralph clean` removes the workspace")
+
+    # --- ralph's own git on the lap's files -------------------------------------------------
+
+    def git(self, *args: str, input: str | None = None, check: bool = True,
+            timeout: float | None = 600) -> proc.Completed:
+        self.verify()
+        env = proc.clean_env(extra={"GIT_INDEX_FILE": str(self.index)})
+        return git.run(self.tree, "--git-dir", str(self.common_dir), "--work-tree", str(self.tree), *_SAFE,
+                       *args, input=input, check=check, timeout=timeout, env=env)
+
+    def checkout(self, commit: str, ignored: bool = True) -> list[str]:
+        """Make tree/ exactly `commit`: tracked files as committed, nothing untracked (nor
+        ignored, with `ignored`). Costs in proportion to what differs. Returns what was deleted."""
+        self._drop_index_flags()
+        self.git("read-tree", "-u", "--reset", commit)
+        listing = self.git("clean", "-ffd" + ("x" if ignored else "")).output
+        return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
+
+    def _drop_index_flags(self) -> None:
+        """No skip-worktree or assume-unchanged entry may hide an edit from ralph."""
+        if not self.index.exists():
+            return
+        # ls-files -v tags skip-worktree entries "S" and assume-unchanged ones in lowercase.
+        flagged = [line[2:] for line in self.git("ls-files", "-v").output.splitlines()
+                   if line[:1] == "S" or line[:1].islower()]
+        for flag in ("--no-skip-worktree", "--no-assume-unchanged") if flagged else ():
+            self.git("update-index", flag, "--", *flagged)
+
+    def stage(self, parent: str, timeout: float) -> tuple[str, str | None]:
+        """Every file in tree/ as a tree object; returns it and, when some files could not be
+        staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
+        self._drop_index_flags()
+        staged = self.git(*git.DURABLE, "add", "-A", timeout=timeout, check=False)
+        crashpoint.reached("add")
+        refusal = None
+        if not staged.ok:
+            refusal = (staged.stderr or staged.output).strip() or f"exit {staged.exit_code}"
+            self.git("read-tree", parent)
+        return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
+
+    def commit_tree(self, tree: str, parent: str, message: str) -> str:
+        return self.git(*git.DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-", input=message).output.strip()
+
+    # --- the lap's own git dir ----------------------------------------------------------
+
+    def fresh_lap_git(self, head: str) -> None:
+        """Make git/ anew, HEAD detached at `head`, and point tree/.git at it.
+
+        Called before every phase, so whatever one phase planted there (hooks, config,
+        a rewritten .git file) never reaches the next, nor ralph. Submodules' own repositories
+        (modules/) stay: their checkouts in tree/ point at them, and ralph only reads their HEAD."""
+        self.verify()
+        lap_git = self.lap_git
+        for entry in os.listdir(lap_git):
+            if entry != "modules":
+                remove_path(lap_git / entry)
+        for folder in ("objects/info", "refs/heads", "refs/tags", "info"):
+            (lap_git / folder).mkdir(parents=True)
+        (lap_git / "HEAD").write_text(head + "\n")
+        (lap_git / "objects/info/alternates").write_text(f"{self.common_dir / 'objects'}\n")
+        (lap_git / "config").write_text(self._lap_config())
+        shallow = self.common_dir / "shallow"
+        if shallow.is_file():
+            shutil.copyfile(shallow, lap_git / "shallow")
+        if self.index.is_file():
+            shutil.copyfile(self.index, lap_git / "index")
+        dot_git = self.tree / ".git"
+        remove_path(dot_git)
+        with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
+            out.write(f"gitdir: {lap_git}\n")
+
+    def _lap_config(self) -> str:
+        name, email = self.identity
+        return (f"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+                f"\thooksPath = {_quoted(self.hooks_path)}\n"
+                f"[user]\n\tname = {_quoted(name)}\n\temail = {_quoted(email)}\n"
+                # No credential helper: a lap asks git for nobody's password.
+                "[credential]\n\thelper =\n"
+                "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[commit]\n\tgpgSign = false\n")
+
+    def jail(self, phase: str, *, network: bool = True, writable: list[Path] = (),
+             home: Path | None = None) -> Jail:
+        """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to."""
+        self.verify()
+        scratch = self.root / "scratch" / phase
+        remove_path(scratch)
+        (scratch / "tmp").mkdir(parents=True)
+        (scratch / "home").mkdir()
+        return Jail((self.tree, self.lap_git, *writable), scratch / "tmp", home or scratch / "home",
+                    network=network, chdir=self.tree)
+
+
+def remove_path(path: Path) -> None:
+    """Delete a file or folder ralph made, never following a link: a link is removed, not its target."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)  # removes links inside a folder, never what they point at
+    else:
+        os.unlink(path)
+
+
+def _identity(top: Path) -> tuple[str, str]:
+    ident = git.out(top, "var", "GIT_COMMITTER_IDENT")
+    name, _, rest = ident.partition(" <")
+    return name, rest.partition(">")[0]
+
+
+def _hooks_path(top: Path, common_dir: Path) -> str:
+    """core.hooksPath as the user set it (a relative one is found in each lap's tree), else the
+    repository's hooks folder."""
+    configured = git.run(top, "config", "--get", "core.hooksPath", check=False).output.strip()
+    return os.path.expanduser(configured) if configured else str(common_dir / "hooks")
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
