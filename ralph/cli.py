@@ -62,8 +62,10 @@ def init() -> None:
 def run(config_path, name, max_laps, allow_dirty) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
+    from ralph.hardening import harden
     from ralph.loop import RunOptions, run as do_run
 
+    harden(sys.argv[1:])
     _call(do_run, RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty))
 
 
@@ -114,10 +116,18 @@ def land(run_name, how) -> None:
 @RUN_OPTION
 @click.option("--refs", is_flag=True, help="Also delete the run's refs, branch, notes and logs.")
 def clean(run_name, refs) -> None:
-    """Remove a run's worktrees (and with --refs, everything of it)."""
+    """Remove a run's workspace (and with --refs, everything of it)."""
     from ralph.review import clean as do_clean
 
     _call(do_clean, Path.cwd(), run_name, refs)
+
+
+@main.command()
+def doctor() -> None:
+    """What this machine supports: bubblewrap for sandboxed laps, git. Exit 1 without a sandbox."""
+    from ralph.doctor import doctor as do_doctor
+
+    _call(do_doctor, Path.cwd())
 
 
 @main.command()

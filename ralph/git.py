@@ -8,7 +8,6 @@ no long-lived `Repo`, no `cat-file` processes left behind).
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,36 +135,7 @@ def is_dirty(cwd: Path) -> bool:
     return bool(out(cwd, "--no-optional-locks", "status", "--porcelain", "--untracked-files=normal"))
 
 
-# --- worktrees -------------------------------------------------------------------------
-
-def remove_worktrees_under(common_dir: Path, folder: Path) -> int:
-    """Unregister and delete every worktree at or inside `folder` (ralph's own).
-
-    Reads the worktree admin entries directly instead of running `git worktree prune`,
-    which would also drop the user's own missing worktrees.
-    """
-    removed = 0
-    admin_root = common_dir / "worktrees"
-    folder = folder.resolve()
-    for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else ():
-        try:
-            gitdir_file = Path((admin / "gitdir").read_text().strip())
-        except OSError:
-            continue
-        worktree = gitdir_file.parent.resolve()
-        if worktree != folder and folder not in worktree.parents:
-            continue
-        if worktree.is_dir():
-            run(common_dir, "worktree", "remove", "--force", "--force", str(worktree), check=False)
-        _rmtree(worktree)
-        _rmtree(admin)
-        removed += 1
-    return removed
-
-
-def _rmtree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
+# --- work trees ------------------------------------------------------------------------
 
 def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: Jail | None) -> None:
     """A fresh worktree has empty submodule folders; check them out like a fresh clone would.

@@ -19,7 +19,6 @@ from ralph.workspace import Workspace
 
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
-SNAPSHOT_FILE = "repository-snapshot.json"  # in the run folder while a lap's code runs
 
 
 @dataclass(frozen=True)
@@ -114,17 +113,15 @@ def watching_the_repository(ctx: RunContext, number: int):
     if ctx.sandboxed:
         yield []
         return
-    saved = ctx.run_dir / SNAPSHOT_FILE
+    saved = user_state.saved_at(ctx.repo.common_dir, ctx.run)
     before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
     before.save(saved)
     tampered: list[str] = []
     try:
         yield tampered
     finally:
-        tampered += user_state.restore(ctx.top, ctx.repo.common_dir, before)
+        tampered += user_state.put_back(ctx.top, ctx.repo.common_dir, before, f"lap {number}")
         saved.unlink(missing_ok=True)
-        if tampered:
-            ui.warn(f"lap {number} changed your repository ({', '.join(tampered)}); ralph put it back")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ralph import config as config_module
 from ralph import git, ledger, proc, sandbox, todo, ui, user_state
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
-from ralph.lap import SNAPSHOT_FILE, RunContext, now_iso, run_lap
+from ralph.lap import RunContext, now_iso, run_lap
 from ralph.ledger import RunRecord, RunState
 from ralph.workspace import Workspace, workspaces_root
 
@@ -49,7 +49,7 @@ def run(options: RunOptions) -> Exit:
         mark = f"{repo.common_dir}:{name}"
         if proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
-        _restore_after_crash(repo, run_dir)
+        _restore_after_crash(repo, name)
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
                              extra={RUN_MARK: mark})
         sandboxed = _sandboxed(repo, cfg)
@@ -72,14 +72,15 @@ def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config) -> bool:
     return sandboxed
 
 
-def _restore_after_crash(repo: git.RepoInfo, run_dir: Path) -> None:
-    snapshot_file = run_dir / SNAPSHOT_FILE
-    before = user_state.UserState.load(snapshot_file)
+def _restore_after_crash(repo: git.RepoInfo, name: str) -> None:
+    snapshot_file = user_state.saved_at(repo.common_dir, name)
+    try:
+        before = user_state.UserState.load(snapshot_file)
+    except user_state.SnapshotRefused as refused:
+        ui.warn(str(refused))
+        before = None
     if before is not None:
-        changed = user_state.restore(repo.top, repo.common_dir, before)
-        if changed:
-            ui.warn(f"the lap a crash interrupted had changed your repository ({', '.join(changed)}); "
-                    "ralph put it back")
+        user_state.put_back(repo.top, repo.common_dir, before, "the lap a crash interrupted")
     snapshot_file.unlink(missing_ok=True)
 
 

@@ -40,6 +40,10 @@ GIT_LOCAL_VARS = frozenset(
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
+def is_secret(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK"
+
+
 def clean_env(allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (),
               extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager.
@@ -49,7 +53,7 @@ def clean_env(allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (),
     """
     env = {}
     for name, value in os.environ.items():
-        secret = _SECRET_NAME.search(name) or name == "SSH_AUTH_SOCK" or name in secrets
+        secret = is_secret(name) or name in secrets
         if name in allow or not (secret or name in GIT_LOCAL_VARS):
             env[name] = value
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
@@ -257,8 +261,48 @@ def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool) -> None:
             if token:
                 kill_marked(_TOKEN_VAR, token)
             proc.wait()
+            if token and _adopting:
+                _end_orphans()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+_adopting = False  # ralph is a child subreaper: orphans of the commands it ran are its children
+
+
+def adopt_orphans() -> None:
+    """Called once ralph is a child subreaper (`hardening`): from then on, whatever a command
+    left behind, however it hid (setsid, double fork, a cleared environment), is ended with it."""
+    global _adopting
+    _adopting = True
+
+
+def _end_orphans() -> None:
+    """Kill and reap every child of ralph's: none is running between two commands."""
+    while pids := _children():
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _children() -> list[int]:
+    mine, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == mine:  # after "(comm)": state, ppid
+                found.append(int(entry.name))
+    return found
 
 
 def kill_marked(name: str, value: str) -> int:

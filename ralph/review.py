@@ -131,6 +131,7 @@ def land(cwd: Path, run: str | None, how: str) -> Exit:
         raise RalphError("the work tree has uncommitted changes — commit or stash them before landing")
     if state.green == state.record.base:
         raise RalphError(f"run {state.name!r} has no green lap yet: nothing to land")
+    _refuse_unsafe_landing(repo, state)
     branch, head = f"ralph/{state.name}", repo.head
     if how == "merge":
         steps = [["merge", "--no-ff", "-m", f"Merge ralph run {state.name}", branch]]
@@ -149,6 +150,32 @@ def land(cwd: Path, run: str | None, how: str) -> Exit:
             raise RalphError(f"landing stopped and was undone: git {args[0]} failed: {result.tail(500).strip()}")
     ui.say(f"landed run [bold]{state.name}[/] ({how}) onto {repo.branch}")
     return Exit.DONE
+
+
+def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
+    """What git would do silently: overwrite an ignored file, or land changes to the hooks that
+    then run on the user's commits (core.hooksPath inside the work tree, as husky sets it)."""
+    since = git.out(repo.top, "merge-base", repo.head, state.green)
+    landing = [path for path, status in git.name_status(repo.top, since, state.green).items() if status != "D"]
+    tracked = set(git.out(repo.top, "ls-files", "--", *landing).splitlines()) if landing else set()
+    clobbered = [path for path in landing if path not in tracked and os.path.lexists(repo.top / path)]
+    if clobbered:
+        raise RalphError(f"landing would overwrite files git does not track here: {', '.join(clobbered[:5])} — "
+                         "move them away first")
+    hooks = git.run(repo.top, "config", "--get", "core.hooksPath", check=False).output.strip()
+    inside = _inside(repo.top, Path(os.path.expanduser(hooks))) if hooks else None
+    touched = [path for path in landing if inside is not None and (inside == "." or path == inside
+                                                                   or path.startswith(inside + "/"))]
+    if touched:
+        raise RalphError(f"the run changed your git hooks ({', '.join(touched[:5])} in core.hooksPath {hooks}) — "
+                         f"review them, then merge ralph/{state.name} by hand")
+
+
+def _inside(top: Path, path: Path) -> str | None:
+    """`path` (relative ones are relative to the work tree) relative to `top`, None when outside."""
+    full = (top / path).resolve()
+    return str(full.relative_to(top.resolve())) if full == top.resolve() or top.resolve() in full.parents \
+        else None
 
 
 def _squash_message(top: Path, state: RunState) -> str:
@@ -174,7 +201,6 @@ def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool
     workspace = folder_for(repo.common_dir, state.name)
     removed = int(os.path.lexists(workspace))
     remove_path(workspace)
-    removed += git.remove_worktrees_under(repo.common_dir, run_dir)  # left by ralph before 0.2
     if refs:
         for lap in state.laps:
             git.remove_note(repo.top, lap.commit)

@@ -1,22 +1,30 @@
-"""The repository's shared state, which the code a lap runs can reach through its linked worktree.
+"""The repository's shared state, watched and put back when laps run without a sandbox.
 
-A linked worktree shares refs, config and hooks with the main repository, so an agent
-(or a check or hook running code the agent wrote) that runs `git checkout main`,
-`git branch -D`, `git config`, writes a hook, or moves ralph's own refs and notes,
-changes the repository. ralph snapshots that state before the agent and after the
-checks puts back anything that changed (refs by compare-and-swap), failing the lap.
-Nothing ralph itself does in that window writes a ref: the lap worktree's HEAD is
-detached and lives in the worktree's own admin folder.
+Sandboxed, a lap cannot write the repository at all and none of this runs. Without a
+sandbox the lap's code runs as the user: ralph snapshots the git dir before the agent and,
+after the checks, puts back what changed (refs by compare-and-swap), failing the lap. The
+snapshot is also kept on disk, outside the repository and the workspace, for a resume after
+`kill -9`; what it names is checked against the watched set before anything is written.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ralph import git
+from ralph import git, ui
+from ralph.workspace import folder_for, remove_path
+
+# ralph's own refs: a new one a lap made is deleted; anyone else's is left in place and named.
+RALPH_REFS = ("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")
+_REF_NAME = re.compile(r"^refs/[A-Za-z0-9._/@+-]+$")
+_FILE_CAP = 1 << 20  # bytes: hooks, config and the like; larger files are not watched
+_NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # a hook the lap planted may not veto the restore
+_LINK = b"\0symlink\0"  # marks a snapshot entry that is a symbolic link's target, not a file's bytes
 
 
 @dataclass(frozen=True)
@@ -25,70 +33,152 @@ class UserState:
     files: dict[str, bytes]  # relative to the common git dir
 
     def save(self, path: Path) -> None:
-        """Kept on disk while a lap runs, so a resume after kill -9 can still put things back."""
+        path.parent.mkdir(parents=True, exist_ok=True)
         files = {name: base64.b64encode(data).decode() for name, data in self.files.items()}
         path.write_text(json.dumps({"refs": self.refs, "files": files}))
 
     @classmethod
     def load(cls, path: Path) -> UserState | None:
+        """The snapshot a crash left, or None; one that names anything outside the watched set
+        (a rewritten snapshot) is refused whole."""
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            refs = {str(name): str(sha) for name, sha in data["refs"].items()}
+            files = {str(name): base64.b64decode(text) for name, text in data["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        return cls(data["refs"], {name: base64.b64decode(text) for name, text in data["files"].items()})
+        bad = [name for name, sha in refs.items()
+               if not _REF_NAME.match(name) or ".." in name or not re.fullmatch("[0-9a-f]{40,64}", sha)]
+        bad += [name for name in files if not is_watched(name)]
+        if bad:
+            raise SnapshotRefused(f"{path} names what ralph never watches ({', '.join(sorted(bad)[:3])}); "
+                                  "it was not applied — check your repository by hand")
+        return cls(refs, files)
+
+
+class SnapshotRefused(ValueError):
+    pass
 
 
 def snapshot(top: Path, common_dir: Path) -> UserState:
-    return UserState(git.refs(top, "refs/"), {name: path.read_bytes() for name, path in _watched_files(common_dir)})
+    return UserState(git.refs(top, "refs/"), dict(_watched_files(common_dir)))
 
 
-def restore(top: Path, common_dir: Path, before: UserState) -> list[str]:
-    """Put back whatever differs from `before`; returns what was changed, for the lap's reason."""
-    after = snapshot(top, common_dir)
-    changed = []
-    for ref in sorted(before.refs.keys() | after.refs.keys()):
-        old, new = before.refs.get(ref), after.refs.get(ref)
+def saved_at(common_dir: Path, run: str) -> Path:
+    """Where a lap's snapshot waits while the lap runs: beside the run's workspace, outside
+    both the repository and the workspace."""
+    workspace = folder_for(common_dir, run)
+    return workspace.with_name(workspace.name + ".snapshot.json")
+
+
+def put_back(top: Path, common_dir: Path, before: UserState, who: str) -> list[str]:
+    """Restore, tell the user what happened (and, loudly, what could not be put back), and
+    return all of it for the lap's reason."""
+    changed, left = restore(top, common_dir, before)
+    if changed:
+        ui.warn(f"{who} changed your repository ({', '.join(changed)}); ralph put it back")
+    if left:
+        ui.warn(f"{who} changed your repository and ralph did NOT put back: {'; '.join(left)}")
+    return changed + left
+
+
+def restore(top: Path, common_dir: Path, before: UserState) -> tuple[list[str], list[str]]:
+    """Put back what differs from `before`. Returns what was put back and what was not (a ref
+    someone else may have made, which is left in place, or a write that failed)."""
+    changed, left = _restore_files(common_dir, before), []
+    after = git.refs(top, "refs/")
+    for ref in sorted(before.refs.keys() | after.keys()):
+        old, new = before.refs.get(ref), after.get(ref)
         if old == new:
             continue
-        if old is None:
-            git.run(top, "update-ref", "-d", ref, new)
-            changed.append(f"{ref} created")
-        else:
-            git.update_ref(top, ref, old, new)
-            changed.append(f"{ref} {'deleted' if new is None else 'moved'}")
-    for name in sorted(before.files.keys() | after.files.keys()):
-        old, new = before.files.get(name), after.files.get(name)
-        if old == new:
+        if old is None and not ref.startswith(RALPH_REFS):
+            left.append(f"{ref} created during the lap (left in place: it may be yours)")
+            continue
+        target = old or git.ZERO
+        done = git.run(top, *_NO_HOOKS, "update-ref", ref, target, new or git.ZERO, check=False) if old \
+            else git.run(top, *_NO_HOOKS, "update-ref", "-d", ref, new, check=False)
+        what = f"{ref} {'created' if old is None else 'deleted' if new is None else 'moved'}"
+        (changed if done.ok else left).append(what if done.ok else f"{what}: could not put it back")
+    return changed, left + _still_different(top, common_dir, before)
+
+
+def _restore_files(common_dir: Path, before: UserState) -> list[str]:
+    changed = []
+    now = dict(_watched_files(common_dir))
+    for name in sorted(before.files.keys() | now.keys()):
+        old, current = before.files.get(name), now.get(name)
+        if old == current:
             continue
         path = common_dir / name
-        if old is None:
-            path.unlink(missing_ok=True)
-            changed.append(f"{name} added")
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(old)
-            changed.append(f"{name} {'deleted' if new is None else 'changed'}")
+        try:
+            remove_path(path)  # a file, or a folder planted where a file was, or a link: never its target
+            if old is not None:
+                _real_folder(common_dir, path.parent).mkdir(parents=True, exist_ok=True)
+                if old.startswith(_LINK):
+                    os.symlink(old[len(_LINK):].decode(), path)
+                else:
+                    path.write_bytes(old)
+        except OSError:
+            continue  # reported by _still_different
+        changed.append(f"{name} {'added' if old is None else 'deleted' if current is None else 'changed'}")
     return changed
 
 
-def _watched_files(common_dir: Path):
-    """HEAD and config, hooks/ and info/, the user's other worktrees' HEADs.
+def _real_folder(common_dir: Path, folder: Path) -> Path:
+    """`folder` with no link on the way from the git dir (a link planted there is removed)."""
+    for parent in [*reversed(folder.relative_to(common_dir).parents), folder.relative_to(common_dir)]:
+        if (common_dir / parent).is_symlink():
+            remove_path(common_dir / parent)
+    return folder
 
-    Not the index: a user staging files in their checkout while a lap runs is normal,
-    and an agent reaching the user's index could as well reach their files.
-    """
-    for name in ("HEAD", "config"):
-        if (common_dir / name).is_file():
-            yield name, common_dir / name
-    for folder in ("hooks", "info"):
-        for path in sorted((common_dir / folder).rglob("*")) if (common_dir / folder).is_dir() else ():
-            if path.is_file():
-                yield str(path.relative_to(common_dir)), path
-    ours = common_dir / "ralph"
-    for admin in sorted((common_dir / "worktrees").glob("*")) if (common_dir / "worktrees").is_dir() else ():
-        try:
-            linked_to = Path((admin / "gitdir").read_text().strip())
-        except OSError:
-            continue
-        if ours not in linked_to.parents and (admin / "HEAD").is_file():
-            yield str((admin / "HEAD").relative_to(common_dir)), admin / "HEAD"
+
+def _still_different(top: Path, common_dir: Path, before: UserState) -> list[str]:
+    """Checked, not assumed: what differs from `before` after the restore."""
+    after = snapshot(top, common_dir)
+    refs = [f"{ref} still differs" for ref in sorted(before.refs)
+            if after.refs.get(ref) != before.refs[ref]]
+    return refs + [f"{name} still differs" for name in sorted(before.files.keys() | after.files.keys())
+                   if before.files.get(name) != after.files.get(name)]
+
+
+def is_watched(name: str) -> bool:
+    """The whole git dir but object data, indexes, logs, refs (watched as refs), locks and ralph's folder."""
+    parts = Path(name).parts
+    if not parts or name.startswith("/") or ".." in parts or parts[0] in ("ralph", "refs", "logs"):
+        return False
+    if parts[-1] in ("index", "packed-refs", "FETCH_HEAD", "ORIG_HEAD") or parts[-1].endswith(".lock"):
+        return False
+    if "logs" in parts:
+        return False
+    for at, part in enumerate(parts):  # objects/ of the repository or of a submodule's: only info/
+        if part == "objects" and parts[at + 1:at + 2] != ("info",):
+            return False
+    return True
+
+
+def _watched_files(common_dir: Path):
+    """(name, content) of every watched file. A link's content is its target, marked, so a planted
+    link is seen (and removed), never followed. Folders never watched are not even walked."""
+    for folder, dirs, files in os.walk(common_dir):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if _walk_into(str((here / d).relative_to(common_dir)))]
+        links = [d for d in dirs if (here / d).is_symlink()]
+        for entry in sorted([*files, *links]):
+            path = here / entry
+            name = str(path.relative_to(common_dir))
+            if not is_watched(name):
+                continue
+            try:
+                if path.is_symlink():
+                    yield name, _LINK + os.readlink(path).encode()
+                elif path.stat().st_size <= _FILE_CAP:
+                    yield name, path.read_bytes()
+            except OSError:
+                continue
+
+
+def _walk_into(name: str) -> bool:
+    parts = Path(name).parts
+    if parts[0] in ("ralph", "refs") or "logs" in parts:
+        return False
+    return all(part != "objects" or parts[at + 1] == "info" for at, part in enumerate(parts[:-1]))

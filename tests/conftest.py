@@ -79,7 +79,7 @@ def ralph_workspaces(repo: Path) -> list[str]:
     root = Path(os.environ["HOME"]) / ".cache" / "ralph" / "workspaces"
     listing = git(repo, "worktree", "list", "--porcelain")
     return ([line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line]
-            + sorted(path.name for path in (root.iterdir() if root.is_dir() else ())))
+            + sorted(path.name for path in (root.iterdir() if root.is_dir() else ()) if path.is_dir()))
 
 
 def lap_notes(repo: Path, run: str) -> list[dict]:

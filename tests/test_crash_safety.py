@@ -163,18 +163,21 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     before = guarded(repo)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert guarded(repo) == before
     if sandbox == "auto":  # impossible: the repository is read-only inside the sandbox
+        assert guarded(repo) == before
         (lap,) = lap_notes(repo, "r")
         assert lap["status"] == "green" and "changed your repository" not in result.stderr
         return
     assert "lap 1 changed your repository" in result.stderr
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red"
-    for what in ("refs/heads/feature deleted", "refs/heads/main moved", "refs/tags/agent-was-here created",
-                 "config changed", "hooks/post-commit added"):
+    for what in ("refs/heads/feature deleted", "refs/heads/main moved", "config changed", "hooks/post-commit added",
+                 "refs/tags/agent-was-here created during the lap (left in place: it may be yours)"):
         assert what in first["reason"]
     assert second["status"] == "green"
+    # A new ref could be the user's own (a stash made meanwhile): named, never deleted.
+    git(repo, "tag", "-d", "agent-was-here")
+    assert guarded(repo) == before
 
 
 # "Another writer" advances the green line right after ralph records lap 1 and before it

