@@ -82,14 +82,17 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
                    check=lambda: _check_now(ctx, state, log_dir), progress=ui.agent_step,
                    jail=ctx.jail("agent"))
     # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
-    # runs from the agent to the end of the checks (its own, hooks, checks): whatever it does
-    # to the shared repository state is put back afterwards.
+    # runs as the user: whatever it does to the shared repository state is put back, once
+    # after the agent (before ralph's own git reads the repository's config to stage the
+    # lap) and once after the hooks and checks, which run the lap's code too.
     with watching_the_repository(ctx, number) as tampered:
         crashpoint.reached("agent")
         agent = ctx.agent.run_lap(task)
+    with watching_the_repository(ctx, number) as tampered_later:
         commit, ticked, counts, refusal = _commit(ctx, state, number, agent)
         crashpoint.reached("commit")
         judged = _judge_lap(ctx, state, log_dir, commit, agent, refusal)
+    tampered += tampered_later
     if tampered:
         judged = Judged("red", f"the lap changed the repository outside its workspace, restored: "
                                f"{', '.join(tampered)}", files_changed=judged.files_changed)

@@ -12,6 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from ralph.sandbox import why_unavailable
+
+# Tests of the sandbox itself need bubblewrap (.ci/run installs it); elsewhere they are skipped
+# and the rest of the suite runs laps with `sandbox: auto`, which then means unsandboxed.
+needs_bwrap = pytest.mark.skipif(why_unavailable() is not None, reason=f"no sandbox here: {why_unavailable()}")
+SANDBOX_MODES = ["off", pytest.param("auto", marks=needs_bwrap)]
+
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
     "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -85,7 +84,7 @@ def test_max_minutes_exits_5(tmp_path: Path):
 
 
 def test_agent_failure_and_timeout_make_red_laps(tmp_path: Path):
-    script = f"if [ $RALPH_LAP = 1 ]; then echo boom; exit 7; fi; sleep 30"
+    script = "if [ $RALPH_LAP = 1 ]; then echo boom; exit 7; fi; sleep 30"
     repo = repo_with(tmp_path, script, max_laps=2, lap_timeout=1)
     started = time.monotonic()
     result = ralph(repo, "run", "--name", "r")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, make_repo, ralph, ralph_workspaces, snapshot, write
+from conftest import SANDBOX_MODES, git, make_repo, ralph, ralph_workspaces, snapshot
 
 PY = sys.executable
 CALC = """\
@@ -153,7 +153,7 @@ def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):
     assert ralph(calc_repo, "log").returncode == 1
 
 
-@pytest.mark.parametrize("sandbox", ["off", "auto"])
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_path: Path, sandbox: str):
     import os
     import subprocess

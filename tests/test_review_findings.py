@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, lap_notes, make_repo, ralph, snapshot
+from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
 
 PY = sys.executable
 FILES = {
@@ -73,7 +73,7 @@ def test_the_commit_holds_the_files_the_hooks_left_and_the_checks_judge_them(tmp
     assert lap["status"] == "green" and git(repo, "show", "refs/ralph/r/laps/1:f.txt") == "good"
 
 
-@pytest.mark.parametrize("sandbox", ["off", "auto"])
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_the_agents_git_reaches_its_own_git_dir_not_the_run(tmp_path: Path, sandbox: str):
     """Committing, moving refs and rewriting history in the lap change the lap's own git dir:
     the green line and the run record stay, and ralph's commit sits on the last green commit."""
@@ -91,6 +91,7 @@ def test_the_agents_git_reaches_its_own_git_dir_not_the_run(tmp_path: Path, sand
     assert snapshot(repo) == before
 
 
+@needs_bwrap
 def test_a_check_that_reaches_for_the_users_branch_cannot_move_it(tmp_path: Path):
     repo = job(tmp_path, "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
                          "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK, checks=["test ! -f check.sh || sh check.sh"])

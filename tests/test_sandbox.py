@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, lap_notes, make_repo, ralph, snapshot
+from conftest import git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
 
 PY = sys.executable
-needs_bwrap = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v bwrap"], capture_output=True).returncode,
-                                 reason="bubblewrap is not installed (.ci/run installs it)")
 
 # Every attack is a function of the agent script below; a test names the ones its agent runs.
 # `users` is the repository's git dir as an attacker finds it: the lap's alternates name its objects.
@@ -47,6 +45,7 @@ def swap_workspace_for_the_repository():
 def plant_in_the_git_dir():
     sh(f"git --git-dir {users} update-ref -d refs/heads/main")
     write(users / "objects/info/alternates", "/nonexistent/objects\n")
+    write(users / "worktrees/mine/gitdir", "/nonexistent/.git\n")  # the user's own worktree
     write(users / "shallow", sh("git rev-parse HEAD").stdout)
     write(users / "MERGE_HEAD", sh("git rev-parse HEAD").stdout)
     write(users / "config.worktree", "[core]\n\thooksPath = /tmp/agent-hooks\n")
@@ -122,6 +121,7 @@ def hostile(tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "g
     repo = make_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    raise NotImplementedError\n",
                                          "TODO.md": todo, "ralph.yaml": json.dumps(config)})
     (repo / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"))
     # The user's git can hand out a password: a lap must not get it.
     (Path.home() / ".git-credentials").write_text("https://user:canary-credential@github.com\n")
     git(repo, "config", "--global", "credential.helper", "store")
@@ -152,7 +152,7 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
     (lap,) = lap_notes(repo, "r")
     assert lap["status"] == "green" and git(repo, "rev-parse", "ralph/r") == lap["commit"]
     out = tmp_path / "out"
-    for planted in ("alternates", "shallow", "MERGE_HEAD", "config.worktree", "reference-transaction"):
+    for planted in ("alternates", "gitdir", "shallow", "MERGE_HEAD", "config.worktree", "reference-transaction"):
         assert "Read-only file system" in (out / f"refused-{planted}").read_text()
     seen = json.loads((out / "secrets").read_text())
     assert seen == {"environ": [], "credential": "", "sock": None}
@@ -188,7 +188,7 @@ def test_unsandboxed_what_a_lap_plants_in_the_git_dir_is_put_back(tmp_path: Path
     assert first["status"] == "red" and second["status"] == "green"
     for what in ("objects/info/alternates added", "shallow added", "MERGE_HEAD added", "config.worktree added",
                  "hooks/reference-transaction added", "hooks/pre-push deleted", "config changed",
-                 "refs/heads/main deleted"):
+                 "refs/heads/main deleted", "worktrees/mine/gitdir changed"):
         assert what in first["reason"]
     assert git_dir_state(repo) == before
 
@@ -264,6 +264,27 @@ def test_a_writable_path_holding_the_repository_is_refused(tmp_path: Path):
     result = ralph(repo, "run", "--name", "r", env=env)
     assert result.returncode == 1
     assert f"sandbox.writable: {tmp_path} would make {repo} writable to laps" in result.stderr
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", [True, False])
+def test_sandbox_network_false_takes_the_network_from_the_checks(tmp_path: Path, network: bool):
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        connect = f"{PY} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\""
+        repo, env = hostile(tmp_path, "", check=connect)
+        config = json.loads((repo / "ralph.yaml").read_text())
+        config["sandbox"]["network"] = network
+        (repo / "ralph.yaml").write_text(json.dumps(config))
+        git(repo, "commit", "-qam", f"network: {network}")
+        result = ralph(repo, "run", "--name", "r", env=env)
+    # The baseline check: it connects with the network, and cannot without (then no lap is done).
+    assert result.returncode == (0 if network else 3), result.stdout + result.stderr
+    assert f"{'pass' if network else 'fail'}  {connect}" in result.stdout
 
 
 def test_doctor_says_whether_laps_can_be_sandboxed(tmp_path: Path):

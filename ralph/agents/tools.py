@@ -130,7 +130,7 @@ class Tools:
             raise ToolError(f"{path_text}: cannot resolve it ({exc})") from None
         if resolved != self.root and self.root not in resolved.parents:
             raise ToolError(f"{path_text}: outside the worktree {self.root}; use a path inside it")
-        # Only the part below the worktree: a lap's worktree itself lives under the main .git.
+        # Only the part below the worktree: whatever lies above it is not the lap's business.
         if any(part.lower() == ".git" for part in resolved.relative_to(self.root).parts):
             raise ToolError(f"{path_text}: inside .git; ralph manages git, so edit the project's files only")
         return resolved
