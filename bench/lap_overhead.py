@@ -4,17 +4,17 @@
     python bench/lap_overhead.py --sizes 10000 --laps 3 --reps 1 --long 0   # the big repo alone
 
 The agent only ticks one TODO item and appends a line to a file; the check is `true`.
-So nearly all of a lap's time is ralph's own: worktree, commit, guard, notes, refs.
+So nearly all of a lap's time is ralph's own: workspace, sandbox, commit, guard, notes, refs.
 
 Laps run in-process (`ralph.loop.run(RunOptions(...))`), with `ralph.loop.run_lap` and
 `ralph.proc.run` wrapped to time each lap from outside and to count the git processes
 it starts. The breakdown comes from the lap notes (`ledger.load` reads them back):
 in-note overhead = duration_s - agent.duration_s - sum(checks[].duration_s); the rest of a
-lap's wall time (worktree add/remove, writing the note and refs) happens outside duration_s.
-"bare git" is `git worktree add` + `git add` + `git commit` + `git worktree remove` by hand on
-the same repository, run just before each of ralph's laps, so each pair shares the machine's
-mood. One real `ralph run` process per size gives the whole-process wall time; "fixed" is
-that minus laps × the median lap: imports, config, the baseline checks' worktree.
+lap's wall time (the workspace's checkout, writing the note and refs) happens outside duration_s.
+"bare git" is one worktree reused by hand, as ralph reuses its workspace: `checkout -f --detach`
++ `clean -ffdx` + `git add` + `git commit`, on the same repository, run just before each of
+ralph's laps, so each pair shares the machine's mood. "checkout s" is ralph's `read-tree -u`. One real `ralph run` process per size gives the whole-process wall time; "fixed" is
+that minus laps × the median lap: imports, config, the workspace's first checkout.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class LapClock:
             if self.current is not None and isinstance(command, list) and command[0] == "git":
                 self.current["git_n"] += 1
                 self.current["git_s"] += seconds
-                self.current["add_s"] += seconds if command[1:3] == ["worktree", "add"] else 0.0
+                self.current["add_s"] += seconds if "read-tree" in command else 0.0
             return done
 
         ralph.loop.run_lap, proc.run = timed_lap, counted_process
@@ -76,16 +76,18 @@ def ralph_laps(clock: LapClock, repo: Path, name: str, laps: int) -> list[dict]:
 
 
 def bare_lap(repo: Path) -> float:
-    """What a lap needs from git at the least, done by hand: a worktree, a commit, removal."""
+    """What a lap needs from git at the least, done by hand: one reused worktree, reset, a commit."""
     number = next(BARE_NUMBERS)
+    worktree = repo.parent / "bare"
 
     def by_hand() -> None:
-        worktree = repo.parent / f"bare-{number}"
-        git(repo, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
+        if not worktree.exists():
+            git(repo, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
+        git(worktree, "checkout", "-q", "-f", "--detach", "main")
+        git(worktree, "clean", "-q", "-ffdx")
         (worktree / "work.txt").write_text(f"{number}\n")
         git(worktree, "add", "-A")
         git(worktree, "commit", "-q", "-m", f"bare {number}")
-        git(repo, "worktree", "remove", "--force", str(worktree))
     return timed(by_hand)[0]
 
 
@@ -104,7 +106,7 @@ def summary(readings: list[dict]) -> list:
             median(r["in_note"] for r in readings), median(r["outside"] for r in readings)]
 
 
-COLUMNS = ["ralph lap s", "bare git s", "ralph/bare", "worktree add s", "git procs", "other git s",
+COLUMNS = ["ralph lap s", "bare git s", "ralph/bare", "checkout s", "git procs", "other git s",
            "in-note overhead s", "outside note s"]
 
 

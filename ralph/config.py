@@ -20,7 +20,7 @@ class Section(BaseModel):
 
 class AgentConfig(Section):
     kind: Literal["command", "openai"] = Field("command", description="Which agent runs a lap.")
-    command: str | None = Field(None, description="kind: command — run through the shell in the lap worktree.")
+    command: str | None = Field(None, description="kind: command — run through the shell in the lap's work tree.")
     model: str | None = Field(None, description="kind: openai — the model name the endpoint serves.")
     base_url: str | None = Field(None, description="kind: openai — default $OPENAI_BASE_URL, else OpenAI.")
     api_key_env: str = Field("OPENAI_API_KEY", description="The NAME of the variable holding the API key.")
@@ -69,7 +69,8 @@ class SandboxConfig(Section):
         "required: refuse to run without it; off: never.")
     writable: list[str] = Field(default_factory=list,
                                 description="More paths laps may write (an agent CLI's config or cache); ~ expanded.")
-    home: str | None = Field(None, description="HOME inside the sandbox (default: a fresh private folder).")
+    home: str | None = Field(None, description="HOME inside the sandbox (default: a fresh private folder); "
+                             "read-only unless it or paths in it are listed in `writable`.")
     network: bool = Field(True, description="false: checks and setup run without network (agents keep it).")
 
     @field_validator("mode", mode="before")
@@ -80,6 +81,9 @@ class SandboxConfig(Section):
 
     def writable_paths(self) -> list[Path]:
         return [Path(path).expanduser().resolve() for path in self.writable]
+
+    def home_path(self) -> Path | None:
+        return Path(self.home).expanduser().resolve() if self.home else None
 
 
 class CheckSpec(Section):
@@ -106,7 +110,7 @@ class Config(Section):
     commit: Commit = Field(default_factory=Commit)
     protect: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECT),
                                description="Globs a lap may add to but not modify or delete; [] turns it off.")
-    strict: bool = Field(False, description="Delete ignored files from the lap worktree before the checks.")
+    strict: bool = Field(False, description="Delete ignored files from the lap's work tree before the checks.")
     env: EnvConfig = Field(default_factory=EnvConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig,
                                    description="`auto | required | off`, or a mapping with `mode:` and more.")

@@ -1,7 +1,7 @@
 """`ralph demo`: a small sample repository, worked by real laps of the built-in openai agent.
 
 By default the model is scripted (ralph/scripted.py on 127.0.0.1): everything else is
-real — HTTP, tool calls, worktrees, commits, checks, a red lap discarded. With --model
+real — HTTP, tool calls, a sandboxed workspace, commits, checks, a red lap discarded. With --model
 and --base-url the same sample goes to a real endpoint instead.
 """
 

@@ -138,7 +138,7 @@ def is_dirty(cwd: Path) -> bool:
 # --- work trees ------------------------------------------------------------------------
 
 def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: Jail | None) -> None:
-    """A fresh worktree has empty submodule folders; check them out like a fresh clone would.
+    """A fresh checkout has empty submodule folders; fill them as a fresh clone would.
 
     protocol.file.allow: submodules given as local paths (common in monorepos and tests)
     are refused by git >= 2.38.1 otherwise; they are the user's own repositories.
@@ -146,7 +146,7 @@ def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: J
     result = run(worktree, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive",
                  timeout=timeout, check=False, hooks=True, env=env, jail=jail)
     if not result.ok:
-        raise RalphError(f"cannot check out the submodules in a lap worktree: {result.tail(400).strip()} — "
+        raise RalphError(f"cannot check out the submodules in the lap's workspace: {result.tail(400).strip()} — "
                          "make `git submodule update --init` work offline (e.g. local mirrors)")
 
 

@@ -43,9 +43,8 @@ class RunContext:
         if not self.sandboxed:
             return None
         sandbox = self.config.sandbox
-        home = Path(sandbox.home).expanduser() if sandbox.home else None
         return self.workspace.jail(phase, network=network, writable=[*sandbox.writable_paths(), *writable],
-                                   home=home)
+                                   home=sandbox.home_path())
 
     def check(self, log_dir: Path) -> list[CheckResult]:
         """The checks on the workspace's files as they are now."""

@@ -30,7 +30,7 @@ class Jail:
 
     writable: tuple[Path, ...]  # bound read-write at the same path
     tmp: Path  # the phase's /tmp and TMPDIR
-    home: Path  # the phase's HOME
+    home: Path  # the phase's HOME (writable only if it is among `writable`)
     network: bool = True
     chdir: Path | None = None
 
@@ -45,7 +45,7 @@ class Jail:
         args += ["--bind", str(self.tmp), "/tmp"]
         for entry in _host_tmp_entries():
             args += ["--ro-bind", entry, entry]
-        for path in (*self.writable, self.home):
+        for path in self.writable:
             args += ["--bind", str(path), str(path)]
         args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
         args += ["--unsetenv", "SSH_AUTH_SOCK"]
@@ -95,8 +95,10 @@ def decide(mode: str) -> bool:
 
 
 def refuse_unsafe_writable(paths: list[Path], protected: list[Path]) -> None:
-    """A writable path may not hold (or be inside) what the sandbox exists to protect."""
+    """A writable path must exist, and may not hold (or be inside) what the sandbox protects."""
     for path in paths:
+        if not os.path.lexists(path):
+            raise RalphError(f"sandbox.writable: {path} does not exist — create it first (a file or a folder)")
         for guarded in protected:
             if path == guarded or path in guarded.parents or guarded in path.parents:
                 raise RalphError(f"sandbox.writable: {path} would make {guarded} writable to laps — "

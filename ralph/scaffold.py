@@ -13,7 +13,7 @@ goal: "Describe the whole job in one sentence"      # required
 
 agent:
   kind: command                  # command: any agent CLI; openai: the built-in agent
-  command: "claude -p --dangerously-skip-permissions"   # run in the lap worktree, prompt on stdin
+  command: "claude -p --dangerously-skip-permissions"   # run in the lap's work tree, prompt on stdin
   # kind: openai
   # model: gpt-4o-mini           # any OpenAI-compatible endpoint (Ollama, vLLM, LM Studio, …)
   # base_url: http://127.0.0.1:11434/v1
@@ -35,6 +35,13 @@ files:
 
 commit:
   verify: true                   # run this repository's git hooks on lap commits
+
+sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux): auto | required | off
+# sandbox:
+#   mode: auto
+#   home: "~"                    # HOME inside (default: a fresh private one); read-only unless listed below
+#   writable: ["~/.claude", "~/.claude.json"]   # what your agent CLI writes: its config and cache
+#   network: true                # false: the checks run without network
 """
 
 TODO_TEMPLATE = """\

@@ -183,13 +183,15 @@ class Workspace:
 
     def jail(self, phase: str, *, network: bool = True, writable: list[Path] = (),
              home: Path | None = None) -> Jail:
-        """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to."""
+        """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
+        `home` names a HOME of the user's choosing, which stays read-only but for `writable`)."""
         self.verify()
         scratch = self.root / "scratch" / phase
         remove_path(scratch)
         (scratch / "tmp").mkdir(parents=True)
         (scratch / "home").mkdir()
-        return Jail((self.tree, self.lap_git, *writable), scratch / "tmp", home or scratch / "home",
+        private_home = () if home else (scratch / "home",)
+        return Jail((self.tree, self.lap_git, *private_home, *writable), scratch / "tmp", home or scratch / "home",
                     network=network, chdir=self.tree)
 
 

@@ -317,3 +317,31 @@ def test_land_refuses_changes_to_hooks_in_the_work_tree(tmp_path: Path):
     result = ralph(repo, "land")
     assert result.returncode == 1 and "the run changed your git hooks (.hooks/pre-commit" in result.stderr
     assert "evil" not in (repo / ".hooks" / "pre-commit").read_text()
+
+
+@needs_bwrap
+def test_a_named_home_is_read_only_but_for_what_writable_lists(tmp_path: Path):
+    """An agent CLI finds its login in the user's HOME and writes only its own folder there."""
+    home = Path.home()
+    (home / ".agentcli").mkdir()
+    (home / ".agentcli" / "login").write_text("token-file")
+    agent = ("cat $HOME/.agentcli/login > seen.txt && echo used >> $HOME/.agentcli/state && "
+             "(echo x > $HOME/planted || true) && sed -i 's/\\[ \\]/[x]/' TODO.md")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"],
+              "sandbox": {"home": "~", "writable": ["~/.agentcli"]}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(repo, "show", "ralph/r:seen.txt") == "token-file"
+    assert (home / ".agentcli" / "state").read_text() == "used\n"
+    assert not (home / "planted").exists()
+
+
+def test_a_writable_path_that_does_not_exist_is_refused(tmp_path: Path):
+    repo, env = hostile(tmp_path, "")
+    config = json.loads((repo / "ralph.yaml").read_text())
+    config["sandbox"]["writable"] = ["~/.no-such-cli"]
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    git(repo, "commit", "-qam", "missing")
+    result = ralph(repo, "run", "--name", "r", env=env)
+    assert result.returncode == 1 and ".no-such-cli does not exist — create it first" in result.stderr
