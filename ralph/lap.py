@@ -207,16 +207,13 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
         return Judged("red", _first_line(agent.detail), agent.detail, files_changed=changed)
     if refusal is not None:
         return Judged("red", refusal[0], refusal[1], files_changed=changed)
-    if not git.is_ancestor(ctx.top, state.green, commit):
-        return Judged("red", "the lap rewrote history: its commit does not descend from the last green commit",
-                      files_changed=changed)
     if not changed:
         return Judged("red", "the lap changed nothing")
     files = ctx.config.files
     report = guard_module.check_lap(ctx.top, state.green, commit, statuses, ctx.config.protect, files.todo,
                                     files.progress, state.record.base)
-    # The checks judge exactly the commit: no hidden index flags, no file a hook rewrote after
-    # staging, nothing untracked, and with strict nothing ignored either.
+    # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
+    # index, which no lap writes), nothing untracked, and with strict nothing ignored either.
     removed = ctx.prepare(commit, ignored=ctx.config.strict)
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
@@ -264,17 +261,16 @@ def _commit(ctx: RunContext, state: RunState, number: int,
     """
     workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
     workspace.verify()
+    model = ctx.config.agent.model if agent.kind == "openai" else None
     refusal = None
-    message = lambda tree: commit_message(ctx.run, number, _ticked(ctx, state.green, tree)[0], agent,
-                                          ctx.config.agent.model if agent.kind == "openai" else None)
-    if ctx.config.commit.verify:
-        tree, unstaged = workspace.stage(state.green, timeout)
-        refusal = _run_commit_hooks(ctx, state.green, message(tree))
-    tree, unstaged = workspace.stage(state.green, timeout)
+    if ctx.config.commit.verify:  # the hooks see the message the commit will have
+        ticked, _ = _ticked(ctx, state.green, workspace.stage(state.green, timeout)[0])
+        refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run, number, ticked, agent, model))
+    tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
-    commit = workspace.commit_tree(tree, state.green, message(tree))
     ticked, counts = _ticked(ctx, state.green, tree)
+    commit = workspace.commit_tree(tree, state.green, commit_message(ctx.run, number, ticked, agent, model))
     return commit, ticked, counts, refusal
 
 

@@ -55,6 +55,9 @@ class Workspace:
     root: Path
     identity: tuple[str, str]  # user.name, user.email for commits made inside the lap's git dir
     hooks_path: str  # the repository's hooks folder, as the lap's git dir should find it
+    # Sandboxed, no lap can write ralph's index; unsandboxed one could (flags that hide edits,
+    # stat data that hides content), so it is rebuilt from a commit before ralph relies on it.
+    index_trusted: bool = False
     _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
 
     @property
@@ -72,11 +75,11 @@ class Workspace:
     # --- lifetime ---------------------------------------------------------------------
 
     @classmethod
-    def create(cls, top: Path, common_dir: Path, run: str) -> Workspace:
+    def create(cls, top: Path, common_dir: Path, run: str, index_trusted: bool) -> Workspace:
         """A new, empty workspace for `run` (whatever an earlier ralph left there is removed)."""
         root = folder_for(common_dir, run)
         remove_path(root)
-        workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir))
+        workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir), index_trusted)
         root.parent.mkdir(parents=True, exist_ok=True)
         for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
             workspace._mkdir(folder)
@@ -114,25 +117,24 @@ class Workspace:
     def checkout(self, commit: str, ignored: bool = True) -> list[str]:
         """Make tree/ exactly `commit`: tracked files as committed, nothing untracked (nor
         ignored, with `ignored`). Costs in proportion to what differs. Returns what was deleted."""
-        self._drop_index_flags()
+        self._distrust_index(commit)
         self.git("read-tree", "-u", "--reset", commit)
         listing = self.git("clean", "-ffd" + ("x" if ignored else "")).output
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
 
-    def _drop_index_flags(self) -> None:
-        """No skip-worktree or assume-unchanged entry may hide an edit from ralph."""
-        if not self.index.exists():
+    def _distrust_index(self, commit: str) -> None:
+        """Unless no lap could write it, make ralph's index anew from `commit`, every file's stat
+        data refreshed by reading it (in proportion to the repository: the unsandboxed price)."""
+        if self.index_trusted or not self.index.exists():
             return
-        # ls-files -v tags skip-worktree entries "S" and assume-unchanged ones in lowercase.
-        flagged = [line[2:] for line in self.git("ls-files", "-v").output.splitlines()
-                   if line[:1] == "S" or line[:1].islower()]
-        for flag in ("--no-skip-worktree", "--no-assume-unchanged") if flagged else ():
-            self.git("update-index", flag, "--", *flagged)
+        remove_path(self.index)
+        self.git("read-tree", commit)
+        self.git("update-index", "-q", "--refresh", check=False)  # exit 1: some files differ, as may be
 
     def stage(self, parent: str, timeout: float) -> tuple[str, str | None]:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
-        self._drop_index_flags()
+        self._distrust_index(parent)
         staged = self.git(*git.DURABLE, "add", "-A", timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None

@@ -51,12 +51,18 @@ def only_red_lap(repo: Path) -> dict:
     return laps[-1]
 
 
-def test_skip_worktree_cannot_hide_an_edit_from_the_commit(tmp_path: Path):
-    # The agent hides a gutted test file from `git add` and ticks the item: ralph stages with its
-    # own index, so the commit holds the gutted file, the checks judge it, and the lap is red.
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_skip_worktree_cannot_hide_an_edit_from_the_commit(tmp_path: Path, sandbox: str):
+    # The agent hides a gutted test file from `git add`, in its own index and in ralph's (beside
+    # its work tree), and ticks the item. Sandboxed, ralph's index is out of its reach; without
+    # a sandbox ralph rebuilds it. Either way the commit holds the gutted file, the checks judge
+    # it, and the lap is red.
     repo = job(tmp_path, "git('update-index', '--skip-worktree', 'tests/test_calc.py')\n"
+                         "subprocess.run(['git', '--git-dir', users_git_dir, '--work-tree', '.', 'update-index', "
+                         "'--skip-worktree', 'tests/test_calc.py'], env=dict(os.environ, GIT_INDEX_FILE='../index'))\n"
                          "pathlib.Path('tests/test_calc.py').write_text('def test_add():\\n    pass\\n')\n"
-                         "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# tidy\\n')\n" + TICK)
+                         "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# tidy\\n')\n" + TICK,
+               sandbox=sandbox)
     lap = only_red_lap(repo)
     assert "protected files changed: tests/test_calc.py (modified)" in lap["reason"]
     assert git(repo, "show", "refs/ralph/r/laps/1:tests/test_calc.py") == "def test_add():\n    pass"
