@@ -27,8 +27,10 @@ class GuardReport:
     granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
 
 
+# .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
+# a test file's included, without changing its blob.
 CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml",
-                          "ralph.yaml", ".pre-commit-config.yaml"})
+                          "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes"})
 
 
 def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], protect: list[str],

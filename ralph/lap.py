@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.config import Config
 from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
-from ralph.sandbox import Jail
+from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.workspace import Workspace
 
 
@@ -44,7 +45,14 @@ class RunContext:
             return None
         sandbox = self.config.sandbox
         return self.workspace.jail(phase, network=network, writable=[*sandbox.writable_paths(), *writable],
-                                   home=sandbox.home_path())
+                                   home=sandbox.home_path(), keep=self.keep, hide=agent_sockets())
+
+    @cached_property
+    def keep(self) -> tuple[Path, ...]:
+        commands = [self.config.agent.command or "", *self.config.check_commands]
+        home = self.config.sandbox.home_path()
+        return needed(self.top, self.repo.common_dir, self.workspace.root, *([home] if home else []),
+                      commands=commands)
 
     def check(self, log_dir: Path) -> list[CheckResult]:
         """The checks on the workspace's files as they are now."""

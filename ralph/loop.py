@@ -53,7 +53,7 @@ def run(options: RunOptions) -> Exit:
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
                              extra={RUN_MARK: mark})
         sandboxed = _sandboxed(repo, cfg)
-        workspace = Workspace.create(repo.top, repo.common_dir, name, index_trusted=sandboxed)
+        workspace = Workspace.create(repo.top, repo.common_dir, name)
         ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env, workspace, sandboxed)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))

@@ -7,13 +7,16 @@ xunit1 is asked for because its `file` attribute gives each test its path.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from pydantic import BaseModel
 
 _DESELECTED = re.compile(r"\b(\d+) deselected\b")
+REPORT_MAX_BYTES = 256 << 20  # a report is read whole or not at all
 COLLECTION = "<collection>"  # the id suffix of a module that failed to import: not a test
 
 
@@ -45,8 +48,8 @@ def addopts(report: Path, existing: str | None) -> str:
 def read(report: Path, output: str) -> TestResults | None:
     """The outcomes in `report`, None when pytest did not run (or wrote nothing readable)."""
     try:
-        root = ElementTree.parse(report).getroot()
-    except (OSError, ElementTree.ParseError):
+        root = ElementTree.fromstring(_regular_file(report))
+    except (OSError, ValueError, ElementTree.ParseError):
         return None
     counts = TestCounts()
     passed, failing = [], []
@@ -72,6 +75,17 @@ def read(report: Path, output: str) -> TestResults | None:
     deselected = _DESELECTED.findall(output)
     counts.deselected = int(deselected[-1]) if deselected else 0
     return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
+
+
+def _regular_file(path: Path) -> bytes:
+    """The whole file, read only if it is a regular file: the check that wrote it ran the lap's
+    code, which may leave a link (never followed) or a FIFO (never waited on) there instead."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as report:
+        info = os.fstat(report.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_MAX_BYTES:
+            raise ValueError(f"{path} is not a regular file of at most {REPORT_MAX_BYTES} bytes")
+        return report.read()
 
 
 def _test_id(case: ElementTree.Element) -> str:

@@ -10,8 +10,10 @@ dropped, so root inside cannot remount what is read-only.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,6 +35,8 @@ class Jail:
     home: Path  # the phase's HOME (writable only if it is among `writable`)
     network: bool = True
     chdir: Path | None = None
+    keep: tuple[Path, ...] = ()  # paths that stay readable though under /tmp: the repository, a script
+    hide: tuple[Path, ...] = ()  # paths made empty: the ssh-agent's socket (or the folder holding it)
 
     def argv(self, command: str | list[str]) -> list[str]:
         """`command` (a shell string or an argv) wrapped to run inside the sandbox."""
@@ -40,13 +44,16 @@ class Jail:
         args = [_bwrap(), *_BASE]
         if not self.network:
             args.append("--unshare-net")
-        # A private /tmp, in which what the host's /tmp holds (a repository, a virtualenv, a
-        # script) stays readable: each of its folders and files is bound back, read-only.
+        # A private /tmp. What lives in the host's /tmp and the lap needs (the repository, the
+        # workspace, a virtualenv, a script its commands name) is bound back read-only, by the
+        # top folder holding it; the rest (other people's sockets, an ssh-agent's) stays hidden.
         args += ["--bind", str(self.tmp), "/tmp"]
-        for entry in _host_tmp_entries():
-            args += ["--ro-bind", entry, entry]
+        for entry in _tmp_tops(self.keep):
+            args += ["--ro-bind-try", entry, entry]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
+        for path in self.hide:
+            args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind-try", "/dev/null", str(path)]
         args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
         args += ["--unsetenv", "SSH_AUTH_SOCK"]
         if self.chdir is not None:
@@ -54,13 +61,37 @@ class Jail:
         return [*args, "--", *inner]
 
 
-def _host_tmp_entries() -> list[str]:
+def _tmp_tops(paths: tuple[Path, ...]) -> list[str]:
+    """The top folders (or files) of /tmp that hold `paths`."""
+    tops = {Path("/tmp", path.relative_to("/tmp").parts[0]) for path in paths
+            if Path("/tmp") in path.parents}
+    return sorted(str(top) for top in tops)
+
+
+def needed(*paths: Path, commands: list[str] = ()) -> tuple[Path, ...]:
+    """What a sandboxed command needs to see: the given paths, the absolute paths its commands
+    name, the folders on PATH, Python's prefixes and HOME."""
+    named = [Path(word) for command in commands for word in _words(command) if word.startswith("/")]
+    found = [*paths, *named, *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
+             Path(sys.prefix), Path(sys.base_prefix), Path.home()]
+    return tuple(dict.fromkeys(Path(os.path.abspath(path)) for path in found if path.is_absolute()))
+
+
+def _words(command: str) -> list[str]:
     try:
-        entries = list(os.scandir("/tmp"))
-    except OSError:
-        return []
-    return sorted(entry.path for entry in entries
-                  if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False))
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def agent_sockets() -> tuple[Path, ...]:
+    """The ssh-agent's socket to hide: its folder when the folder is the agent's own."""
+    socket = os.environ.get("SSH_AUTH_SOCK")
+    if not socket or not os.path.isabs(socket):
+        return ()
+    folder = Path(socket).parent
+    shared = {Path("/"), Path("/tmp"), Path("/run"), Path.home(), Path("/var/run")}
+    return (Path(socket),) if folder in shared or len(folder.parts) < 3 else (folder,)
 
 
 def _bwrap() -> str:

@@ -55,9 +55,10 @@ class Workspace:
     root: Path
     identity: tuple[str, str]  # user.name, user.email for commits made inside the lap's git dir
     hooks_path: str  # the repository's hooks folder, as the lap's git dir should find it
-    # Sandboxed, no lap can write ralph's index; unsandboxed one could (flags that hide edits,
-    # stat data that hides content), so it is rebuilt from a commit before ralph relies on it.
-    index_trusted: bool = False
+    # ralph's index as its last checkout left it, kept in memory: what a lap does to the files
+    # shows against it (every file the lap wrote has a new ctime), whatever the lap did to the
+    # index file on disk.
+    _checked_out: tuple[bytes, int] | None = None  # the bytes and the mtime (ns)
     _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
 
     @property
@@ -75,11 +76,11 @@ class Workspace:
     # --- lifetime ---------------------------------------------------------------------
 
     @classmethod
-    def create(cls, top: Path, common_dir: Path, run: str, index_trusted: bool) -> Workspace:
+    def create(cls, top: Path, common_dir: Path, run: str) -> Workspace:
         """A new, empty workspace for `run` (whatever an earlier ralph left there is removed)."""
         root = folder_for(common_dir, run)
         remove_path(root)
-        workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir), index_trusted)
+        workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir))
         root.parent.mkdir(parents=True, exist_ok=True)
         for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
             workspace._mkdir(folder)
@@ -115,26 +116,29 @@ class Workspace:
                        *args, input=input, check=check, timeout=timeout, env=env)
 
     def checkout(self, commit: str, ignored: bool = True) -> list[str]:
-        """Make tree/ exactly `commit`: tracked files as committed, nothing untracked (nor
-        ignored, with `ignored`). Costs in proportion to what differs. Returns what was deleted."""
-        self._distrust_index(commit)
+        """Make tree/ exactly what a checkout of `commit` holds: every file that differs from
+        the last checkout or that anything wrote since is written anew from its blob (so no
+        encoding, ident or eol trick leaves bytes the commit does not hold), nothing untracked
+        (nor ignored, with `ignored`). Costs in proportion to what changed. Returns what was deleted."""
+        self._index_as_checked_out()
         self.git("read-tree", "-u", "--reset", commit)
+        self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
         listing = self.git("clean", "-ffd" + ("x" if ignored else "")).output
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
 
-    def _distrust_index(self, commit: str) -> None:
-        """Unless no lap could write it, make ralph's index anew from `commit`, every file's stat
-        data refreshed by reading it (in proportion to the repository: the unsandboxed price)."""
-        if self.index_trusted or not self.index.exists():
-            return
-        remove_path(self.index)
-        self.git("read-tree", commit)
-        self.git("update-index", "-q", "--refresh", check=False)  # exit 1: some files differ, as may be
+    def _index_as_checked_out(self) -> None:
+        """Its mtime too: git trusts a file's stat data only when the file is older than the
+        index (racy git), and a lap may write a file in the same clock tick as the checkout."""
+        if self._checked_out is not None:
+            data, mtime = self._checked_out
+            remove_path(self.index)
+            self.index.write_bytes(data)
+            os.utime(self.index, ns=(mtime, mtime))
 
     def stage(self, parent: str, timeout: float) -> tuple[str, str | None]:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
-        self._distrust_index(parent)
+        self._index_as_checked_out()
         staged = self.git(*git.DURABLE, "add", "-A", timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
@@ -144,7 +148,8 @@ class Workspace:
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
-        return self.git(*git.DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-", input=message).output.strip()
+        return self.git(*git.DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-",
+                        input=message).output.strip()
 
     # --- the lap's own git dir ----------------------------------------------------------
 
@@ -168,7 +173,7 @@ class Workspace:
         if shallow.is_file():
             shutil.copyfile(shallow, lap_git / "shallow")
         if self.index.is_file():
-            shutil.copyfile(self.index, lap_git / "index")
+            shutil.copy2(self.index, lap_git / "index")  # with its mtime, for git's racy check
         dot_git = self.tree / ".git"
         remove_path(dot_git)
         with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
@@ -184,7 +189,7 @@ class Workspace:
                 "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[commit]\n\tgpgSign = false\n")
 
     def jail(self, phase: str, *, network: bool = True, writable: list[Path] = (),
-             home: Path | None = None) -> Jail:
+             home: Path | None = None, keep: tuple[Path, ...] = (), hide: tuple[Path, ...] = ()) -> Jail:
         """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
         `home` names a HOME of the user's choosing, which stays read-only but for `writable`)."""
         self.verify()
@@ -194,7 +199,7 @@ class Workspace:
         (scratch / "home").mkdir()
         private_home = () if home else (scratch / "home",)
         return Jail((self.tree, self.lap_git, *private_home, *writable), scratch / "tmp", home or scratch / "home",
-                    network=network, chdir=self.tree)
+                    network=network, chdir=self.tree, keep=keep, hide=hide)
 
 
 def remove_path(path: Path) -> None:

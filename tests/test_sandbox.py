@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
+from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
 
 PY = sys.executable
 
@@ -345,3 +345,61 @@ def test_a_writable_path_that_does_not_exist_is_refused(tmp_path: Path):
     git(repo, "commit", "-qam", "missing")
     result = ralph(repo, "run", "--name", "r", env=env)
     assert result.returncode == 1 and ".no-such-cli does not exist — create it first" in result.stderr
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_the_checks_run_on_what_a_checkout_of_the_commit_holds(tmp_path: Path, sandbox: str):
+    """An `ident` attribute makes git store `$Id$` for the `$Id: 1 $` the lap wrote: the checks
+    must see what a checkout of the commit holds (`$Id: <blob> $`), not the lap's bytes."""
+    agent = ("printf 'calc.py ident\\n' > .gitattributes && "
+             "printf 'ID = \"$Id: 1 $\"\\n\\ndef ok():\\n    return ID == \"$\" + \"Id: 1 $\"\\n' > calc.py && "
+             "sed -i 's/\\[ \\]/[x]/' TODO.md")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "sandbox": sandbox,
+              "checks": [f"{PY} -c 'import calc; assert calc.ok()'"], "limits": {"max_laps": 1},
+              "protect": []}  # this test is about the checks, not the guard of .gitattributes
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n",
+                                         "calc.py": "def ok():\n    return True\n"})
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "red" and "check regressed" in lap["reason"]
+    assert 'ID = "$Id$"' in git(repo, "show", "refs/ralph/r/laps/1:calc.py")
+
+
+@pytest.mark.parametrize("planted", ["mkfifo", "ln -s /etc/passwd"])
+def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Path, planted: str):
+    report = "$(echo $PYTEST_ADDOPTS | sed 's/.*--junitxml=\\([^ ]*\\).*/\\1/')"
+    check = f"f={report}; rm -f $f; {planted} $f; true"
+    config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
+              "checks": [check]}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    result = ralph(repo, "run", "--name", "r", timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert lap_notes(repo, "r")[0]["checks"][0]["tests"] is None
+
+
+@needs_bwrap
+def test_no_ssh_agent_socket_is_reachable_in_the_sandbox(tmp_path: Path):
+    """SSH_AUTH_SOCK is not passed, and the socket itself is out of sight: the agent's folder is
+    emptied, and the host's /tmp shows only what the lap needs."""
+    import socket
+
+    agent_dir = Path("/tmp") / f"ssh-ralphtest-{tmp_path.name}"
+    agent_dir.mkdir()
+    try:
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(agent_dir / "agent.1"))
+            server.listen()
+            look = (f"{PY} -c \"import glob, json, pathlib; pathlib.Path('{tmp_path}/out/socks.json').write_text("
+                    "json.dumps(glob.glob('/tmp/ssh-*/*') + glob.glob('/tmp/*/*/agent.*')))\" && "
+                    "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x")
+            (tmp_path / "out").mkdir()
+            config = {"goal": "g", "agent": {"kind": "command", "command": look}, "checks": ["true"],
+                      "sandbox": {"writable": [str(tmp_path / "out")]}}
+            repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+            result = ralph(repo, "run", "--name", "r", env={"SSH_AUTH_SOCK": str(agent_dir / "agent.1")})
+    finally:
+        for leftover in agent_dir.iterdir():
+            leftover.unlink()
+        agent_dir.rmdir()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads((tmp_path / "out" / "socks.json").read_text()) == []
