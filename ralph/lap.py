@@ -16,7 +16,7 @@ from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.config import Config
 from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
 from ralph.sandbox import Jail, agent_sockets, needed
-from ralph.workspace import Workspace
+from ralph.workspace import Workspace, hook_cache
 
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
@@ -62,8 +62,10 @@ class RunContext:
     def prepare(self, commit: str, ignored: bool = True) -> list[str]:
         """The workspace exactly at `commit`, its own git dir anew; returns what was deleted."""
         removed = self.workspace.checkout(commit, ignored)
-        self.workspace.fresh_lap_git(commit)
-        if git.show_file(self.top, commit, ".gitmodules") is not None:
+        self.workspace.fresh_lap_git(commit, keep_modules=False)
+        # Submodules are checked out anew, as a clone would, from the commit's gitlinks: what a
+        # lap left in them, or planted in their git dirs, is gone before anything runs there.
+        if git.show_file(self.top, commit, ".gitmodules") is not None and self.workspace.submodules(commit):
             git.init_submodules(self.workspace.tree, timeout=self.config.limits.check_timeout, env=self.env,
                                 jail=self.jail("setup"))
         return removed
@@ -293,12 +295,9 @@ def _run_commit_hooks(ctx: RunContext, head: str, message: str) -> tuple[str, st
     would a person's commit; hooks that fix files (formatters) get one re-add and retry, as
     people do by hand. None when the hooks accept."""
     workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
-    # pre-commit's hook environments are kept across laps, as on the user's machine
-    cache = Path(ctx.env.get("PRE_COMMIT_HOME") or Path(ctx.env.get("XDG_CACHE_HOME") or
-                                                        Path.home() / ".cache") / "pre-commit")
+    cache = hook_cache(ctx.repo.common_dir)
+    cache.mkdir(parents=True, exist_ok=True)
     env = dict(ctx.env, GIT_EDITOR="true", PRE_COMMIT_HOME=str(cache))
-    if ctx.sandboxed:
-        cache.mkdir(parents=True, exist_ok=True)
     refusal = None
     for _ in range(2):
         workspace.fresh_lap_git(head)

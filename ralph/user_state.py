@@ -10,6 +10,7 @@ snapshot is also kept on disk, outside the repository and the workspace, for a r
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -22,14 +23,16 @@ from ralph.workspace import folder_for, remove_path
 # ralph's own refs: a new one a lap made is deleted; anyone else's is left in place and named.
 RALPH_REFS = ("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")
 _REF_NAME = re.compile(r"^refs/[A-Za-z0-9._/@+-]+$")
-_FILE_CAP = 1 << 20  # bytes: hooks, config and the like; larger files are not watched
+_FILE_CAP = 1 << 20  # bytes kept of a watched file (hooks, config); a larger one is watched by its hash
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # a hook the lap planted may not veto the restore
 _LINK = b"\0symlink\0"  # marks a snapshot entry that is a symbolic link's target, not a file's bytes
+_LARGE = b"\0large\0"  # marks a file over _FILE_CAP, watched by its hash: seen, not put back
+_VALUE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64}|ref: refs/[A-Za-z0-9._/@+-]+)$")
 
 
 @dataclass(frozen=True)
 class UserState:
-    refs: dict[str, str]  # every ref, ralph's own included
+    refs: dict[str, str]  # every ref, ralph's own included: its object, or "ref: <target>" if symbolic
     files: dict[str, bytes]  # relative to the common git dir
 
     def save(self, path: Path) -> None:
@@ -47,8 +50,8 @@ class UserState:
             files = {str(name): base64.b64decode(text) for name, text in data["files"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        bad = [name for name, sha in refs.items()
-               if not _REF_NAME.match(name) or ".." in name or not re.fullmatch("[0-9a-f]{40,64}", sha)]
+        bad = [name for name, value in refs.items()
+               if not _REF_NAME.match(name) or ".." in name or not _VALUE.match(value)]
         bad += [name for name in files if not is_watched(name)]
         if bad:
             raise SnapshotRefused(f"{path} names what ralph never watches ({', '.join(sorted(bad)[:3])}); "
@@ -61,7 +64,18 @@ class SnapshotRefused(ValueError):
 
 
 def snapshot(top: Path, common_dir: Path) -> UserState:
-    return UserState(git.refs(top, "refs/"), dict(_watched_files(common_dir)))
+    return UserState(_refs(top), dict(_watched_files(common_dir)))
+
+
+def _refs(top: Path) -> dict[str, str]:
+    """Every ref: a symbolic one by its target, so a branch turned into a link to ralph's green
+    line (which would move the user's branch with it) is seen although both name one commit."""
+    listing = git.out(top, "for-each-ref", "--format=%(refname) %(objectname) %(symref)")
+    refs = {}
+    for line in listing.splitlines():
+        name, sha, target = (line.split(" ") + ["", ""])[:3]
+        refs[name] = f"ref: {target}" if target else sha
+    return refs
 
 
 def saved_at(common_dir: Path, run: str) -> Path:
@@ -86,7 +100,7 @@ def restore(top: Path, common_dir: Path, before: UserState) -> tuple[list[str], 
     """Put back what differs from `before`. Returns what was put back and what was not (a ref
     someone else may have made, which is left in place, or a write that failed)."""
     changed, left = _restore_files(common_dir, before), []
-    after = git.refs(top, "refs/")
+    after = _refs(top)
     for ref in sorted(before.refs.keys() | after.keys()):
         old, new = before.refs.get(ref), after.get(ref)
         if old == new:
@@ -94,12 +108,23 @@ def restore(top: Path, common_dir: Path, before: UserState) -> tuple[list[str], 
         if old is None and not ref.startswith(RALPH_REFS):
             left.append(f"{ref} created during the lap (left in place: it may be yours)")
             continue
-        target = old or git.ZERO
-        done = git.run(top, *_NO_HOOKS, "update-ref", ref, target, new or git.ZERO, check=False) if old \
-            else git.run(top, *_NO_HOOKS, "update-ref", "-d", ref, new, check=False)
         what = f"{ref} {'created' if old is None else 'deleted' if new is None else 'moved'}"
-        (changed if done.ok else left).append(what if done.ok else f"{what}: could not put it back")
+        (changed if _put_ref(top, ref, old, new) else left).append(what)
     return changed, left + _still_different(top, common_dir, before)
+
+
+def _put_ref(top: Path, ref: str, old: str | None, new: str | None) -> bool:
+    """`ref` back to `old` (None: deleted), with hooks off; by compare-and-swap unless either
+    side is symbolic (then --no-deref replaces the link itself)."""
+    if old is None:
+        args = ["update-ref", "--no-deref", "-d", ref]
+    elif old.startswith("ref: "):
+        args = ["symbolic-ref", ref, old.removeprefix("ref: ")]
+    elif new is None or new.startswith("ref: "):
+        args = ["update-ref", "--no-deref", ref, old]
+    else:
+        args = ["update-ref", ref, old, new]
+    return git.run(top, *_NO_HOOKS, *args, check=False).ok
 
 
 def _restore_files(common_dir: Path, before: UserState) -> list[str]:
@@ -107,8 +132,8 @@ def _restore_files(common_dir: Path, before: UserState) -> list[str]:
     now = dict(_watched_files(common_dir))
     for name in sorted(before.files.keys() | now.keys()):
         old, current = before.files.get(name), now.get(name)
-        if old == current:
-            continue
+        if old == current or (old or b"").startswith(_LARGE):
+            continue  # a large file that changed cannot be put back: _still_different names it
         path = common_dir / name
         try:
             remove_path(path)  # a file, or a folder planted where a file was, or a link: never its target
@@ -173,6 +198,8 @@ def _watched_files(common_dir: Path):
                     yield name, _LINK + os.readlink(path).encode()
                 elif path.stat().st_size <= _FILE_CAP:
                     yield name, path.read_bytes()
+                else:
+                    yield name, _LARGE + hashlib.sha256(path.read_bytes()).hexdigest().encode()
             except OSError:
                 continue
 

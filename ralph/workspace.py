@@ -41,8 +41,18 @@ def workspaces_root() -> Path:
 
 
 def folder_for(common_dir: Path, run: str) -> Path:
-    repo_id = hashlib.sha256(str(common_dir).encode()).hexdigest()[:12]
-    return workspaces_root() / f"{run}-{repo_id}"
+    return workspaces_root() / f"{run}-{_repo_id(common_dir)}"
+
+
+def hook_cache(common_dir: Path) -> Path:
+    """pre-commit's cache for the hooks that judge this repository's laps: kept across runs so
+    hook environments install once, and never the user's own, which code a lap's hook runs
+    could otherwise plant a program in for the user's next commit."""
+    return workspaces_root().parent / "pre-commit" / _repo_id(common_dir)
+
+
+def _repo_id(common_dir: Path) -> str:
+    return hashlib.sha256(str(common_dir).encode()).hexdigest()[:12]
 
 
 class WorkspaceTampered(RalphError):
@@ -153,16 +163,17 @@ class Workspace:
 
     # --- the lap's own git dir ----------------------------------------------------------
 
-    def fresh_lap_git(self, head: str) -> None:
+    def fresh_lap_git(self, head: str, keep_modules: bool = True) -> None:
         """Make git/ anew, HEAD detached at `head`, and point tree/.git at it.
 
         Called before every phase, so whatever one phase planted there (hooks, config,
-        a rewritten .git file) never reaches the next, nor ralph. Submodules' own repositories
-        (modules/) stay: their checkouts in tree/ point at them, and ralph only reads their HEAD."""
+        a rewritten .git file) never reaches the next, nor ralph. Submodules' repositories
+        (modules/) stay unless `keep_modules` is False, as before `submodules` makes their
+        checkouts anew: the lap's commit records their HEADs."""
         self.verify()
         lap_git = self.lap_git
         for entry in os.listdir(lap_git):
-            if entry != "modules":
+            if entry != "modules" or not keep_modules:
                 remove_path(lap_git / entry)
         for folder in ("objects/info", "refs/heads", "refs/tags", "info"):
             (lap_git / folder).mkdir(parents=True)
@@ -178,6 +189,25 @@ class Workspace:
         remove_path(dot_git)
         with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
             out.write(f"gitdir: {lap_git}\n")
+
+    def submodules(self, commit: str) -> dict[str, str]:
+        """Empty the submodules' folders of `commit` for a fresh `git submodule update`, and point
+        each at the repository's own copy of it where there is one (offline, objects shared).
+        Returns {path: name}."""
+        listing = git.run(self.tree, "--git-dir", str(self.common_dir), "config", "--blob", f"{commit}:.gitmodules",
+                          "-z", "--get-regexp", r"^submodule\..*\.path$", check=False).output
+        found = {}
+        for entry in filter(None, listing.split("\0")):
+            key, _, path = entry.partition("\n")
+            name = key.removeprefix("submodule.").removesuffix(".path")
+            found[path] = name
+            remove_path(self.tree / path)
+            (self.tree / path).mkdir(parents=True, exist_ok=True)
+            mine = self.common_dir / "modules" / name
+            if (mine / "HEAD").is_file():
+                with open(self.lap_git / "config", "a") as config:
+                    config.write(f"[submodule {_quoted(name)}]\n\turl = {_quoted(str(mine))}\n")
+        return found
 
     def _lap_config(self) -> str:
         name, email = self.identity

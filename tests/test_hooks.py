@@ -103,3 +103,24 @@ def test_a_hanging_hook_is_killed(tmp_path: Path):
     result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts")}, timeout=60)
     assert result.returncode == 3
     assert laps(repo)[0]["status"] == "red"
+
+
+def test_the_pre_commit_framework_judges_laps_with_a_cache_of_ralphs(tmp_path: Path):
+    """A real pre-commit installation (a local hook, no network): it refuses lap 1's FIXME in the
+    lap's sandbox, and keeps its environments in ralph's cache, not in the user's."""
+    repo = setup(tmp_path, "#!/bin/sh\nexit 0\n")
+    (repo / ".pre-commit-config.yaml").write_text(
+        "repos:\n- repo: local\n  hooks:\n  - id: no-fixme\n    name: no FIXME\n    language: pygrep\n"
+        "    entry: FIXME\n    types: [python]\n")
+    git(repo, "add", ".pre-commit-config.yaml")
+    git(repo, "commit", "-qm", "pre-commit", "--no-verify")
+    subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, check=True, capture_output=True)
+    users_cache = Path.home() / ".cache" / "pre-commit"
+    before = sorted(path.name for path in users_cache.rglob("*"))
+    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = laps(repo)
+    assert first["status"] == "red" and "no FIXME" in first["output_tail"] and "Failed" in first["output_tail"]
+    assert second["status"] == "green"
+    assert any((Path.home() / ".cache" / "ralph" / "pre-commit").glob("*/db.db"))
+    assert sorted(path.name for path in users_cache.rglob("*")) == before

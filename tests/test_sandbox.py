@@ -46,6 +46,8 @@ def plant_in_the_git_dir():
     sh(f"git --git-dir {users} update-ref -d refs/heads/main")
     write(users / "objects/info/alternates", "/nonexistent/objects\n")
     write(users / "worktrees/mine/gitdir", "/nonexistent/.git\n")  # the user's own worktree
+    write(users / "hooks/post-checkout", "#!/bin/sh\n" + "#" * (2 << 20))  # too big to keep a copy of
+    sh(f"git --git-dir {users} symbolic-ref refs/heads/feature refs/heads/ralph/r")  # moves when the line does
     write(users / "shallow", sh("git rev-parse HEAD").stdout)
     write(users / "MERGE_HEAD", sh("git rev-parse HEAD").stdout)
     write(users / "config.worktree", "[core]\n\thooksPath = /tmp/agent-hooks\n")
@@ -122,6 +124,7 @@ def hostile(tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "g
                                          "TODO.md": todo, "ralph.yaml": json.dumps(config)})
     (repo / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
     git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"))
+    git(repo, "branch", "feature")
     # The user's git can hand out a password: a lap must not get it.
     (Path.home() / ".git-credentials").write_text("https://user:canary-credential@github.com\n")
     git(repo, "config", "--global", "credential.helper", "store")
@@ -152,7 +155,8 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
     (lap,) = lap_notes(repo, "r")
     assert lap["status"] == "green" and git(repo, "rev-parse", "ralph/r") == lap["commit"]
     out = tmp_path / "out"
-    for planted in ("alternates", "gitdir", "shallow", "MERGE_HEAD", "config.worktree", "reference-transaction"):
+    for planted in ("alternates", "gitdir", "shallow", "MERGE_HEAD", "config.worktree", "reference-transaction",
+                    "post-checkout"):
         assert "Read-only file system" in (out / f"refused-{planted}").read_text()
     seen = json.loads((out / "secrets").read_text())
     assert seen == {"environ": [], "credential": "", "sock": None}
@@ -188,7 +192,8 @@ def test_unsandboxed_what_a_lap_plants_in_the_git_dir_is_put_back(tmp_path: Path
     assert first["status"] == "red" and second["status"] == "green"
     for what in ("objects/info/alternates added", "shallow added", "MERGE_HEAD added", "config.worktree added",
                  "hooks/reference-transaction added", "hooks/pre-push deleted", "config changed",
-                 "refs/heads/main deleted", "worktrees/mine/gitdir changed"):
+                 "refs/heads/main deleted", "worktrees/mine/gitdir changed", "hooks/post-checkout added",
+                 "refs/heads/feature moved"):
         assert what in first["reason"]
     assert git_dir_state(repo) == before
 
@@ -403,3 +408,22 @@ def test_no_ssh_agent_socket_is_reachable_in_the_sandbox(tmp_path: Path):
         agent_dir.rmdir()
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads((tmp_path / "out" / "socks.json").read_text()) == []
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_what_a_lap_leaves_in_a_submodule_is_not_judged(tmp_path: Path, sandbox: str):
+    """The checks see the submodule at the commit's gitlink, as a clone would: not a file the lap
+    left uncommitted in it, nor one a hook planted in the submodule's git dir writes back."""
+    library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
+    plant = ("d=$(git -C vendor/lib rev-parse --absolute-git-dir) && "
+             "printf '#!/bin/sh\\ntouch vendor/lib/extra.txt\\n' > $d/fsmonitor && chmod +x $d/fsmonitor && "
+             "git -C vendor/lib config core.fsmonitor $d/fsmonitor")
+    agent = f"echo needs-extra > main.txt && touch vendor/lib/extra.txt && {plant} && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "sandbox": sandbox,
+              "checks": ["! grep -q needs-extra main.txt || test -f vendor/lib/extra.txt"], "limits": {"max_laps": 1}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
+    git(repo, "commit", "-qm", "a submodule")
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "red" and "check regressed" in lap["reason"]
