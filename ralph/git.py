@@ -137,6 +137,10 @@ def is_dirty(cwd: Path) -> bool:
 
 # --- work trees ------------------------------------------------------------------------
 
+class SubmodulesFailed(RalphError):
+    """`git submodule update` failed: the environment's fault at the start, the lap's afterwards."""
+
+
 def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: Jail | None) -> None:
     """A fresh checkout has empty submodule folders; fill them as a fresh clone would.
 
@@ -146,8 +150,12 @@ def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: J
     result = run(worktree, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive",
                  timeout=timeout, check=False, hooks=True, env=env, jail=jail)
     if not result.ok:
-        raise RalphError(f"cannot check out the submodules in the lap's workspace: {result.tail(400).strip()} — "
+        raise SubmodulesFailed(f"cannot check out the submodules in the lap's workspace: {_one_line(result.tail(400))} — "
                          "make `git submodule update --init` work offline (e.g. local mirrors)")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def uses_lfs(cwd: Path, commit: str) -> bool:

@@ -45,7 +45,7 @@ class RunContext:
             return None
         sandbox = self.config.sandbox
         return self.workspace.jail(phase, network=network, writable=[*sandbox.writable_paths(), *writable],
-                                   home=sandbox.home_path(), keep=self.keep, hide=agent_sockets())
+                                   home=sandbox.home_path(), keep=self.keep, hide=agent_sockets(self.keep))
 
     @cached_property
     def keep(self) -> tuple[Path, ...]:
@@ -224,7 +224,10 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
                                     files.progress, state.record.base)
     # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
     # index, which no lap writes), nothing untracked, and with strict nothing ignored either.
-    removed = ctx.prepare(commit, ignored=ctx.config.strict)
+    try:
+        removed = ctx.prepare(commit, ignored=ctx.config.strict)
+    except git.SubmodulesFailed as failed:  # the lap's gitlinks or .gitmodules lead nowhere
+        return Judged("red", "the lap's submodules cannot be checked out", str(failed), files_changed=changed)
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, set(report.granted))
@@ -318,7 +321,8 @@ def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult,
         subject = subject[:71].rstrip() + "…"
     body = f"{agent.summary.strip()}\n\n" if agent.summary.strip() else ""
     trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.kind}\n"
-    return f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {model}\n" if model else "")
+    message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {model}\n" if model else "")
+    return message.replace("\0", "")  # an agent's output may hold NULs; git refuses them in a message
 
 
 def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:

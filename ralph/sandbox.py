@@ -84,14 +84,16 @@ def _words(command: str) -> list[str]:
         return command.split()
 
 
-def agent_sockets() -> tuple[Path, ...]:
-    """The ssh-agent's socket to hide: its folder when the folder is the agent's own."""
+def agent_sockets(keep: tuple[Path, ...] = ()) -> tuple[Path, ...]:
+    """The ssh-agent's socket to hide: its whole folder when that folder is the agent's own
+    (holding nothing the lap needs), else the socket alone."""
     socket = os.environ.get("SSH_AUTH_SOCK")
     if not socket or not os.path.isabs(socket):
         return ()
-    folder = Path(socket).parent
-    shared = {Path("/"), Path("/tmp"), Path("/run"), Path.home(), Path("/var/run")}
-    return (Path(socket),) if folder in shared or len(folder.parts) < 3 else (folder,)
+    folder = Path(os.path.abspath(socket)).parent
+    shared = {Path("/"), Path("/tmp"), Path("/run"), Path("/var/run"), Path.home()}
+    holds_needed = any(folder == path or folder in path.parents for path in keep)
+    return (Path(socket),) if folder in shared or holds_needed or len(folder.parts) < 3 else (folder,)
 
 
 def _bwrap() -> str:

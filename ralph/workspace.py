@@ -31,8 +31,9 @@ from ralph.sandbox import Jail
 
 # ralph's git on the lap's files: the stat data in its own index is trusted only with ctime,
 # which a lap cannot set back; the user's fsmonitor and sparse patterns are for their checkout.
+# submodule.recurse: ralph's checkout must not reach into submodules (the user's own git dirs).
 _SAFE = ["-c", "core.fsmonitor=false", "-c", "core.trustctime=true", "-c", "core.checkStat=default",
-         "-c", "core.sparseCheckout=false", "-c", "core.untrackedCache=false"]
+         "-c", "core.sparseCheckout=false", "-c", "core.untrackedCache=false", "-c", "submodule.recurse=false"]
 
 
 def workspaces_root() -> Path:
@@ -200,14 +201,35 @@ class Workspace:
         for entry in filter(None, listing.split("\0")):
             key, _, path = entry.partition("\n")
             name = key.removeprefix("submodule.").removesuffix(".path")
+            # .gitmodules is the lap's to write: only a path the commit holds as a gitlink, below
+            # tree/ through real folders, is touched (an absolute one emptied the user's hooks).
+            folder = self._gitlink_folder(commit, path)
+            if folder is None:
+                continue
             found[path] = name
-            remove_path(self.tree / path)
-            (self.tree / path).mkdir(parents=True, exist_ok=True)
+            remove_path(folder)
+            folder.mkdir(parents=True)
             mine = self.common_dir / "modules" / name
-            if (mine / "HEAD").is_file():
+            if ".." not in Path(name).parts and (mine / "HEAD").is_file():
                 with open(self.lap_git / "config", "a") as config:
                     config.write(f"[submodule {_quoted(name)}]\n\turl = {_quoted(str(mine))}\n")
         return found
+
+    def _gitlink_folder(self, commit: str, path: str) -> Path | None:
+        parts = Path(path).parts
+        if not parts or Path(path).is_absolute() or ".." in parts:
+            return None
+        entry = git.run(self.tree, "--git-dir", str(self.common_dir), "ls-tree", "-z", commit, "--", path,
+                        check=False).output
+        if not entry.startswith("160000 commit ") or entry.rstrip("\0").split("\t", 1)[-1] != path:
+            return None
+        for depth in range(1, len(parts)):  # every folder on the way is a real one, no link
+            try:
+                if not stat.S_ISDIR(os.lstat(self.tree.joinpath(*parts[:depth])).st_mode):
+                    return None
+            except OSError:
+                return None
+        return self.tree / path
 
     def _lap_config(self) -> str:
         name, email = self.identity

@@ -59,16 +59,25 @@ def test_a_huge_file_in_the_repository(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_submodules_are_checked_out_in_lap_worktrees(tmp_path: Path):
+@pytest.mark.parametrize("recurse", ["false", "true"])
+def test_submodules_are_checked_out_in_lap_workspaces(tmp_path: Path, recurse: str):
+    """Also with the user's submodule.recurse, which must not carry ralph's checkout into the
+    user's own submodule repository (.git/modules)."""
     library = make_repo(tmp_path / "library", {"lib.txt": "from the submodule\n"})
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(checks=["test -s vendor/lib/lib.txt"]),
                                          "TODO.md": "- [ ] x\n"})
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
     git(repo, "commit", "-qm", "a submodule")
+    git(repo, "config", "submodule.recurse", recurse)
+    modules = {str(path): path.read_bytes() for path in (repo / ".git" / "modules").rglob("*")
+               if path.is_file() and "objects" not in path.parts}
     before = snapshot(repo)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert snapshot(repo) == before
+    assert {str(path): path.read_bytes() for path in (repo / ".git" / "modules").rglob("*")
+            if path.is_file() and "objects" not in path.parts} == modules
+    assert subprocess.run(["git", "status"], cwd=repo, capture_output=True).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("git-lfs") is not None, reason="git-lfs is installed here")

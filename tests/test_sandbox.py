@@ -427,3 +427,31 @@ def test_what_a_lap_leaves_in_a_submodule_is_not_judged(tmp_path: Path, sandbox:
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
     assert lap["status"] == "red" and "check regressed" in lap["reason"]
+
+
+@pytest.mark.parametrize("path", ["ABSOLUTE", "../../../victim"])
+def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, path: str):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    path = str(victim) if path == "ABSOLUTE" else path
+    agent = (f"printf '[submodule \"x\"]\\n\\tpath = {path}\\n\\turl = /nonexistent\\n' > .gitmodules && "
+             "sed -i 's/\\[ \\]/[x]/' TODO.md")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "sandbox": "off"}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (victim / "keep.txt").read_text() == "mine"
+
+
+def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_path: Path):
+    agent = ("if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x commit -q --allow-empty -m own && "
+             "printf '[submodule \"x\"]\\n\\tpath = vendor/x\\n\\turl = /nonexistent\\n' > .gitmodules; "
+             "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 in it\\n'")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"]}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = lap_notes(repo, "r")
+    assert first["status"] == "red" and first["reason"] == "the lap's submodules cannot be checked out"
+    assert second["status"] == "green"
