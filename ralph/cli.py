@@ -65,8 +65,11 @@ def run(config_path, name, max_laps, allow_dirty) -> None:
     from ralph.hardening import harden
     from ralph.loop import RunOptions, run as do_run
 
-    harden(sys.argv[1:])
-    _call(do_run, RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty))
+    def hardened(options: RunOptions):
+        harden(sys.argv[1:])
+        return do_run(options)
+
+    _call(hardened, RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty))
 
 
 @main.command()

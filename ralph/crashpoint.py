@@ -2,7 +2,7 @@
 
 Inert unless RALPH_DEBUG_STOP_AT is set; tests set it to `PHASE` (SIGKILL at the first
 time ralph reaches PHASE) or `PHASE:INT` (SIGINT, as Ctrl-C would). The phases, in lap
-order: worktree, agent, add, commit, checks, note, lap-ref, advance.
+order: workspace, agent, add, commit, checks, note, lap-ref, advance.
 """
 
 from __future__ import annotations

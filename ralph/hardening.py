@@ -17,6 +17,7 @@ import os
 import sys
 
 from ralph import proc
+from ralph.errors import RalphError
 
 SECRETS_FD = "RALPH_SECRETS_FD"
 _PR_SET_DUMPABLE = 4
@@ -42,7 +43,8 @@ def _reexec_without_secrets(argv: list[str]) -> None:
     env[SECRETS_FD] = str(fd)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "ralph", *argv], env)
+    # -P: the repository ralph runs in may hold a folder named ralph; only the installed one runs.
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "ralph", *argv], env)
 
 
 def _take_back_secrets() -> bool:
@@ -50,8 +52,11 @@ def _take_back_secrets() -> bool:
     fd = os.environ.pop(SECRETS_FD, None)
     if fd is None:
         return False
-    with os.fdopen(int(fd), "rb") as saved:
-        os.environ.update(json.loads(saved.read()))
+    try:
+        with os.fdopen(int(fd), "rb") as saved:
+            os.environ.update(json.loads(saved.read()))
+    except (OSError, ValueError) as exc:
+        raise RalphError(f"{SECRETS_FD} is set but names no secrets ralph passed itself ({exc}) — unset it") from None
     return True
 
 

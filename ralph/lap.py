@@ -67,7 +67,7 @@ class RunContext:
         # lap left in them, or planted in their git dirs, is gone before anything runs there.
         if git.show_file(self.top, commit, ".gitmodules") is not None and self.workspace.submodules(commit):
             git.init_submodules(self.workspace.tree, timeout=self.config.limits.check_timeout, env=self.env,
-                                jail=self.jail("setup"))
+                                jail=self.jail("setup", self.config.sandbox.network))
         return removed
 
 
@@ -82,7 +82,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     log_dir.mkdir(parents=True)
     started, started_at = time.monotonic(), now_iso()
     ctx.prepare(state.green)
-    crashpoint.reached("worktree")
+    crashpoint.reached("workspace")
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = git.show_file(ctx.top, state.green, files.todo)
     lap_prompt = prompt.build(ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress),

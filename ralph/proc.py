@@ -143,6 +143,7 @@ def run(
     """
     token = uuid.uuid4().hex
     shown = command if isinstance(command, str) else " ".join(command)
+    children_before = _children() if sweep and _adopting else None
     if jail is not None:
         command = jail.argv(command)
     env = dict(os.environ if env is None else env, **{_TOKEN_VAR: token})
@@ -166,7 +167,7 @@ def run(
             threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
         timed_out = _pump(proc, output, None if timeout is None else started + timeout)
     finally:
-        _kill_all(proc, token if sweep else None, termed=timed_out)
+        _kill_all(proc, token if sweep else None, termed=timed_out, spare=children_before)
         proc.stdout.close()
     text, cut = output.text(spill)
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
@@ -240,7 +241,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool) -> None:
+def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool, spare: list[int] | None = None) -> None:
     """Leave nothing running: the process group, then anything that still carries our token.
 
     `termed`: the timeout already sent TERM and waited out the grace. The KILL is in a
@@ -261,8 +262,8 @@ def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool) -> None:
             if token:
                 kill_marked(_TOKEN_VAR, token)
             proc.wait()
-            if token and _adopting:
-                _end_orphans()
+            if spare is not None:
+                _end_orphans(set(spare))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
@@ -277,9 +278,9 @@ def adopt_orphans() -> None:
     _adopting = True
 
 
-def _end_orphans() -> None:
-    """Kill and reap every child of ralph's: none is running between two commands."""
-    while pids := _children():
+def _end_orphans(spare: set[int]) -> None:
+    """Kill and reap every child of ralph's that was not there before the command (`spare`)."""
+    while pids := [pid for pid in _children() if pid not in spare]:
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)

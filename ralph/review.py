@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ralph import git, ledger, proc, ui
+from ralph import git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
 from ralph.ledger import RunState
 from ralph.workspace import folder_for, remove_path
@@ -201,6 +201,9 @@ def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool
     workspace = folder_for(repo.common_dir, state.name)
     removed = int(os.path.lexists(workspace))
     remove_path(workspace)
+    # A snapshot a killed unsandboxed lap left: stale once the run is cleaned, never to be
+    # applied to a later run of the same name.
+    remove_path(user_state.saved_at(repo.common_dir, state.name))
     if refs:
         for lap in state.laps:
             git.remove_note(repo.top, lap.commit)

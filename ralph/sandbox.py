@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ralph import proc
 from ralph.errors import RalphError
 
 BWRAP = "bwrap"
+PRIVATE = (Path("/tmp"), Path("/var/tmp"), Path("/run"))  # empty in the sandbox but for what a lap needs
 # /proc and /dev are fresh per sandbox; the PID namespace makes /proc show only its own.
 _BASE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-ipc",
          "--unshare-uts", "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
@@ -35,7 +36,7 @@ class Jail:
     home: Path  # the phase's HOME (writable only if it is among `writable`)
     network: bool = True
     chdir: Path | None = None
-    keep: tuple[Path, ...] = ()  # paths that stay readable though under /tmp: the repository, a script
+    keep: tuple[Path, ...] = ()  # paths that stay readable though in a private folder: the repository, a script
     hide: tuple[Path, ...] = ()  # paths made empty: the ssh-agent's socket (or the folder holding it)
 
     def argv(self, command: str | list[str]) -> list[str]:
@@ -44,12 +45,15 @@ class Jail:
         args = [_bwrap(), *_BASE]
         if not self.network:
             args.append("--unshare-net")
-        # A private /tmp. What lives in the host's /tmp and the lap needs (the repository, the
-        # workspace, a virtualenv, a script its commands name) is bound back read-only, by the
-        # top folder holding it; the rest (other people's sockets, an ssh-agent's) stays hidden.
-        args += ["--bind", str(self.tmp), "/tmp"]
-        for entry in _tmp_tops(self.keep):
-            args += ["--ro-bind-try", entry, entry]
+        # Private /tmp, /var/tmp and /run: where sockets live (an ssh- or gpg-agent's, the user's
+        # D-Bus, docker's), and a socket on a read-only mount still takes connections. What the
+        # lap needs from them (the repository, the workspace, a virtualenv, a script its commands
+        # name, the DNS configuration) is bound back read-only, by the top folder holding it.
+        for private in PRIVATE:
+            if private.is_dir() and not private.is_symlink():
+                args += ["--bind", str(self.tmp), "/tmp"] if private == Path("/tmp") else ["--tmpfs", str(private)]
+                for entry in _tops(private, (*self.keep, _dns_config())):
+                    args += ["--ro-bind-try", entry, entry]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
         for path in self.hide:
@@ -61,11 +65,15 @@ class Jail:
         return [*args, "--", *inner]
 
 
-def _tmp_tops(paths: tuple[Path, ...]) -> list[str]:
-    """The top folders (or files) of /tmp that hold `paths`."""
-    tops = {Path("/tmp", path.relative_to("/tmp").parts[0]) for path in paths
-            if Path("/tmp") in path.parents}
+def _tops(private: Path, paths: tuple[Path, ...]) -> list[str]:
+    """The top folders (or files) of `private` that hold `paths`."""
+    tops = {private / path.relative_to(private).parts[0] for path in paths if private in path.parents}
     return sorted(str(top) for top in tops)
+
+
+def _dns_config() -> Path:
+    """Where /etc/resolv.conf really is (often under /run): agents need their API's address."""
+    return Path(os.path.realpath("/etc/resolv.conf"))
 
 
 def needed(*paths: Path, commands: list[str] = ()) -> tuple[Path, ...]:
@@ -106,11 +114,11 @@ def why_unavailable() -> str | None:
     if shutil.which(BWRAP) is None:
         return "bubblewrap (`bwrap`) is not installed — apt/dnf install bubblewrap"
     try:
-        done = subprocess.run([_bwrap(), *_BASE, "--", "/bin/true"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = proc.run([_bwrap(), *_BASE, "--", "/bin/true"], "/", timeout=30, sweep=False)
+    except OSError as exc:
         return f"bubblewrap did not start: {exc}"
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    if not done.ok:
+        said = (done.output.strip().splitlines() or [f"exit {done.exit_code}"])[-1]
         return f"bubblewrap cannot make a sandbox here: {said} (unprivileged user namespaces may be off)"
     return None
 

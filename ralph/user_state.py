@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,11 @@ RALPH_REFS = ("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")
 _REF_NAME = re.compile(r"^refs/[A-Za-z0-9._/@+-]+$")
 _FILE_CAP = 1 << 20  # bytes kept of a watched file (hooks, config); a larger one is watched by its hash
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # a hook the lap planted may not veto the restore
-_LINK = b"\0symlink\0"  # marks a snapshot entry that is a symbolic link's target, not a file's bytes
-_LARGE = b"\0large\0"  # marks a file over _FILE_CAP, watched by its hash: seen, not put back
+# A snapshot entry is a marker, then: a link's target; a file's permission bits and bytes; or,
+# for a file over _FILE_CAP, its bits and hash (seen, not put back).
+_LINK = b"\0symlink\0"
+_FILE = re.compile(rb"^\0file ([0-7]{3,4})\0")
+_LARGE = b"\0large"
 _VALUE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64}|ref: refs/[A-Za-z0-9._/@+-]+)$")
 
 
@@ -52,7 +56,8 @@ class UserState:
             return None
         bad = [name for name, value in refs.items()
                if not _REF_NAME.match(name) or ".." in name or not _VALUE.match(value)]
-        bad += [name for name in files if not is_watched(name)]
+        bad += [name for name, data in files.items()
+                if not is_watched(name) or not (data.startswith((_LINK, _LARGE)) or _FILE.match(data))]
         if bad:
             raise SnapshotRefused(f"{path} names what ralph never watches ({', '.join(sorted(bad)[:3])}); "
                                   "it was not applied — check your repository by hand")
@@ -142,7 +147,9 @@ def _restore_files(common_dir: Path, before: UserState) -> list[str]:
                 if old.startswith(_LINK):
                     os.symlink(old[len(_LINK):].decode(), path)
                 else:
-                    path.write_bytes(old)
+                    mode = _FILE.match(old)
+                    path.write_bytes(old[mode.end():])
+                    os.chmod(path, int(mode.group(1), 8))
         except OSError:
             continue  # reported by _still_different
         changed.append(f"{name} {'added' if old is None else 'deleted' if current is None else 'changed'}")
@@ -196,10 +203,13 @@ def _watched_files(common_dir: Path):
             try:
                 if path.is_symlink():
                     yield name, _LINK + os.readlink(path).encode()
-                elif path.stat().st_size <= _FILE_CAP:
-                    yield name, path.read_bytes()
+                    continue
+                info = path.stat()
+                bits = f"{stat.S_IMODE(info.st_mode):o}".encode()
+                if info.st_size <= _FILE_CAP:
+                    yield name, b"\0file " + bits + b"\0" + path.read_bytes()
                 else:
-                    yield name, _LARGE + hashlib.sha256(path.read_bytes()).hexdigest().encode()
+                    yield name, _LARGE + b" " + bits + b" " + hashlib.sha256(path.read_bytes()).hexdigest().encode()
             except OSError:
                 continue
 

@@ -150,6 +150,9 @@ class Workspace:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
         self._index_as_checked_out()
+        # A .gitignore the lap left untracked may ignore itself and what it sits beside (a
+        # conftest.py): such files would be in no commit yet survive for the checks.
+        self.git("clean", "-ffdxq", "--", ":(glob)**/.gitignore")
         staged = self.git(*git.DURABLE, "add", "-A", timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
@@ -261,9 +264,22 @@ def remove_path(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(path)  # removes links inside a folder, never what they point at
+        # rmtree removes links inside a folder, never what they point at. A folder left read-only
+        # (Go's module cache, a lap's chmod -R a-w) is made writable, never a link's target.
+        shutil.rmtree(path, onerror=_writable_and_again)
     else:
         os.unlink(path)
+
+
+def _writable_and_again(function, path: str, _error) -> None:
+    parent = os.path.dirname(path)
+    if not os.path.islink(parent):
+        os.chmod(parent, stat.S_IRWXU)
+    if function is os.rmdir or function is os.unlink:
+        function(path)
+    elif function is os.scandir or function is os.open:  # a folder it could not list
+        os.chmod(path, stat.S_IRWXU)
+        shutil.rmtree(path, onerror=_writable_and_again)
 
 
 def _identity(top: Path) -> tuple[str, str]:

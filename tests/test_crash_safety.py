@@ -18,7 +18,7 @@ from ralph.sandbox import why_unavailable
 from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
 
 PY = sys.executable
-PHASES = ["worktree", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
+PHASES = ["workspace", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
 AGENT = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); text = t.read_text(); "
          "item = text.split('- [ ] ')[1].splitlines()[0]; t.write_text(text.replace('- [ ] ' + item, '- [x] ' + item)); "
          "pathlib.Path(item + '.txt').write_text(item)\"")
@@ -44,9 +44,9 @@ def guarded(repo: Path) -> dict[str, str]:
 
 
 def _work(repo: Path) -> str:
-    """The run's end, but for ralph.yaml (tests vary its settings)."""
+    """The run's end, but for ralph.yaml (tests vary its settings) and what a test's hook writes."""
     listing = git(repo, "ls-tree", "-r", "ralph/r").splitlines()
-    return "\n".join(line for line in listing if not line.endswith("\tralph.yaml"))
+    return "\n".join(line for line in listing if not line.endswith(("\tralph.yaml", "\thook-ran.txt")))
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,8 @@ def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str, 
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
     pid_file = tmp_path / "ralph.pid"
     hook = repo / ".git" / "hooks" / "pre-commit"
-    hook.write_text(f"#!/bin/sh\n[ -f {pid_file} ] && kill -9 $(cat {pid_file}) && rm {pid_file} && sleep 5\nexit 0\n")
+    hook.write_text(f"#!/bin/sh\necho ran > hook-ran.txt\n"
+                    f"[ -f {pid_file} ] && kill -9 $(cat {pid_file}) && rm {pid_file} && sleep 5\nexit 0\n")
     hook.chmod(0o755)
     before = guarded(repo)
     proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, stdout=subprocess.PIPE,
@@ -128,8 +129,9 @@ def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str, 
         assert proc.returncode == -9
         resumed = ralph(repo, "run", "--name", "r")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    else:
+    else:  # the hook ran (its file is in the lap), and could neither kill ralph nor remove the pid file
         assert proc.returncode == 0 and pid_file.exists()
+        assert git(repo, "show", "refs/ralph/r/laps/1:hook-ran.txt") == "ran"
     assert guarded(repo) == before and ralph_workspaces(repo) == []
     assert _work(repo) == uninterrupted_tree
 
@@ -141,7 +143,8 @@ import os, pathlib, subprocess
 lap = int(os.environ['RALPH_LAP'])
 alternates = subprocess.run(['git', 'rev-parse', '--git-path', 'objects/info/alternates'], capture_output=True, text=True)
 common = pathlib.Path(alternates.stdout.strip()).read_text().strip().removesuffix('/objects')
-run = lambda *a: subprocess.run(['git', '--git-dir', common, *a], capture_output=True)
+log = open('tamper.log', 'a')  # committed with the lap: what git said to each attempt
+run = lambda *a: subprocess.run(['git', '--git-dir', common, *a], stdout=log, stderr=log)
 if lap == 1:
     run('branch', '-D', 'feature')
     run('update-ref', 'refs/heads/main', 'HEAD~1')
@@ -149,8 +152,8 @@ if lap == 1:
     run('config', 'user.name', 'Agent Smith')
     try:
         pathlib.Path(common, 'hooks', 'post-commit').write_text('#!/bin/sh\\necho owned')
-    except OSError:
-        pass
+    except OSError as exc:
+        log.write(str(exc))
 t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
 pathlib.Path('work-%d.txt' % lap).write_text('w')
 " """
@@ -172,6 +175,7 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
         assert guarded(repo) == before
         (lap,) = lap_notes(repo, "r")
         assert lap["status"] == "green" and "changed your repository" not in result.stderr
+        assert git(repo, "show", "ralph/r:tamper.log").count("Read-only file system") >= 4
         return
     assert "lap 1 changed your repository" in result.stderr
     first, second = lap_notes(repo, "r")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -48,6 +49,7 @@ def plant_in_the_git_dir():
     write(users / "worktrees/mine/gitdir", "/nonexistent/.git\n")  # the user's own worktree
     write(users / "hooks/post-checkout", "#!/bin/sh\n" + "#" * (2 << 20))  # too big to keep a copy of
     sh(f"git --git-dir {users} symbolic-ref refs/heads/feature refs/heads/ralph/r")  # moves when the line does
+    sh(f"chmod a-x {users}/hooks/pre-commit.sample")  # git would skip the hook, silently
     write(users / "shallow", sh("git rev-parse HEAD").stdout)
     write(users / "MERGE_HEAD", sh("git rev-parse HEAD").stdout)
     write(users / "config.worktree", "[core]\n\thooksPath = /tmp/agent-hooks\n")
@@ -140,7 +142,7 @@ def git_dir_state(repo: Path) -> dict[str, str]:
         ralphs = any(part in name for part in ("refs/ralph", "refs/heads/ralph", "refs/notes", "logs/"))
         objects = name.startswith("objects/") and not name.startswith("objects/info")
         if path.is_file() and not (ralphs or objects or name.startswith("ralph/") or name == "packed-refs"):
-            state[".git/" + name] = hashlib.sha256(path.read_bytes()).hexdigest()
+            state[".git/" + name] = f"{path.stat().st_mode:o} {hashlib.sha256(path.read_bytes()).hexdigest()}"
     return state
 
 
@@ -193,7 +195,7 @@ def test_unsandboxed_what_a_lap_plants_in_the_git_dir_is_put_back(tmp_path: Path
     for what in ("objects/info/alternates added", "shallow added", "MERGE_HEAD added", "config.worktree added",
                  "hooks/reference-transaction added", "hooks/pre-push deleted", "config changed",
                  "refs/heads/main deleted", "worktrees/mine/gitdir changed", "hooks/post-checkout added",
-                 "refs/heads/feature moved"):
+                 "refs/heads/feature moved", "hooks/pre-commit.sample changed"):
         assert what in first["reason"]
     assert git_dir_state(repo) == before
 
@@ -370,10 +372,13 @@ def test_the_checks_run_on_what_a_checkout_of_the_commit_holds(tmp_path: Path, s
     assert 'ID = "$Id$"' in git(repo, "show", "refs/ralph/r/laps/1:calc.py")
 
 
-@pytest.mark.parametrize("planted", ["mkfifo", "ln -s /etc/passwd"])
+@pytest.mark.parametrize("planted", ["mkfifo $f", "ln -s $(basename $f).real $f"])
 def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Path, planted: str):
+    """The link points at a valid report of one passing test: read, it would count."""
     report = "$(echo $PYTEST_ADDOPTS | sed 's/.*--junitxml=\\([^ ]*\\).*/\\1/')"
-    check = f"f={report}; rm -f $f; {planted} $f; true"
+    valid = ("<testsuites><testsuite><testcase classname='t' name='test_x' file='t.py'/></testsuite>"
+             "</testsuites>")
+    check = f"f={report}; rm -f $f; echo \"{valid}\" > $f.real; {planted}; true"
     config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
               "checks": [check]}
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
@@ -383,29 +388,36 @@ def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Pat
 
 
 @needs_bwrap
-def test_no_ssh_agent_socket_is_reachable_in_the_sandbox(tmp_path: Path):
-    """SSH_AUTH_SOCK is not passed, and the socket itself is out of sight: the agent's folder is
-    emptied, and the host's /tmp shows only what the lap needs."""
+def test_no_socket_outside_the_lap_is_reachable_in_the_sandbox(tmp_path: Path):
+    """SSH_AUTH_SOCK is not passed and sockets are out of sight: the ssh-agent's folder, and
+    /tmp, /var/tmp and /run but for what the lap needs (a socket on a read-only mount still
+    takes connections)."""
     import socket
 
-    agent_dir = Path("/tmp") / f"ssh-ralphtest-{tmp_path.name}"
-    agent_dir.mkdir()
+    folders = [Path(root) / f"ralphtest-{tmp_path.name}" for root in ("/tmp", "/var/tmp", "/run")]
+    servers = []
     try:
-        with socket.socket(socket.AF_UNIX) as server:
-            server.bind(str(agent_dir / "agent.1"))
+        for folder in folders:
+            folder.mkdir()
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(str(folder / "agent.1"))
             server.listen()
-            look = (f"{PY} -c \"import glob, json, pathlib; pathlib.Path('{tmp_path}/out/socks.json').write_text("
-                    "json.dumps(glob.glob('/tmp/ssh-*/*') + glob.glob('/tmp/*/*/agent.*')))\" && "
-                    "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x")
-            (tmp_path / "out").mkdir()
-            config = {"goal": "g", "agent": {"kind": "command", "command": look}, "checks": ["true"],
-                      "sandbox": {"writable": [str(tmp_path / "out")]}}
-            repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
-            result = ralph(repo, "run", "--name", "r", env={"SSH_AUTH_SOCK": str(agent_dir / "agent.1")})
+            servers.append(server)
+        look = (f"{PY} -c \"import glob, json, pathlib; pathlib.Path('{tmp_path}/out/socks.json').write_text("
+                "json.dumps(glob.glob('/tmp/ralphtest-*/*') + glob.glob('/var/tmp/ralphtest-*/*') + "
+                "glob.glob('/run/ralphtest-*/*')))\" && sed -i 's/\\[ \\]/[x]/' TODO.md && touch x")
+        (tmp_path / "out").mkdir()
+        config = {"goal": "g", "agent": {"kind": "command", "command": look}, "checks": ["true"],
+                  "sandbox": {"writable": [str(tmp_path / "out")]}}
+        repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+        result = ralph(repo, "run", "--name", "r", env={"SSH_AUTH_SOCK": str(folders[0] / "agent.1")})
     finally:
-        for leftover in agent_dir.iterdir():
-            leftover.unlink()
-        agent_dir.rmdir()
+        for server in servers:
+            server.close()
+        for folder in folders:
+            for leftover in folder.iterdir() if folder.is_dir() else ():
+                leftover.unlink()
+            folder.rmdir() if folder.is_dir() else None
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads((tmp_path / "out" / "socks.json").read_text()) == []
 
@@ -455,3 +467,29 @@ def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_pa
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red" and first["reason"] == "the lap's submodules cannot be checked out"
     assert second["status"] == "green"
+
+
+def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_checks(tmp_path: Path):
+    agent = ("echo needs-marker > main.txt && mkdir sub && printf '*\\n' > sub/.gitignore && touch sub/marker && "
+             "sed -i 's/\\[ \\]/[x]/' TODO.md")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "limits": {"max_laps": 1},
+              "checks": ["test -f sub/marker || ! grep -q needs-marker main.txt"]}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    # What the checks saw is in the commit: the marker, not the .gitignore that hid it.
+    assert lap["status"] == "green" and git(repo, "ls-tree", "--name-only", "-r", lap["commit"], "sub") == "sub/marker"
+
+
+def test_ralph_run_re_executes_the_installed_ralph_not_a_folder_named_ralph_in_the_repository(tmp_path: Path):
+    import shutil
+
+    repo, env = hostile(tmp_path, "")
+    (repo / "ralph").mkdir()
+    (repo / "ralph" / "__main__.py").write_text("print('HIJACKED')\n")
+    git(repo, "add", "ralph")
+    git(repo, "commit", "-qm", "a folder named ralph")
+    script = shutil.which("ralph") or pytest.skip("the ralph script is not on PATH")
+    result = subprocess.run([script, "run", "--name", "r"], cwd=repo, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, **env, OPENAI_API_KEY="canary-key"))
+    assert "HIJACKED" not in result.stdout and result.returncode == 0, result.stdout + result.stderr
