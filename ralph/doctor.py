@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import platform
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from ralph import sandbox, ui
+from ralph import proc, sandbox, ui
 from ralph.errors import Exit
 
 MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line that moved
@@ -33,10 +32,10 @@ def doctor(cwd: Path) -> Exit:
 
 def _first_line(argv: list[str]) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = proc.run(argv, "/", timeout=30, sweep=False)
+    except OSError as exc:
         return f"cannot run {argv[0]}: {exc}"
-    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr).strip() else "?"
+    return next(iter(done.output.strip().splitlines()), "?")
 
 
 def _git_note() -> str:

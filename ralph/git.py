@@ -158,6 +158,12 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def hooks_path(cwd: Path) -> str | None:
+    """core.hooksPath as the user set it (None: the repository's hooks folder)."""
+    configured = run(cwd, "config", "--get", "core.hooksPath", check=False).output.strip()
+    return configured or None
+
+
 def uses_lfs(cwd: Path, commit: str) -> bool:
     attributes = show_file(cwd, commit, ".gitattributes") or ""
     return "filter=lfs" in attributes

@@ -162,7 +162,7 @@ def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
     if clobbered:
         raise RalphError(f"landing would overwrite files git does not track here: {', '.join(clobbered[:5])} — "
                          "move them away first")
-    hooks = git.run(repo.top, "config", "--get", "core.hooksPath", check=False).output.strip()
+    hooks = git.hooks_path(repo.top)
     inside = _inside(repo.top, Path(os.path.expanduser(hooks))) if hooks else None
     touched = [path for path in landing if inside is not None and (inside == "." or path == inside
                                                                    or path.startswith(inside + "/"))]

@@ -291,7 +291,7 @@ def _identity(top: Path) -> tuple[str, str]:
 def _hooks_path(top: Path, common_dir: Path) -> str:
     """core.hooksPath as the user set it (a relative one is found in each lap's tree), else the
     repository's hooks folder."""
-    configured = git.run(top, "config", "--get", "core.hooksPath", check=False).output.strip()
+    configured = git.hooks_path(top)
     return os.path.expanduser(configured) if configured else str(common_dir / "hooks")
 
 

@@ -175,7 +175,11 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
     proc.kill()  # SIGKILL: no cleanup runs
     proc.wait()
     assert len(ralph_workspaces(calc_repo)) == 1  # the dead lap's workspace, left on disk
-    agent_alive = bool(subprocess.run(["pgrep", "-f", f"{tmp_path}/agent.py"], capture_output=True).stdout)
+    alive = lambda: bool(subprocess.run(["pgrep", "-f", f"{tmp_path}/agent.py"], capture_output=True).stdout)
+    deadline = time.monotonic() + 5  # the PID namespace goes down a moment after ralph
+    while alive() and sandbox != "off" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    agent_alive = alive()
     # Sandboxed, the agent died with ralph (its PID namespace went down); unsandboxed it
     # outlived ralph, and the resume stops it.
     assert agent_alive == (sandbox == "off")
