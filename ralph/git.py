@@ -158,6 +158,24 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
+    """{path: name} of the submodules the commit's .gitmodules declares."""
+    listing = run(cwd, "config", "--blob", f"{commit}:.gitmodules", "-z", "--get-regexp", r"^submodule\..*\.path$",
+                  check=False).output
+    found = {}
+    for entry in filter(None, listing.split("\0")):
+        key, _, path = entry.partition("\n")
+        found[path] = key.removeprefix("submodule.").removesuffix(".path")
+    return found
+
+
+def new_gitlinks(cwd: Path, old: str, new: str) -> list[str]:
+    """Paths that `new` holds as gitlinks (submodule commits) and `old` did not hold as the same."""
+    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new).split("\0")
+    return [path for record, path in zip(fields[::2], fields[1::2])
+            if record.split(" ")[1:2] == ["160000"] and record.split(" ")[-1] != "D"]
+
+
 def hooks_path(cwd: Path) -> str | None:
     """core.hooksPath as the user set it (None: the repository's hooks folder)."""
     configured = run(cwd, "config", "--get", "core.hooksPath", check=False).output.strip()

@@ -219,6 +219,14 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
         return Judged("red", refusal[0], refusal[1], files_changed=changed)
     if not changed:
         return Judged("red", "the lap changed nothing")
+    # A repository the lap made inside the tree is committed as a gitlink to a commit that exists
+    # nowhere; its files would reach the checks but not the commit (a declared submodule is
+    # checked out anew from its gitlink instead).
+    nested = set(git.new_gitlinks(ctx.top, state.green, commit)) - set(git.submodule_paths(ctx.top, commit))
+    if nested:
+        return Judged("red", f"the lap made repositories inside the tree, whose files no commit holds: "
+                             f"{', '.join(sorted(nested)[:5])} — commit their files in the repository itself",
+                      files_changed=changed)
     files = ctx.config.files
     report = guard_module.check_lap(ctx.top, state.green, commit, statuses, ctx.config.protect, files.todo,
                                     files.progress, state.record.base)

@@ -48,7 +48,8 @@ class Jail:
         # Private /tmp, /var/tmp and /run: where sockets live (an ssh- or gpg-agent's, the user's
         # D-Bus, docker's), and a socket on a read-only mount still takes connections. What the
         # lap needs from them (the repository, the workspace, a virtualenv, a script its commands
-        # name, the DNS configuration) is bound back read-only, by the top folder holding it.
+        # name, the DNS configuration) is bound back read-only: from /tmp the top folder holding
+        # it (a script beside the repository), from /var/tmp and /run that path alone.
         for private in PRIVATE:
             if private.is_dir() and not private.is_symlink():
                 args += ["--bind", str(self.tmp), "/tmp"] if private == Path("/tmp") else ["--tmpfs", str(private)]
@@ -56,8 +57,9 @@ class Jail:
                     args += ["--ro-bind-try", entry, entry]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
-        for path in self.hide:
-            args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind-try", "/dev/null", str(path)]
+        for path in self.hide:  # (a stale one is nothing to hide, and no mount point can be made for it)
+            if os.path.lexists(path):
+                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
         args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
         args += ["--unsetenv", "SSH_AUTH_SOCK"]
         if self.chdir is not None:
@@ -66,9 +68,12 @@ class Jail:
 
 
 def _tops(private: Path, paths: tuple[Path, ...]) -> list[str]:
-    """The top folders (or files) of `private` that hold `paths`."""
-    tops = {private / path.relative_to(private).parts[0] for path in paths if private in path.parents}
-    return sorted(str(top) for top in tops)
+    """What to bind back of `private` for `paths`: in /tmp the top folder holding each, elsewhere
+    each path itself (a folder on PATH under /run/user must not bring back the user's D-Bus)."""
+    inside = [path for path in paths if private in path.parents]
+    if private == Path("/tmp"):
+        inside = [private / path.relative_to(private).parts[0] for path in inside]
+    return sorted({str(path) for path in inside})
 
 
 def _dns_config() -> Path:

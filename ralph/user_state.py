@@ -31,6 +31,7 @@ _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # a hook the lap planted may not
 _LINK = b"\0symlink\0"
 _FILE = re.compile(rb"^\0file ([0-7]{3,4})\0")
 _LARGE = b"\0large"
+_SPECIAL = b"\0special "  # a FIFO, socket or device: seen (and a new one removed), never read
 _VALUE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64}|ref: refs/[A-Za-z0-9._/@+-]+)$")
 
 
@@ -57,7 +58,7 @@ class UserState:
         bad = [name for name, value in refs.items()
                if not _REF_NAME.match(name) or ".." in name or not _VALUE.match(value)]
         bad += [name for name, data in files.items()
-                if not is_watched(name) or not (data.startswith((_LINK, _LARGE)) or _FILE.match(data))]
+                if not is_watched(name) or not (data.startswith((_LINK, _LARGE, _SPECIAL)) or _FILE.match(data))]
         if bad:
             raise SnapshotRefused(f"{path} names what ralph never watches ({', '.join(sorted(bad)[:3])}); "
                                   "it was not applied — check your repository by hand")
@@ -137,8 +138,8 @@ def _restore_files(common_dir: Path, before: UserState) -> list[str]:
     now = dict(_watched_files(common_dir))
     for name in sorted(before.files.keys() | now.keys()):
         old, current = before.files.get(name), now.get(name)
-        if old == current or (old or b"").startswith(_LARGE):
-            continue  # a large file that changed cannot be put back: _still_different names it
+        if old == current or (old or b"").startswith((_LARGE, _SPECIAL)):
+            continue  # a large or special file that changed cannot be put back: _still_different names it
         path = common_dir / name
         try:
             remove_path(path)  # a file, or a folder planted where a file was, or a link: never its target
@@ -201,17 +202,23 @@ def _watched_files(common_dir: Path):
             if not is_watched(name):
                 continue
             try:
-                if path.is_symlink():
-                    yield name, _LINK + os.readlink(path).encode()
-                    continue
-                info = path.stat()
-                bits = f"{stat.S_IMODE(info.st_mode):o}".encode()
-                if info.st_size <= _FILE_CAP:
-                    yield name, b"\0file " + bits + b"\0" + path.read_bytes()
-                else:
-                    yield name, _LARGE + b" " + bits + b" " + hashlib.sha256(path.read_bytes()).hexdigest().encode()
+                yield name, _entry(path)
             except OSError:
                 continue
+
+
+def _entry(path: Path) -> bytes:
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return _LINK + os.readlink(path).encode()
+    if not stat.S_ISREG(info.st_mode):  # a FIFO (never opened: it would wait), a socket, a device
+        return _SPECIAL + f"{info.st_mode:o}".encode()
+    bits = f"{stat.S_IMODE(info.st_mode):o}".encode()
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as file:
+        data = file.read()
+    if len(data) <= _FILE_CAP:
+        return b"\0file " + bits + b"\0" + data
+    return _LARGE + b" " + bits + b" " + hashlib.sha256(data).hexdigest().encode()
 
 
 def _walk_into(name: str) -> bool:

@@ -198,12 +198,8 @@ class Workspace:
         """Empty the submodules' folders of `commit` for a fresh `git submodule update`, and point
         each at the repository's own copy of it where there is one (offline, objects shared).
         Returns {path: name}."""
-        listing = git.run(self.tree, "--git-dir", str(self.common_dir), "config", "--blob", f"{commit}:.gitmodules",
-                          "-z", "--get-regexp", r"^submodule\..*\.path$", check=False).output
         found = {}
-        for entry in filter(None, listing.split("\0")):
-            key, _, path = entry.partition("\n")
-            name = key.removeprefix("submodule.").removesuffix(".path")
+        for path, name in git.submodule_paths(self.common_dir, commit).items():
             # .gitmodules is the lap's to write: only a path the commit holds as a gitlink, below
             # tree/ through real folders, is touched (an absolute one emptied the user's hooks).
             folder = self._gitlink_folder(commit, path)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -50,6 +52,7 @@ def plant_in_the_git_dir():
     write(users / "hooks/post-checkout", "#!/bin/sh\n" + "#" * (2 << 20))  # too big to keep a copy of
     sh(f"git --git-dir {users} symbolic-ref refs/heads/feature refs/heads/ralph/r")  # moves when the line does
     sh(f"chmod a-x {users}/hooks/pre-commit.sample")  # git would skip the hook, silently
+    sh(f"mkfifo {users}/hooks/post-merge")  # reading it would wait for ever
     write(users / "shallow", sh("git rev-parse HEAD").stdout)
     write(users / "MERGE_HEAD", sh("git rev-parse HEAD").stdout)
     write(users / "config.worktree", "[core]\n\thooksPath = /tmp/agent-hooks\n")
@@ -134,15 +137,19 @@ def hostile(tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "g
 
 
 def git_dir_state(repo: Path) -> dict[str, str]:
-    """Every file of the git dir but object data, ralph's refs, logs and folder; plus the work tree."""
+    """Every entry of the git dir (mode, and a file's bytes) but object data, ralph's refs, logs and
+    folder; plus the work tree."""
     state = snapshot(repo)
     common = repo / ".git"
     for path in sorted(common.rglob("*")):
         name = str(path.relative_to(common))
         ralphs = any(part in name for part in ("refs/ralph", "refs/heads/ralph", "refs/notes", "logs/"))
         objects = name.startswith("objects/") and not name.startswith("objects/info")
-        if path.is_file() and not (ralphs or objects or name.startswith("ralph/") or name == "packed-refs"):
-            state[".git/" + name] = f"{path.stat().st_mode:o} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+        if ralphs or objects or name.split("/")[0] == "ralph" or name == "packed-refs":
+            continue
+        mode = os.lstat(path).st_mode
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if stat.S_ISREG(mode) else ""
+        state[".git/" + name] = f"{mode:o} {digest}"
     return state
 
 
@@ -195,7 +202,7 @@ def test_unsandboxed_what_a_lap_plants_in_the_git_dir_is_put_back(tmp_path: Path
     for what in ("objects/info/alternates added", "shallow added", "MERGE_HEAD added", "config.worktree added",
                  "hooks/reference-transaction added", "hooks/pre-push deleted", "config changed",
                  "refs/heads/main deleted", "worktrees/mine/gitdir changed", "hooks/post-checkout added",
-                 "refs/heads/feature moved", "hooks/pre-commit.sample changed"):
+                 "refs/heads/feature moved", "hooks/pre-commit.sample changed", "hooks/post-merge added"):
         assert what in first["reason"]
     assert git_dir_state(repo) == before
 
@@ -403,23 +410,31 @@ def test_no_socket_outside_the_lap_is_reachable_in_the_sandbox(tmp_path: Path):
             server.bind(str(folder / "agent.1"))
             server.listen()
             servers.append(server)
+        (folders[2] / "bin").mkdir()  # a folder on PATH beside the socket: it alone comes back
         look = (f"{PY} -c \"import glob, json, pathlib; pathlib.Path('{tmp_path}/out/socks.json').write_text("
-                "json.dumps(glob.glob('/tmp/ralphtest-*/*') + glob.glob('/var/tmp/ralphtest-*/*') + "
-                "glob.glob('/run/ralphtest-*/*')))\" && sed -i 's/\\[ \\]/[x]/' TODO.md && touch x")
+                "json.dumps(glob.glob('/tmp/ralphtest-*/agent.*') + glob.glob('/var/tmp/ralphtest-*/agent.*') + "
+                "glob.glob('/run/ralphtest-*/agent.*') + glob.glob('/run/ralphtest-*/bin')))\" && "
+                "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x")
         (tmp_path / "out").mkdir()
         config = {"goal": "g", "agent": {"kind": "command", "command": look}, "checks": ["true"],
                   "sandbox": {"writable": [str(tmp_path / "out")]}}
         repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
-        result = ralph(repo, "run", "--name", "r", env={"SSH_AUTH_SOCK": str(folders[0] / "agent.1")})
+        result = ralph(repo, "run", "--name", "r", env={"SSH_AUTH_SOCK": str(folders[0] / "agent.1"),
+                                                        "PATH": f"{folders[2] / 'bin'}:{os.environ['PATH']}"})
     finally:
         for server in servers:
             server.close()
         for folder in folders:
-            for leftover in folder.iterdir() if folder.is_dir() else ():
-                leftover.unlink()
-            folder.rmdir() if folder.is_dir() else None
+            shutil.rmtree(folder, ignore_errors=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert json.loads((tmp_path / "out" / "socks.json").read_text()) == []
+    assert json.loads((tmp_path / "out" / "socks.json").read_text()) == [str(folders[2] / "bin")]
+
+
+@needs_bwrap
+def test_a_stale_ssh_auth_sock_in_home_breaks_nothing(tmp_path: Path):
+    repo, env = hostile(tmp_path, "")
+    result = ralph(repo, "run", "--name", "r", env=dict(env, SSH_AUTH_SOCK=str(Path.home() / "gone.sock")))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
@@ -482,8 +497,6 @@ def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_ch
 
 
 def test_ralph_run_re_executes_the_installed_ralph_not_a_folder_named_ralph_in_the_repository(tmp_path: Path):
-    import shutil
-
     repo, env = hostile(tmp_path, "")
     (repo / "ralph").mkdir()
     (repo / "ralph" / "__main__.py").write_text("print('HIJACKED')\n")
@@ -493,3 +506,20 @@ def test_ralph_run_re_executes_the_installed_ralph_not_a_folder_named_ralph_in_t
     result = subprocess.run([script, "run", "--name", "r"], cwd=repo, capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, **env, OPENAI_API_KEY="canary-key"))
     assert "HIJACKED" not in result.stdout and result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_a_repository_the_lap_makes_inside_the_tree_is_a_red_lap(tmp_path: Path, sandbox: str):
+    """git would commit it as a gitlink to a commit that exists nowhere, while the checks saw its
+    files: code that no commit holds (and `ralph land` would have landed without it)."""
+    agent = ("mkdir pkg && echo 'X = 1' > pkg/helper.py && git -C pkg init -q && git -C pkg add -A && "
+             "git -C pkg -c user.name=a -c user.email=a@b commit -qm own && "
+             "echo 'from pkg.helper import X' > calc.py && sed -i 's/\\[ \\]/[x]/' TODO.md")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "sandbox": sandbox,
+              "checks": [f"{PY} -c 'import calc'"], "limits": {"max_laps": 1}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "calc.py": "\n"})
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "red" and "the lap made repositories inside the tree, whose files no commit holds: pkg" \
+        in lap["reason"]
+    assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
