@@ -169,11 +169,26 @@ def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
     return found
 
 
+def new_modes(cwd: Path, old: str, new: str) -> dict[str, str]:
+    """The mode each path added or changed between two commits has in `new` (160000: a gitlink,
+    120000: a symbolic link); deleted paths are left out."""
+    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new).split("\0")
+    return {path: record.split(" ")[1] for record, path in zip(fields[::2], fields[1::2])
+            if record and not record.endswith(" D")}
+
+
 def new_gitlinks(cwd: Path, old: str, new: str) -> list[str]:
     """Paths that `new` holds as gitlinks (submodule commits) and `old` did not hold as the same."""
-    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new).split("\0")
-    return [path for record, path in zip(fields[::2], fields[1::2])
-            if record.split(" ")[1:2] == ["160000"] and record.split(" ")[-1] != "D"]
+    return [path for path, mode in new_modes(cwd, old, new).items() if mode == "160000"]
+
+
+def changes_beyond_whitespace(cwd: Path, old: str, new: str, leaving_out: list[str]) -> bool:
+    """Whether anything but whitespace and blank lines changed, outside `leaving_out`."""
+    result = run(cwd, "diff", "--quiet", "--no-renames", "-w", "--ignore-blank-lines", old, new, "--", ".",
+                 *(f":(exclude,literal){path}" for path in leaving_out), check=False)
+    if result.exit_code not in (0, 1):
+        raise GitFailed(["diff", "--quiet", old, new], result)
+    return result.exit_code == 1
 
 
 def hooks_path(cwd: Path) -> str | None:

@@ -41,11 +41,14 @@ def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], prot
     before = todo.parse(git.show_file(cwd, green, todo_name))
     after = todo.parse(git.show_file(cwd, commit, todo_name))
     ticked = todo.newly_ticked(before, after)
-    users_items = {item.text for item in todo.parse(git.show_file(cwd, base, todo_name))}
+    # Only items open when the run started grant: not one a lap added, nor one the user had
+    # already ticked (a lap could untick it, then tick it again).
+    users_items = {item.text for item in todo.parse(git.show_file(cwd, base, todo_name)) if not item.done}
     report.problems += todo_problems(before, after)
-    if ticked and not set(statuses) - {todo_name, progress_name}:
-        report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, "
-                               f"nothing changed outside {todo_name} and {progress_name}")
+    if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
+        report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
+                               f"changed outside {todo_name} and {progress_name}")
+    report.problems += _symlink_problems(cwd, green, commit, protect, [todo_name, progress_name])
     for path, status in statuses.items():
         added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES
         if added_freely or not _is_protected(cwd, green, commit, path, protect):
@@ -59,6 +62,38 @@ def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], prot
         verb = ", ".join(f"{path} ({what.get(statuses[path], 'modified')})" for path in report.protected_touched)
         report.problems.append(f"protected files changed: {verb}")
     return report
+
+
+def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], notes: list[str]) -> bool:
+    """A file added or deleted (an empty __init__.py is work), or a change that is more than
+    whitespace and blank lines, outside the TODO and PROGRESS files."""
+    elsewhere = {path: status for path, status in statuses.items() if path not in notes}
+    return any(status != "M" for status in elsewhere.values()) or (
+        bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes))
+
+
+def _symlink_problems(cwd: Path, green: str, commit: str, protect: list[str], files: list[str]) -> list[str]:
+    """A link the lap commits where a protected file, the TODO or PROGRESS should be (ralph and
+    the tools would follow it to different files), or to anything outside the repository."""
+    links = [path for path, mode in git.new_modes(cwd, green, commit).items() if mode == "120000"]
+    at_protected = [path for path in links if path in files or _is_protected(cwd, green, commit, path, protect)]
+    outside = [path for path in links if path not in at_protected and _leaves_repository(path, git.show_file(
+        cwd, commit, path) or "")]
+    problems = [f"symbolic links where protected files belong: {', '.join(at_protected[:5])}"] if at_protected else []
+    if outside:
+        problems.append(f"symbolic links to outside the repository: {', '.join(outside[:5])}")
+    return problems
+
+
+def _leaves_repository(path: str, target: str) -> bool:
+    if target.startswith("/"):
+        return True
+    depth = len(Path(path).parts) - 1  # folders above the link, inside the repository
+    for part in Path(target).parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return True
+    return False
 
 
 def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:

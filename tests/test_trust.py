@@ -192,3 +192,46 @@ def test_show_tells_the_reason_and_the_numbers(tmp_path: Path):
     assert "skipped tests rose 0 → 1" in shown
     assert "passing tests 1 → 1" in shown
     assert "protected   tests/test_calc.py" in shown
+
+
+def test_an_item_the_user_had_already_ticked_grants_nothing_when_ticked_again(tmp_path: Path):
+    todo = "# TODO\n- [x] Remove test_add from tests/test_calc.py\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n"
+    body = ('if lap == 1:\n'
+            '    edit("TODO.md", "- [x] Remove test_add", "- [ ] Remove test_add")\n'
+            '    implement("mul", "*")\n    tick("Make test_mul pass")\n'
+            'else:\n'
+            '    edit("tests/test_calc.py", "def test_add():\\n    assert add(2, 3) == 5\\n", "")\n'
+            '    tick("Remove test_add from tests/test_calc.py")\n')
+    repo = make(tmp_path, body, todo=todo, max_laps=2)
+    ralph(repo, "run", "--name", "t")
+    first, second = laps(repo)
+    assert first["status"] == "green"
+    assert second["status"] == "red" and "protected files changed: tests/test_calc.py (modified)" in second["reason"]
+    assert second["granted"] == []
+
+
+def test_ticking_items_with_only_whitespace_changed_is_no_work(tmp_path: Path):
+    body = 'pathlib.Path("calc.py").write_text(pathlib.Path("calc.py").read_text() + "\\n\\n")\ntick("Make test_mul pass")'
+    repo = make(tmp_path, body)
+    assert ralph(repo, "run", "--name", "t").returncode == 3
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and "ticked without work: 1 item(s) ticked, nothing but whitespace" in lap["reason"]
+
+
+@pytest.mark.parametrize("link, reason", [
+    ('os.remove("pyproject.toml"); os.symlink("other.toml", "pyproject.toml")',
+     "symbolic links where protected files belong: pyproject.toml"),
+    ('pathlib.Path("done.md").write_text("- [x] Make test_mul pass\\n- [x] Make test_sub pass\\n"); '
+     'os.remove("TODO.md"); os.symlink("done.md", "TODO.md")', "symbolic links where protected files belong: TODO.md"),
+    ('os.symlink("../../../../../../etc/hostname", "data.txt")', "symbolic links to outside the repository: data.txt"),
+])
+def test_a_symbolic_link_at_a_protected_path_or_leaving_the_repository_is_red(tmp_path: Path, link: str, reason: str):
+    body = f'implement("mul", "*")\n{link}\ntick("Make test_mul pass") if pathlib.Path("TODO.md").is_file() and ' \
+           '"- [ ] Make test_mul pass" in pathlib.Path("TODO.md").read_text() else None'
+    repo = make(tmp_path, body)
+    (repo / "other.toml").write_text((repo / "pyproject.toml").read_text())
+    git(repo, "add", "other.toml")
+    git(repo, "commit", "-qm", "another config")
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and reason in lap["reason"], lap["reason"]
