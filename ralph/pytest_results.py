@@ -89,12 +89,16 @@ def _regular_file(path: Path) -> bytes:
 
 
 def _test_id(case: ElementTree.Element) -> str:
-    """`path/test_x.py::Class::test_name`, as pytest prints node ids."""
+    """`path/test_x.py::Class::test_name`, as pytest prints node ids.
+
+    `file` is where the test's code says it was written, `classname` where pytest collected it
+    (its node id): when they disagree (code compiled under another file's name, to pass for a
+    test of that file), the id is the collected one, `classname::name`, which no file's test has."""
     name, classname, file = case.get("name", "?"), case.get("classname", ""), case.get("file")
-    if not file:
+    module = (file or "").removesuffix(".py").replace("/", ".")
+    if not file or not (classname == module or classname.startswith(module + ".")):
         return f"{classname}::{name}" if classname else name
-    module = file.removesuffix(".py").replace("/", ".")
-    rest = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+    rest = classname[len(module) + 1:]
     return "::".join(part for part in (file, *rest.split("."), name) if part)
 
 

@@ -49,7 +49,8 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], granted_files
 
 def _compare_tests(before: CheckResult, now: CheckResult, granted: set[str], result: Comparison) -> None:
     old, new = before.tests, now.tests
-    now_passing = set(new.passed_ids)
+    # An id that passes in one place and fails in another (two tests claiming one id) is failing.
+    now_passing = set(new.passed_ids) - set(new.failing_ids)
     lost = [test for test in old.passed_ids if test not in now_passing]
     failing_now = set(new.failing_ids)
     broken = [test for test in lost if test in failing_now]

@@ -235,3 +235,13 @@ def test_a_symbolic_link_at_a_protected_path_or_leaving_the_repository_is_red(tm
     ralph(repo, "run", "--name", "t")
     (lap,) = laps(repo)
     assert lap["status"] == "red" and reason in lap["reason"], lap["reason"]
+
+
+def test_a_test_that_claims_another_files_id_cannot_mask_a_failing_one(tmp_path: Path):
+    fake = ('pathlib.Path("tests/test_extra.py").write_text("exec(compile(\'def test_add():\\\\n    assert True\\\\n\', '
+            '\'tests/test_calc.py\', \'exec\'))\\n")')
+    body = f'edit("calc.py", "return a + b", "return a - b")\n{fake}\nimplement("mul", "*")\ntick("Make test_mul pass")'
+    repo = make(tmp_path, body)
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and "tests that passed now fail: tests/test_calc.py::test_add" in lap["reason"]
