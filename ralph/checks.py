@@ -10,6 +10,7 @@ from ralph import proc, pytest_results
 from ralph.config import CheckSpec
 from ralph.pytest_results import TestResults
 from ralph.sandbox import Jail
+from ralph.files import remove_path
 
 TAIL_CHARS = 4000
 
@@ -42,7 +43,7 @@ def _run_one(spec: CheckSpec, index: int, worktree: Path, timeout: float, env: d
     reports, seen_as = (jail.tmp, Path("/tmp")) if jail else (log_dir, log_dir)
     for attempt in range(1, spec.retries + 2):
         report = reports / f"check-{index}.junit.xml"
-        report.unlink(missing_ok=True)
+        remove_path(report)  # whatever the last attempt left there: a file, a folder, a link
         check_env = dict(env, PYTEST_ADDOPTS=pytest_results.addopts(seen_as / report.name,
                                                                     env.get("PYTEST_ADDOPTS")))
         done = proc.run(spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log",

@@ -20,6 +20,7 @@ from ralph.sandbox import Jail
 
 NOTES_REF = "refs/notes/ralph"
 ZERO = "0" * 40
+WHOLE = 1 << 62  # "no cap": what ralph parses is never cut (a TODO.md of 17 MiB, a huge listing)
 # Durable ref and object writes: a green line must not point at a commit lost in a crash.
 DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
 
@@ -38,10 +39,12 @@ def run(cwd: Path, *args: str, input: str | None = None, timeout: float | None =
 
     `hooks` marks commands that run the repository's own code, so stray processes
     they leave are swept like any check's; give those the run's `env` (no secrets) and,
-    when laps are sandboxed, the `jail` they run in.
+    when laps are sandboxed, the `jail` they run in. Their output is for people, capped;
+    git's own output is what ralph parses, kept whole.
     """
+    cap = proc.OUTPUT_CAP if hooks else WHOLE
     result = proc.run(["git", *args], cwd, env=env or proc.clean_env(), input=input, timeout=timeout,
-                      cap=1 << 24, stderr_apart=not hooks, sweep=hooks, jail=jail)
+                      cap=cap, stderr_apart=not hooks, sweep=hooks, jail=jail)
     if check and not result.ok:
         raise GitFailed(list(args), result)
     return result
@@ -122,12 +125,12 @@ def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = No
 
 def name_status(cwd: Path, old: str, new: str) -> dict[str, str]:
     """Changed paths between two commits, each with its status letter (A, M, D, T)."""
-    fields = out(cwd, "diff", "--name-status", "--no-renames", "-z", old, new).split("\0")
+    fields = out(cwd, "diff", "--name-status", "--no-renames", "-z", old, new, "--").split("\0")
     return {path: status[0] for status, path in zip(fields[::2], fields[1::2]) if path}
 
 
 def diffstat(cwd: Path, old: str, new: str) -> str:
-    return run(cwd, "diff", "--stat=100", old, new).output.rstrip()
+    return run(cwd, "diff", "--stat=100", old, new, "--").output.rstrip()
 
 
 def is_dirty(cwd: Path) -> bool:
@@ -172,7 +175,7 @@ def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
 def new_modes(cwd: Path, old: str, new: str) -> dict[str, str]:
     """The mode each path added or changed between two commits has in `new` (160000: a gitlink,
     120000: a symbolic link); deleted paths are left out."""
-    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new).split("\0")
+    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new, "--").split("\0")
     return {path: record.split(" ")[1] for record, path in zip(fields[::2], fields[1::2])
             if record and not record.endswith(" D")}
 

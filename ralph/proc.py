@@ -180,7 +180,7 @@ def _read_and_close(stream, cap: int) -> str:
         return ""
     with stream:
         stream.seek(0)
-        return stream.read(cap).decode("utf-8", "replace")
+        return stream.read()[:cap].decode("utf-8", "replace")
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:

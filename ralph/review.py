@@ -11,7 +11,8 @@ from rich.markup import escape
 from ralph import git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
 from ralph.ledger import RunState
-from ralph.workspace import folder_for, remove_path
+from ralph.files import remove_path
+from ralph.workspace import folder_for
 
 
 def log(cwd: Path, run: str | None, as_json: bool) -> Exit:

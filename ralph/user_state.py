@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git, ui
-from ralph.workspace import folder_for, remove_path
+from ralph.files import remove_path
+from ralph.workspace import folder_for
 
 # ralph's own refs: a new one a lap made is deleted; anyone else's is left in place and named.
 RALPH_REFS = ("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")

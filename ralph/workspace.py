@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph import crashpoint, git, proc
+from ralph.files import remove_path
 from ralph.errors import RalphError
 from ralph.sandbox import Jail
 
@@ -251,31 +252,6 @@ class Workspace:
         private_home = () if home else (scratch / "home",)
         return Jail((self.tree, self.lap_git, *private_home, *writable), scratch / "tmp", home or scratch / "home",
                     network=network, chdir=self.tree, keep=keep, hide=hide)
-
-
-def remove_path(path: Path) -> None:
-    """Delete a file or folder ralph made, never following a link: a link is removed, not its target."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(info.st_mode):
-        # rmtree removes links inside a folder, never what they point at. A folder left read-only
-        # (Go's module cache, a lap's chmod -R a-w) is made writable, never a link's target.
-        shutil.rmtree(path, onerror=_writable_and_again)
-    else:
-        os.unlink(path)
-
-
-def _writable_and_again(function, path: str, _error) -> None:
-    parent = os.path.dirname(path)
-    if not os.path.islink(parent):
-        os.chmod(parent, stat.S_IRWXU)
-    if function is os.rmdir or function is os.unlink:
-        function(path)
-    elif function is os.scandir or function is os.open:  # a folder it could not list
-        os.chmod(path, stat.S_IRWXU)
-        shutil.rmtree(path, onerror=_writable_and_again)
 
 
 def _identity(top: Path) -> tuple[str, str]:

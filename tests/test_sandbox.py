@@ -523,3 +523,13 @@ def test_a_repository_the_lap_makes_inside_the_tree_is_a_red_lap(tmp_path: Path,
     assert lap["status"] == "red" and "the lap made repositories inside the tree, whose files no commit holds: pkg" \
         in lap["reason"]
     assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
+
+
+def test_a_folder_a_check_leaves_where_its_report_goes_is_no_crash(tmp_path: Path):
+    report = "$(echo $PYTEST_ADDOPTS | sed 's/.*--junitxml=\\([^ ]*\\).*/\\1/')"
+    check = {"run": f"f={report}; mkdir -p $f/inside; test -f done || (touch done; false)", "retries": 1}
+    config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
+              "checks": [check], "sandbox": "off"}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    result = ralph(repo, "run", "--name", "r")
+    assert "internal error" not in result.stderr and result.returncode == 0, result.stdout + result.stderr

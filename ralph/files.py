@@ -1,0 +1,33 @@
+"""Deleting what ralph made, safely: never through a link, never stopped by a read-only folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+
+def remove_path(path: Path) -> None:
+    """Delete a file or folder ralph made, never following a link: a link is removed, not its target."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        # rmtree removes links inside a folder, never what they point at. A folder left read-only
+        # (Go's module cache, a lap's chmod -R a-w) is made writable, never a link's target.
+        shutil.rmtree(path, onerror=_writable_and_again)
+    else:
+        os.unlink(path)
+
+
+def _writable_and_again(function, path: str, _error) -> None:
+    parent = os.path.dirname(path)
+    if not os.path.islink(parent):
+        os.chmod(parent, stat.S_IRWXU)
+    if function is os.rmdir or function is os.unlink:
+        function(path)
+    elif function is os.scandir or function is os.open:  # a folder it could not list
+        os.chmod(path, stat.S_IRWXU)
+        shutil.rmtree(path, onerror=_writable_and_again)
