@@ -1,6 +1,7 @@
 """Where a lap's code runs: inside bubblewrap, which makes the user's repository unreachable.
 
-Everything on the machine stays readable; what is writable is exactly the lap's work
+Everything on the machine stays readable but /tmp, /var/tmp and /run, where sockets live
+(only what the lap needs is bound back there); what is writable is exactly the lap's work
 tree, its own git dir, a private /tmp and HOME, and what the user lists. A private PID
 namespace hides every process outside it (ralph's /proc included) and takes every
 process inside it down when its first one ends or when ralph dies. Capabilities are
