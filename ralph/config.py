@@ -97,7 +97,7 @@ DEFAULT_PROTECT = [
     "tests/**", "test/**", "test_*.py", "*_test.py", "conftest.py", "pytest.ini", "tox.ini", "noxfile.py",
     "pyproject.toml#tool.pytest", "setup.cfg#tool:pytest", "ralph.yaml", ".github/**", ".gitlab-ci.yml",
     ".circleci/**", ".ci/**", ".pre-commit-config.yaml", ".githooks/**", ".husky/**",
-    ".gitattributes",
+    ".gitattributes", ".gitmodules",
 ]
 
 

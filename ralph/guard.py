@@ -28,9 +28,10 @@ class GuardReport:
 
 
 # .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
-# a test file's included, without changing its blob.
+# a test file's included, without changing its blob. .gitmodules: a submodule is code from
+# elsewhere that the checks then run.
 CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml",
-                          "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes"})
+                          "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes", ".gitmodules"})
 
 
 def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], protect: list[str],

@@ -1,11 +1,19 @@
-"""TODO.md: a markdown checklist (`- [ ]` open, `- [x]` done)."""
+"""TODO.md: a markdown checklist (`- [ ]` open, `- [x]` done), read as markdown.
+
+markdown-it-py (rich's own markdown parser) finds the list items, so a `- [ ]` inside a code
+block is not an item (a run could never be done), an ordered `1. [ ]` is, and an item wrapped
+over several lines keeps all of its text.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-_ITEM = re.compile(r"^\s*[-*+]\s+\[( |x|X)\]\s+(?P<text>.*\S)\s*$")
+from markdown_it import MarkdownIt
+
+_MARKDOWN = MarkdownIt("commonmark")
+_BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -15,12 +23,14 @@ class Item:
 
 
 def parse(text: str | None) -> list[Item]:
-    """Every checkbox item, in order; lines that are not items are ignored."""
+    """Every checkbox item, in order: a list item whose first paragraph starts with a box."""
+    tokens = _MARKDOWN.parse(text or "")
     items = []
-    for line in (text or "").splitlines():
-        match = _ITEM.match(line)
-        if match:
-            items.append(Item(" ".join(match["text"].split()), match[1] != " "))
+    for at, token in enumerate(tokens[:-2]):
+        if token.type == "list_item_open" and tokens[at + 1].type == "paragraph_open":
+            match = _BOX.match(tokens[at + 2].content)
+            if match:
+                items.append(Item(" ".join(match["text"].split()), match[1] != " "))
     return items
 
 

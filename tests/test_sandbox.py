@@ -464,7 +464,8 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
     path = str(victim) if path == "ABSOLUTE" else path
     agent = (f"printf '[submodule \"x\"]\\n\\tpath = {path}\\n\\turl = /nonexistent\\n' > .gitmodules && "
              "sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "sandbox": "off"}
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "sandbox": "off",
+              "protect": []}  # (adding a .gitmodules needs a grant otherwise)
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -475,7 +476,8 @@ def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_pa
     agent = ("if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x commit -q --allow-empty -m own && "
              "printf '[submodule \"x\"]\\n\\tpath = vendor/x\\n\\turl = /nonexistent\\n' > .gitmodules; "
              "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 in it\\n'")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"]}
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"],
+              "protect": []}  # (adding a .gitmodules needs a grant otherwise)
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -533,3 +535,18 @@ def test_a_folder_a_check_leaves_where_its_report_goes_is_no_crash(tmp_path: Pat
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert "internal error" not in result.stderr and result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("item, status", [("Use the library", "red"), ("Add the library as a submodule (.gitmodules)",
+                                                                         "green")])
+def test_adding_a_submodule_needs_an_item_that_names_gitmodules(tmp_path: Path, item: str, status: str):
+    library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
+    agent = (f"git -c protocol.file.allow=always submodule add -q {library} vendor/lib && "
+             "sed -i 's/\\[ \\]/[x]/' TODO.md")
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "limits": {"max_laps": 1}}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": f"- [ ] {item}\n"})
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == status, lap["reason"]
+    if status == "red":
+        assert "protected files changed: .gitmodules (added)" in lap["reason"]
