@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import pathspec
+
 from ralph import git, todo
 
 
@@ -115,12 +117,14 @@ def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
 
 
 def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[str]) -> bool:
+    """Whole-file patterns are read together, in order (so `!` excludes); a `file#table` one
+    protects that table of the files it matches."""
+    if matches([pattern for pattern in protect if "#" not in pattern], path):
+        return True
     for pattern in protect:
         file_pattern, _, table = pattern.partition("#")
-        if not _glob(file_pattern).match(path):
+        if not table or not matches([file_pattern], path):
             continue
-        if not table:
-            return True
         if _table(git.show_file(cwd, green, path), path, table) != _table(git.show_file(cwd, commit, path),
                                                                             path, table):
             return True
@@ -153,21 +157,16 @@ def _names(item: str, path: str) -> bool:
     return path in words or path.rsplit("/", 1)[-1] in words
 
 
+def spec_of(patterns: list[str]) -> pathspec.GitIgnoreSpec:
+    """Patterns as git users mean them (.gitignore rules: `tests/`, `/conftest.py`, `[ab]`, `!`),
+    by pathspec rather than by a matcher of our own."""
+    return _spec(tuple(patterns))
+
+
 @lru_cache(maxsize=256)
-def _glob(pattern: str) -> re.Pattern:
-    """gitignore-like: a pattern without '/' matches the file name in any folder; '**' spans folders."""
-    anywhere = "/" not in pattern.rstrip("/")
-    regex = ""
-    index = 0
-    while index < len(pattern):
-        if pattern.startswith("**/", index):
-            regex, index = regex + "(?:.*/)?", index + 3
-        elif pattern.startswith("**", index):
-            regex, index = regex + ".*", index + 2
-        elif pattern[index] == "*":
-            regex, index = regex + "[^/]*", index + 1
-        elif pattern[index] == "?":
-            regex, index = regex + "[^/]", index + 1
-        else:
-            regex, index = regex + re.escape(pattern[index]), index + 1
-    return re.compile(("(?:.*/)?" if anywhere else "") + regex + r"\Z")
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def matches(patterns: list[str], path: str) -> bool:
+    return spec_of(patterns).match_file(path)

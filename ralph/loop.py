@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 
 from ralph import config as config_module
-from ralph import git, ledger, proc, sandbox, todo, ui, user_state
+from ralph import git, guard, ledger, proc, sandbox, todo, ui, user_state
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
 from ralph.lap import RunContext, now_iso, run_lap
@@ -150,6 +150,7 @@ def _start(ctx: RunContext) -> RunState:
     ui.say(f"run [bold]{ctx.run}[/]: baseline checks on {base[:10]}")
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
+    _warn_unmatched_patterns(ctx, base)
     ctx.prepare(base)
     baseline = ctx.check(log_dir)
     ui.baseline(baseline)
@@ -160,6 +161,16 @@ def _start(ctx: RunContext) -> RunState:
                        config=ctx.config.model_dump(mode="json", by_alias=True), baseline=baseline)
     ledger.save_record(ctx.top, record)
     return RunState(ctx.run, record, base)
+
+
+def _warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
+    """A `protect` pattern of the user's that matches no file protects nothing: say so once."""
+    own = [pattern for pattern in ctx.config.protect
+           if pattern not in config_module.DEFAULT_PROTECT and not pattern.startswith("!")]
+    files = git.out(ctx.top, "ls-tree", "-r", "-z", "--name-only", base).split("\0") if own else []
+    for pattern in own:
+        if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
+            ui.warn(f"protect: '{pattern}' matches no file at the run's start")
 
 
 def _refuse_broken_checks(baseline: list) -> None:
