@@ -123,10 +123,16 @@ def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = No
     return result.output if result.ok else None
 
 
-def name_status(cwd: Path, old: str, new: str) -> dict[str, str]:
-    """Changed paths between two commits, each with its status letter (A, M, D, T)."""
-    fields = out(cwd, "diff", "--name-status", "--no-renames", "-z", old, new, "--").split("\0")
-    return {path: status[0] for status, path in zip(fields[::2], fields[1::2]) if path}
+def changes(cwd: Path, old: str, new: str) -> dict[str, tuple[str, str]]:
+    """Changed paths between two commits: {path: (status letter A/M/D/T, mode in `new`)}, the
+    mode telling links (120000) and gitlinks (160000) apart; a deleted path's mode is 000000."""
+    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new, "--").split("\0")
+    found = {}
+    for record, path in zip(fields[::2], fields[1::2]):
+        parts = record.split(" ")  # ":old-mode new-mode old-sha new-sha status"
+        if path and len(parts) == 5:
+            found[path] = (parts[4][0], parts[1])
+    return found
 
 
 def diffstat(cwd: Path, old: str, new: str) -> str:
@@ -170,19 +176,6 @@ def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
         key, _, path = entry.partition("\n")
         found[path] = key.removeprefix("submodule.").removesuffix(".path")
     return found
-
-
-def new_modes(cwd: Path, old: str, new: str) -> dict[str, str]:
-    """The mode each path added or changed between two commits has in `new` (160000: a gitlink,
-    120000: a symbolic link); deleted paths are left out."""
-    fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new, "--").split("\0")
-    return {path: record.split(" ")[1] for record, path in zip(fields[::2], fields[1::2])
-            if record and not record.endswith(" D")}
-
-
-def new_gitlinks(cwd: Path, old: str, new: str) -> list[str]:
-    """Paths that `new` holds as gitlinks (submodule commits) and `old` did not hold as the same."""
-    return [path for path, mode in new_modes(cwd, old, new).items() if mode == "160000"]
 
 
 def changes_beyond_whitespace(cwd: Path, old: str, new: str, leaving_out: list[str]) -> bool:

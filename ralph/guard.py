@@ -36,10 +36,11 @@ CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "
                           "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes", ".gitmodules"})
 
 
-def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], protect: list[str],
+def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]], protect: list[str],
               todo_name: str, progress_name: str, base: str) -> GuardReport:
-    """Everything a lap did between the last green commit and its own commit (`statuses`:
-    the changed paths, as git.name_status gives them) that it may not."""
+    """Everything a lap did between the last green commit and its own commit (`changes`:
+    the changed paths, as git.changes gives them) that it may not."""
+    statuses = {path: status for path, (status, _) in changes.items()}
     report = GuardReport()
     before = todo.parse(git.show_file(cwd, green, todo_name))
     after = todo.parse(git.show_file(cwd, commit, todo_name))
@@ -51,7 +52,8 @@ def check_lap(cwd: Path, green: str, commit: str, statuses: dict[str, str], prot
     if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
         report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
                                f"changed outside {todo_name} and {progress_name}")
-    report.problems += _symlink_problems(cwd, green, commit, protect, [todo_name, progress_name])
+    links = [path for path, (_, mode) in changes.items() if mode == "120000"]
+    report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
     for path, status in statuses.items():
         added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES
         if added_freely or not _is_protected(cwd, green, commit, path, protect):
@@ -75,10 +77,10 @@ def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], note
         bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes))
 
 
-def _symlink_problems(cwd: Path, green: str, commit: str, protect: list[str], files: list[str]) -> list[str]:
+def _symlink_problems(cwd: Path, green: str, commit: str, links: list[str], protect: list[str],
+                      files: list[str]) -> list[str]:
     """A link the lap commits where a protected file, the TODO or PROGRESS should be (ralph and
     the tools would follow it to different files), or to anything outside the repository."""
-    links = [path for path, mode in git.new_modes(cwd, green, commit).items() if mode == "120000"]
     at_protected = [path for path in links if path in files or _is_protected(cwd, green, commit, path, protect)]
     outside = [path for path in links if path not in at_protected and _leaves_repository(path, git.show_file(
         cwd, commit, path) or "")]

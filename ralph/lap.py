@@ -98,7 +98,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         crashpoint.reached("agent")
         agent = ctx.agent.run_lap(task)
     with watching_the_repository(ctx, number) as tampered_later:
-        commit, ticked, counts, refusal = _commit(ctx, state, number, agent)
+        commit, ticked, counts, refusal = _commit(ctx, state, number, agent, todo.parse(todo_before))
         crashpoint.reached("commit")
         judged = _judge_lap(ctx, state, log_dir, commit, agent, refusal)
     tampered += tampered_later
@@ -209,8 +209,8 @@ class Judged:
 
 def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
                agent: AgentResult, refusal: tuple[str, str] | None) -> Judged:
-    statuses = git.name_status(ctx.top, state.green, commit)
-    changed = len(statuses)
+    changes = git.changes(ctx.top, state.green, commit)
+    changed = len(changes)
     if agent.outcome == "error":
         return Judged("error", f"agent error: {_first_line(agent.detail)}", agent.detail, files_changed=changed)
     if agent.outcome != "ok":
@@ -222,13 +222,14 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
     # A repository the lap made inside the tree is committed as a gitlink to a commit that exists
     # nowhere; its files would reach the checks but not the commit (a declared submodule is
     # checked out anew from its gitlink instead).
-    nested = set(git.new_gitlinks(ctx.top, state.green, commit)) - set(git.submodule_paths(ctx.top, commit))
+    gitlinks = {path for path, (_, mode) in changes.items() if mode == "160000"}
+    nested = gitlinks - set(git.submodule_paths(ctx.top, commit)) if gitlinks else set()
     if nested:
         return Judged("red", f"the lap made repositories inside the tree, whose files no commit holds: "
                              f"{', '.join(sorted(nested)[:5])} — commit their files in the repository itself",
                       files_changed=changed)
     files = ctx.config.files
-    report = guard_module.check_lap(ctx.top, state.green, commit, statuses, ctx.config.protect, files.todo,
+    report = guard_module.check_lap(ctx.top, state.green, commit, changes, ctx.config.protect, files.todo,
                                     files.progress, state.record.base)
     # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
     # index, which no lap writes), nothing untracked, and with strict nothing ignored either.
@@ -271,10 +272,10 @@ def _without_passed_ids(check: CheckResult) -> CheckResult:
     return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": []})})
 
 
-def _commit(ctx: RunContext, state: RunState, number: int,
-            agent: AgentResult) -> tuple[str, list[str], todo.Counts, tuple[str, str] | None]:
-    """Commit every file the agent left; returns the commit, the items it ticked, the TODO's
-    counts and, if the commit was refused, why.
+def _commit(ctx: RunContext, state: RunState, number: int, agent: AgentResult,
+            items_before: list[todo.Item]) -> tuple[str, list[str], todo.Counts, tuple[str, str] | None]:
+    """Commit every file the agent left; returns the commit, the items it ticked (of
+    `items_before`, the last green TODO), the TODO's counts and, if the commit was refused, why.
 
     The repository's hooks run on the lap's changes in the lap's own git dir (sandboxed, when
     laps are); the lap commit itself is ralph's, made from the files the hooks left. A refused
@@ -285,20 +286,19 @@ def _commit(ctx: RunContext, state: RunState, number: int,
     model = ctx.config.agent.model if agent.kind == "openai" else None
     refusal = None
     if ctx.config.commit.verify:  # the hooks see the message the commit will have
-        ticked, _ = _ticked(ctx, state.green, workspace.stage(state.green, timeout)[0])
+        ticked, _ = _ticked(ctx, items_before, workspace.stage(state.green, timeout)[0])
         refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run, number, ticked, agent, model))
     tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
-    ticked, counts = _ticked(ctx, state.green, tree)
+    ticked, counts = _ticked(ctx, items_before, tree)
     commit = workspace.commit_tree(tree, state.green, commit_message(ctx.run, number, ticked, agent, model))
     return commit, ticked, counts, refusal
 
 
-def _ticked(ctx: RunContext, green: str, tree: str) -> tuple[list[str], todo.Counts]:
-    name = ctx.config.files.todo
-    after = todo.parse(git.show_file(ctx.top, tree, name))
-    return todo.newly_ticked(todo.parse(git.show_file(ctx.top, green, name)), after), todo.count(after)
+def _ticked(ctx: RunContext, before: list[todo.Item], tree: str) -> tuple[list[str], todo.Counts]:
+    after = todo.parse(git.show_file(ctx.top, tree, ctx.config.files.todo))
+    return todo.newly_ticked(before, after), todo.count(after)
 
 
 def _run_commit_hooks(ctx: RunContext, head: str, message: str) -> tuple[str, str] | None:

@@ -157,7 +157,7 @@ def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
     """What git would do silently: overwrite an ignored file, or land changes to the hooks that
     then run on the user's commits (core.hooksPath inside the work tree, as husky sets it)."""
     since = git.out(repo.top, "merge-base", repo.head, state.green)
-    landing = [path for path, status in git.name_status(repo.top, since, state.green).items() if status != "D"]
+    landing = [path for path, (status, _) in git.changes(repo.top, since, state.green).items() if status != "D"]
     tracked = set(git.out(repo.top, "ls-files", "--", *landing).splitlines()) if landing else set()
     clobbered = [path for path in landing if path not in tracked and os.path.lexists(repo.top / path)]
     if clobbered:
