@@ -42,10 +42,9 @@ def _run_one(spec: CheckSpec, index: int, worktree: Path, timeout: float, env: d
     # pytest writes its report where the check may write: the sandbox's /tmp, seen outside as jail.tmp
     reports, seen_as = (jail.tmp, Path("/tmp")) if jail else (log_dir, log_dir)
     for attempt in range(1, spec.retries + 2):
-        report = reports / f"check-{index}.junit.xml"
+        report = reports / f"check-{index}.pytest.jsonl"
         remove_path(report)  # whatever the last attempt left there: a file, a folder, a link
-        check_env = dict(env, PYTEST_ADDOPTS=pytest_results.addopts(seen_as / report.name,
-                                                                    env.get("PYTEST_ADDOPTS")))
+        check_env = pytest_results.check_env(env, seen_as / report.name)
         done = proc.run(spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log",
                         jail=jail)
         if done.ok:
@@ -55,7 +54,7 @@ def _run_one(spec: CheckSpec, index: int, worktree: Path, timeout: float, env: d
         tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
     return CheckResult(command=spec.run, exit_code=done.exit_code, duration_s=round(done.duration, 3),
                        timed_out=done.timed_out, output_tail=tail, attempts=attempt,
-                       flaky=done.ok and attempt > 1, tests=pytest_results.read(report, done.output))
+                       flaky=done.ok and attempt > 1, tests=pytest_results.read(report))
 
 
 def all_pass(results: list[CheckResult]) -> bool:

@@ -94,7 +94,8 @@ class CheckSpec(Section):
 # What a lap may add to but not modify or delete: the tests, their configuration, CI and
 # ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
 DEFAULT_PROTECT = [
-    "tests/**", "test/**", "test_*.py", "*_test.py", "conftest.py", "pytest.ini", "tox.ini", "noxfile.py",
+    "tests/**", "test/**", "test_*.py", "*_test.py", "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml",
+    ".pytest.toml", "tox.ini", "noxfile.py",
     "pyproject.toml#tool.pytest", "setup.cfg#tool:pytest", "ralph.yaml", ".github/**", ".gitlab-ci.yml",
     ".circleci/**", ".ci/**", ".pre-commit-config.yaml", ".githooks/**", ".husky/**",
     ".gitattributes", ".gitmodules",

@@ -123,6 +123,11 @@ def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = No
     return result.output if result.ok else None
 
 
+def files_at(cwd: Path, commit: str) -> list[str]:
+    """Every path a commit holds (submodules as one path each)."""
+    return [path for path in out(cwd, "ls-tree", "-r", "-z", "--name-only", commit, "--").split("\0") if path]
+
+
 def changes(cwd: Path, old: str, new: str) -> dict[str, tuple[str, str]]:
     """Changed paths between two commits: {path: (status letter A/M/D/T, mode in `new`)}, the
     mode telling links (120000) and gitlinks (160000) apart; a deleted path's mode is 000000."""

@@ -4,8 +4,10 @@ Protected paths: a lap may add files there but not modify or delete existing one
 unless an item it ticks names the file (its path or its file name) and that item was
 already in the TODO when the run started (the user's word, not a lap's), or the user
 set `protect: []`. Adding a test-configuration file (conftest.py, pytest.ini, …) where
-a pattern protects it counts as a change too: a new one can deselect or skip tests. `file#table` entries protect one table of a TOML file (pyproject.toml)
-or one section of an INI file (setup.cfg), so the rest of the file stays editable.
+a pattern protects it counts as a change too: a new one can deselect or skip tests.
+`file#table` entries protect one table of a TOML file (pyproject.toml) or one section of an
+INI file (setup.cfg), so the rest of the file stays editable. Whatever `protect` says, a new
+module may not shadow what the checks import (ralph/shadowing.py), unless an item names it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pathspec
 
-from ralph import git, todo
+from ralph import git, shadowing, todo
 
 
 @dataclass
@@ -27,13 +29,18 @@ class GuardReport:
     problems: list[str] = field(default_factory=list)
     protected_touched: list[str] = field(default_factory=list)  # modified or deleted, not granted
     granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
+    grants: list[str] = field(default_factory=list)  # the ticked items that may grant: the user's
+
+    def allows(self, name: str) -> bool:
+        """Does an item this lap ticked, open since the run started, name this file?"""
+        return bool(name) and any(_names(item, name) for item in self.grants)
 
 
 # .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
 # a test file's included, without changing its blob. .gitmodules: a submodule is code from
 # elsewhere that the checks then run.
-CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "pyproject.toml",
-                          "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes", ".gitmodules"})
+CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                          "setup.cfg", "noxfile.py", "pyproject.toml", "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes", ".gitmodules"})
 
 
 def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]], protect: list[str],
@@ -48,17 +55,19 @@ def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, 
     # Only items open when the run started grant: not one a lap added, nor one the user had
     # already ticked (a lap could untick it, then tick it again).
     users_items = {item.text for item in todo.parse(git.show_file(cwd, base, todo_name)) if not item.done}
+    report.grants = [item for item in ticked if item in users_items]
     report.problems += todo_problems(before, after)
     if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
         report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
                                f"changed outside {todo_name} and {progress_name}")
+    report.problems += _shadowing_problems(cwd, green, commit, statuses, report)
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
     for path, status in statuses.items():
         added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES
         if added_freely or not _is_protected(cwd, green, commit, path, protect):
             continue
-        if any(_names(item, path) for item in ticked if item in users_items):
+        if report.allows(path):
             report.granted.append(path)
         else:
             report.protected_touched.append(path)
@@ -75,6 +84,16 @@ def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], note
     elsewhere = {path: status for path, status in statuses.items() if path not in notes}
     return any(status != "M" for status in elsewhere.values()) or (
         bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes))
+
+
+def _shadowing_problems(cwd: Path, green: str, commit: str, statuses: dict[str, str],
+                        report: GuardReport) -> list[str]:
+    added = [path for path, status in statuses.items() if status == "A" and not report.allows(path)
+             and path.endswith((".py", ".so", ".pyd", ".pth"))]
+    if not added:
+        return []
+    found = shadowing.shadowing(added, git.files_at(cwd, green), git.files_at(cwd, commit))
+    return [f"new modules shadow what the checks import: {', '.join(found[:5])}"] if found else []
 
 
 def _symlink_problems(cwd: Path, green: str, commit: str, links: list[str], protect: list[str],

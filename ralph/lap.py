@@ -239,7 +239,7 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
         return Judged("red", "the lap's submodules cannot be checked out", str(failed), files_changed=changed)
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
-    comparison = ratchet.compare(state.green_checks(), checks, set(report.granted))
+    comparison = ratchet.compare(state.green_checks(), checks, report.allows)
     problems = report.problems + comparison.problems
     if problems and removed and ctx.config.strict:
         problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
@@ -253,7 +253,7 @@ def _green_reason(checks: list[CheckResult]) -> str:
 
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
-    comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), set())
+    comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), lambda name: False)
     return "; ".join(comparison.problems) + "\n" + comparison.failing_output if comparison.problems else None
 
 
@@ -266,10 +266,11 @@ def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> Te
 
 
 def _without_passed_ids(check: CheckResult) -> CheckResult:
-    """Red laps are never a ratchet baseline: their notes need counts, not every passing test's id."""
+    """Red laps are never a ratchet baseline: their notes need counts, not every passing test's
+    id nor pytest's set-up."""
     if check.tests is None:
         return check
-    return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": []})})
+    return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": [], "setup": None})})
 
 
 def _commit(ctx: RunContext, state: RunState, number: int, agent: AgentResult,

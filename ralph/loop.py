@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 
 from ralph import config as config_module
-from ralph import git, guard, ledger, proc, sandbox, todo, ui, user_state
+from ralph import git, guard, ledger, proc, pytest_results, sandbox, todo, ui, user_state
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
 from ralph.lap import RunContext, now_iso, run_lap
@@ -167,7 +167,7 @@ def _warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
     """A `protect` pattern of the user's that matches no file protects nothing: say so once."""
     own = [pattern for pattern in ctx.config.protect
            if pattern not in config_module.DEFAULT_PROTECT and not pattern.startswith("!")]
-    files = git.out(ctx.top, "ls-tree", "-r", "-z", "--name-only", base).split("\0") if own else []
+    files = git.files_at(ctx.top, base) if own else []
     for pattern in own:
         if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
             ui.warn(f"protect: '{pattern}' matches no file at the run's start")
@@ -180,6 +180,9 @@ def _refuse_broken_checks(baseline: list) -> None:
             what = "was not found" if check.exit_code == 127 else "is not executable"
             raise RalphError(f"the check `{check.command}` {what} (exit {check.exit_code}) on the base "
                              "commit — fix the command in ralph.yaml")
+        if pytest_results.plugin_missing(check.output_tail):
+            raise RalphError(f"the check `{check.command}` runs pytest without ralph's plugin on its path — "
+                             "where it sets PYTHONPATH, keep ralph's: PYTHONPATH=src:$PYTHONPATH")
 
 
 def _refuse_bad_todo(repo: git.RepoInfo, cfg: config_module.Config) -> None:

@@ -1,23 +1,24 @@
-"""Per-test outcomes of a pytest run, read from the JUnit XML report ralph asks pytest for.
+"""Per-test outcomes of a pytest session, and how it was set up, from ralph's own plugin.
 
-ralph sets PYTEST_ADDOPTS for every check, so any check that runs pytest (directly,
-through make, tox, a script) writes a report; checks that do not run pytest ignore it.
-xunit1 is asked for because its `file` attribute gives each test its path.
+ralph sets PYTEST_ADDOPTS, PYTHONPATH and RALPH_PYTEST_REPORT for every check, so any check
+that runs pytest (directly, through make, a script) loads `_ralph_pytest` (ralph/pytest_plugin)
+and writes a report; checks that do not run pytest ignore them. Test ids are pytest's node ids.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-import re
 import stat
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from pydantic import BaseModel
 
-_DESELECTED = re.compile(r"\b(\d+) deselected\b")
 REPORT_MAX_BYTES = 256 << 20  # a report is read whole or not at all
 COLLECTION = "<collection>"  # the id suffix of a module that failed to import: not a test
+PLUGIN = "_ralph_pytest"
+PLUGIN_DIR = Path(__file__).parent / "pytest_plugin"
 
 
 class TestCounts(BaseModel):
@@ -31,50 +32,114 @@ class TestCounts(BaseModel):
     deselected: int = 0
 
 
+class PytestSetup(BaseModel):
+    """What decides how pytest judges: its configuration file and values, and the plugins it
+    registered (by file or class, each with a digest of its code and hooks)."""
+
+    config: str | None = None
+    values: dict[str, str] = {}
+    plugins: dict[str, str] = {}
+
+
 class TestResults(BaseModel):
     __test__ = False
 
     counts: TestCounts
     passed_ids: list[str] = []  # sorted; kept in the note only where the ratchet needs it
     failing_ids: list[str] = []
+    setup: PytestSetup | None = None  # None: an older note's, or a session that died before its end
 
 
-def addopts(report: Path, existing: str | None) -> str:
-    """PYTEST_ADDOPTS asking for a report at `report`, keeping whatever the user set."""
-    ours = f"--junitxml={report} -o junit_family=xunit1"
-    return f"{existing} {ours}" if existing else ours
+def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
+    """The variables that make pytest load ralph's plugin and report to `report`, keeping the
+    user's own PYTEST_ADDOPTS and PYTHONPATH."""
+    def joined(name: str, ours: str, separator: str) -> str:
+        return f"{ours}{separator}{env[name]}" if env.get(name) else ours
+    return dict(env, RALPH_PYTEST_REPORT=str(report), PYTEST_ADDOPTS=joined("PYTEST_ADDOPTS", f"-p {PLUGIN}", " "),
+                PYTHONPATH=joined("PYTHONPATH", str(PLUGIN_DIR), os.pathsep))
 
 
-def read(report: Path, output: str) -> TestResults | None:
+def plugin_missing(output: str) -> bool:
+    """Did pytest fail to import ralph's plugin (a check that sets PYTHONPATH over ralph's)?"""
+    return f"No module named '{PLUGIN}'" in output
+
+
+def read(report: Path) -> TestResults | None:
     """The outcomes in `report`, None when pytest did not run (or wrote nothing readable)."""
     try:
-        root = ElementTree.fromstring(_regular_file(report))
-    except (OSError, ValueError, ElementTree.ParseError):
+        lines = [_line(text) for text in _regular_file(report).splitlines()]
+    except (OSError, ValueError):
         return None
-    counts = TestCounts()
-    passed, failing = [], []
-    for case in root.iter("testcase"):
-        test_id = _test_id(case)
-        kinds = {child.tag: child for child in case}
-        if "failure" in kinds:
+    phases: dict[str, dict[str, tuple[str, bool]]] = {}
+    collect_errors, deselected, setups = set(), set(), []
+    for line in lines:
+        if isinstance(line.get("test"), str):
+            phases.setdefault(line["test"], {})[str(line.get("when"))] = (str(line.get("outcome")),
+                                                                          bool(line.get("xfail")))
+        elif isinstance(line.get("collect_error"), str):
+            collect_errors.add(f"{line['collect_error']}::{COLLECTION}")
+        elif isinstance(line.get("deselected"), str):
+            deselected.add(line["deselected"])
+        elif isinstance(line.get("setup"), dict):
+            setups.append(line["setup"])
+    if not (phases or collect_errors or setups):
+        return None
+    return _fold(phases, collect_errors, len(deselected), setups)
+
+
+def _fold(phases: dict[str, dict[str, tuple[str, bool]]], collect_errors: set[str], deselected: int,
+          setups: list[dict]) -> TestResults:
+    """One outcome per test from its phases: a failure in any phase fails it (in setup or
+    teardown, an error); a skip is an xfail when pytest says the test was expected to fail."""
+    counts = TestCounts(errors=len(collect_errors), deselected=deselected)
+    passed, failing = [], list(collect_errors)
+    for test, by_phase in phases.items():
+        outcomes = {phase: outcome for phase, (outcome, _) in by_phase.items()}
+        xfail = any(flag for _, flag in by_phase.values())
+        if outcomes.get("call") == "failed":
             counts.failed += 1
-            failing.append(test_id)
-        elif "error" in kinds:
+            failing.append(test)
+        elif "failed" in outcomes.values():
             counts.errors += 1
-            if kinds["error"].get("message") == "collection failure":
-                test_id = f"{case.get('file') or test_id}::{COLLECTION}"
-            failing.append(test_id)
-        elif "skipped" in kinds:
-            if kinds["skipped"].get("type") == "pytest.xfail":
-                counts.xfailed += 1
-            else:
-                counts.skipped += 1
-        else:
+            failing.append(test)
+        elif "skipped" in outcomes.values():
+            counts.xfailed += xfail
+            counts.skipped += not xfail
+        elif outcomes.get("call") == "passed":
             counts.passed += 1
-            passed.append(test_id)
-    deselected = _DESELECTED.findall(output)
-    counts.deselected = int(deselected[-1]) if deselected else 0
-    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
+            passed.append(test)
+    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing),
+                       setup=_merged(setups))
+
+
+def _merged(setups: list[dict]) -> PytestSetup | None:
+    """xdist's processes each write theirs: the session's set-up is all of them together."""
+    if not setups:
+        return None
+    merged, digests = PytestSetup(), {}
+    for setup in setups:
+        config, values, plugins = setup.get("config"), setup.get("values"), setup.get("plugins")
+        merged.config = merged.config or (config if isinstance(config, str) else None)
+        merged.values.update({str(key): str(value) for key, value in (values or {}).items()}
+                             if isinstance(values, dict) else {})
+        for name, found in (plugins.items() if isinstance(plugins, dict) else ()):
+            digests.setdefault(str(name), set()).update(map(str, found if isinstance(found, list) else [found]))
+    merged.plugins = {name: _one_digest(found) for name, found in sorted(digests.items())}
+    return merged
+
+
+def _one_digest(digests: set[str]) -> str:
+    if len(digests) < 2:
+        return "".join(digests)
+    return hashlib.sha256(" ".join(sorted(digests)).encode()).hexdigest()[:16]
+
+
+def _line(text: bytes) -> dict:
+    try:
+        line = json.loads(text)
+    except ValueError:
+        return {}  # a line the lap's own code wrote there, half a line from a killed session
+    return line if isinstance(line, dict) else {}
 
 
 def _regular_file(path: Path) -> bytes:
@@ -86,20 +151,6 @@ def _regular_file(path: Path) -> bytes:
         if not stat.S_ISREG(info.st_mode) or info.st_size > REPORT_MAX_BYTES:
             raise ValueError(f"{path} is not a regular file of at most {REPORT_MAX_BYTES} bytes")
         return report.read()
-
-
-def _test_id(case: ElementTree.Element) -> str:
-    """`path/test_x.py::Class::test_name`, as pytest prints node ids.
-
-    `file` is where the test's code says it was written, `classname` where pytest collected it
-    (its node id): when they disagree (code compiled under another file's name, to pass for a
-    test of that file), the id is the collected one, `classname::name`, which no file's test has."""
-    name, classname, file = case.get("name", "?"), case.get("classname", ""), case.get("file")
-    module = (file or "").removesuffix(".py").replace("/", ".")
-    if not file or not (classname == module or classname.startswith(module + ".")):
-        return f"{classname}::{name}" if classname else name
-    rest = classname[len(module) + 1:]
-    return "::".join(part for part in (file, *rest.split("."), name) if part)
 
 
 def file_of(test_id: str) -> str:

@@ -2,15 +2,17 @@
 
 Per check (a check that exited 0 must still exit 0) and, where the check ran pytest,
 per test (every test that passed must still exist and pass; no more skipped, xfailed or
-deselected tests than before).
+deselected tests than before), and per set-up (pytest's configuration and plugins as they were,
+unless a TODO item of the user's names what changed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ralph.checks import CheckResult
-from ralph.pytest_results import COLLECTION, file_of
+from ralph.pytest_results import COLLECTION, PytestSetup, file_of
 
 SHOWN = 5  # test ids named in a reason before "and N more"
 
@@ -23,9 +25,10 @@ class Comparison:
     failing_output: str = ""
 
 
-def compare(last_green: list[CheckResult], now: list[CheckResult], granted_files: set[str]) -> Comparison:
-    """What regressed between the last green results and now; `granted_files` are test
-    files a ticked TODO item allowed to change, whose passing tests may disappear."""
+def compare(last_green: list[CheckResult], now: list[CheckResult], granted: Callable[[str], bool]) -> Comparison:
+    """What regressed between the last green results and now; `granted(name)` says whether a
+    ticked TODO item allowed a file (or plugin) to change: a test file's passing tests may then
+    disappear, a plugin or configuration file differ."""
     before_by_command = {result.command: result for result in last_green}
     result = Comparison()
     for check in now:
@@ -37,7 +40,8 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], granted_files
             what = "timed out" if check.timed_out else f"exit {check.exit_code}"
             result.problems.append(f"check regressed: `{check.command}` ({what})")
         if before.tests and check.tests:
-            _compare_tests(before, check, granted_files, result)
+            _compare_tests(before, check, granted, result)
+            result.problems += _setup_changes(before.tests.setup, check.tests.setup, granted)
         elif before.tests and before.tests.counts.passed:
             # A crashed or hung session writes no report: its passing tests are unaccounted for.
             result.problems.append(f"`{check.command}` wrote no pytest report: {before.tests.counts.passed} "
@@ -47,7 +51,8 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], granted_files
     return result
 
 
-def _compare_tests(before: CheckResult, now: CheckResult, granted: set[str], result: Comparison) -> None:
+def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str], bool],
+                   result: Comparison) -> None:
     old, new = before.tests, now.tests
     # An id that passes in one place and fails in another (two tests claiming one id) is failing.
     now_passing = set(new.passed_ids) - set(new.failing_ids)
@@ -55,10 +60,10 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: set[str], res
     failing_now = set(new.failing_ids)
     broken = [test for test in lost if test in failing_now]
     missing = [test for test in lost if test not in failing_now]
-    allowed = [test for test in missing if file_of(test) in granted]
+    allowed = [test for test in missing if granted(file_of(test))]
     missing = [test for test in missing if test not in allowed]
     vanished = [test for test in old.failing_ids if test not in now_passing and test not in failing_now
-                and file_of(test) not in granted and not test.endswith(COLLECTION)]
+                and not granted(file_of(test)) and not test.endswith(COLLECTION)]
     result.newly_failing += broken
     result.newly_passing += [test for test in new.passed_ids if test not in set(old.passed_ids)]
     if broken:
@@ -73,6 +78,30 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: set[str], res
         was, now_count = getattr(old.counts, kind), getattr(new.counts, kind)
         if now_count > was:
             result.problems.append(f"{kind} tests rose {was} → {now_count}")
+
+
+def _setup_changes(before: PytestSetup | None, now: PytestSetup | None,
+                   granted: Callable[[str], bool]) -> list[str]:
+    """A configuration file, a value in it, or a plugin (a conftest, a `pytest_plugins` module,
+    an installed one) added, removed or changed decides what pytest reports: not the lap's call."""
+    if before is None:  # a note from before set-ups were recorded: nothing to hold the lap to
+        return []
+    if now is None:
+        return ["pytest's session wrote no set-up: it did not finish, or ralph's plugin was kept out"]
+    problems = []
+    if before.config != now.config and not granted(now.config or "") and not granted(before.config or ""):
+        problems.append(f"pytest's configuration file changed: {before.config or 'none'} → {now.config or 'none'}")
+    elif before.values != now.values and not granted(now.config or ""):
+        keys = sorted(key for key in before.values.keys() | now.values.keys()
+                      if before.values.get(key) != now.values.get(key))
+        problems.append(f"pytest's configuration changed in {now.config}: {_name(keys)}")
+    plugins = sorted(name for name in before.plugins.keys() | now.plugins.keys()
+                     if before.plugins.get(name) != now.plugins.get(name) and not granted(name))
+    if plugins:
+        what = {name: "added" if name not in before.plugins else "removed" if name not in now.plugins
+                else "changed" for name in plugins}
+        problems.append("pytest plugins changed: " + _name([f"{name} ({what[name]})" for name in plugins]))
+    return problems
 
 
 def _name(tests: list[str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,15 @@ def test_a_check_that_does_not_exist_is_refused_after_the_baseline(tmp_path: Pat
     assert snapshot(repo) == before
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
     assert git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_a_check_that_sets_pythonpath_over_ralphs_plugin_is_refused_with_the_fix(tmp_path: Path):
+    config = GOOD.replace('  - "true"', f'  - "PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider"')
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config, "TODO.md": "- [ ] a\n",
+                                         "test_a.py": "def test_a():\n    pass\n"})
+    line = one_line_error(ralph(repo, "run"))
+    assert "runs pytest without ralph's plugin on its path" in line and "PYTHONPATH=src:$PYTHONPATH" in line
+    assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
 
 
 def test_unknown_run_for_show_and_land(tmp_path: Path):

@@ -33,6 +33,19 @@ def test_a_path_with_spaces_and_non_ascii_characters(tmp_path: Path):
     assert snapshot(repo) == before
 
 
+def test_a_file_named_head_an_assume_unchanged_non_ascii_file_and_a_nul_in_the_todo(tmp_path: Path):
+    """Honest repositories that once crashed ralph: git names a ref HEAD, quotes non-ASCII paths
+    in listings unless asked not to, and a NUL cannot go into a commit message."""
+    agent = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', "
+             "'- [x]', 1)); pathlib.Path('HEAD').write_text('edited'); pathlib.Path('\u00fcber.txt').write_text('2')\"")
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(agent), "TODO.md": "- [ ] fix \0 it\n",
+                                         "HEAD": "a file", "\u00fcber.txt": "1"})
+    git(repo, "update-index", "--assume-unchanged", "\u00fcber.txt")
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(repo, "show", "ralph/r:HEAD") == "edited" and git(repo, "show", "ralph/r:\u00fcber.txt") == "2"
+
+
 def test_files_and_output_that_are_not_utf8(tmp_path: Path):
     agent = (f"{PY} -c \"import pathlib, sys; pathlib.Path('latin1.txt').write_bytes(b'caf\\xe9\\xff'); "
              "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]')); "

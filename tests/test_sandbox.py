@@ -382,10 +382,8 @@ def test_the_checks_run_on_what_a_checkout_of_the_commit_holds(tmp_path: Path, s
 @pytest.mark.parametrize("planted", ["mkfifo $f", "ln -s $(basename $f).real $f"])
 def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Path, planted: str):
     """The link points at a valid report of one passing test: read, it would count."""
-    report = "$(echo $PYTEST_ADDOPTS | sed 's/.*--junitxml=\\([^ ]*\\).*/\\1/')"
-    valid = ("<testsuites><testsuite><testcase classname='t' name='test_x' file='t.py'/></testsuite>"
-             "</testsuites>")
-    check = f"f={report}; rm -f $f; echo \"{valid}\" > $f.real; {planted}; true"
+    valid = '{"test": "t.py::test_x", "when": "call", "outcome": "passed"}'
+    check = f"f=$RALPH_PYTEST_REPORT; rm -f $f; echo '{valid}' > $f.real; {planted}; true"
     config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
               "checks": [check]}
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
@@ -528,8 +526,7 @@ def test_a_repository_the_lap_makes_inside_the_tree_is_a_red_lap(tmp_path: Path,
 
 
 def test_a_folder_a_check_leaves_where_its_report_goes_is_no_crash(tmp_path: Path):
-    report = "$(echo $PYTEST_ADDOPTS | sed 's/.*--junitxml=\\([^ ]*\\).*/\\1/')"
-    check = {"run": f"f={report}; mkdir -p $f/inside; test -f done || (touch done; false)", "retries": 1}
+    check = {"run": "f=$RALPH_PYTEST_REPORT; mkdir -p $f/inside; test -f done || (touch done; false)", "retries": 1}
     config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
               "checks": [check], "sandbox": "off"}
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})

@@ -85,6 +85,13 @@ def make(tmp_path: Path, body: str, *, strict: bool = False, protect=None, todo:
     return make_repo(tmp_path / "repo", files)
 
 
+def reconfigure(repo: Path, **sections) -> None:
+    """Commit ralph.yaml with these top-level keys replaced."""
+    config = json.loads((repo / "ralph.yaml").read_text())
+    (repo / "ralph.yaml").write_text(json.dumps(dict(config, **sections)))
+    git(repo, "commit", "-qam", "ralph.yaml for this test")
+
+
 def laps(repo: Path) -> list[dict]:
     return lap_notes(repo, "t")
 
@@ -245,3 +252,74 @@ def test_a_test_that_claims_another_files_id_cannot_mask_a_failing_one(tmp_path:
     ralph(repo, "run", "--name", "t")
     (lap,) = laps(repo)
     assert lap["status"] == "red" and "tests that passed now fail: tests/test_calc.py::test_add" in lap["reason"]
+
+
+# A plugin that reports every failure as a pass: what each set-up attack below tries to load.
+EVIL_PLUGIN = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+               "    report = (yield).get_result()\n    if report.failed:\n        report.outcome = 'passed'\n")
+WORKING_CALC = FILES["calc.py"].replace("raise NotImplementedError", "return 6")
+SETUP_ATTACKS = [  # (what the lap writes, a phrase its red reason must hold)
+    ({"pytest.toml": '[pytest]\npythonpath = ["."]\naddopts = ["-p", "evil"]\n', "evil.py": EVIL_PLUGIN},
+     "pytest's configuration file changed: pyproject.toml → pytest.toml"),
+    ({".pytest.ini": "[pytest]\npythonpath = .\naddopts = -p evil\n", "evil.py": EVIL_PLUGIN},
+     "pytest's configuration file changed: pyproject.toml → .pytest.ini"),
+    ({"tests/test_more.py": "pytest_plugins = ['evil']\n", "evil.py": EVIL_PLUGIN},
+     "pytest plugins changed: evil.py (added)"),
+    ({"tests/calc.py": WORKING_CALC}, "new modules shadow what the checks import: tests/calc.py (calc)"),
+    ({"pytest.py": "raise SystemExit(0)\n"}, "new modules shadow what the checks import: pytest.py (pytest)"),
+    ({"sitecustomize.py": "import os\n"}, "sitecustomize.py (sitecustomize)"),
+    ({"evil.pth": "import os\n"}, "new modules shadow what the checks import: evil.pth (.pth)"),
+]
+
+
+def test_a_lap_that_changes_how_pytest_judges_is_red(tmp_path: Path):
+    """Each lap tries one way to change pytest's configuration, plugins or imports so that the
+    failing test_mul passes; each is red, naming what it did."""
+    body = (f"ATTACKS = {[files for files, _ in SETUP_ATTACKS]!r}\n"
+            "for path, text in ATTACKS[lap - 1].items():\n"
+            "    pathlib.Path(path).write_text(text)\n"
+            'tick("Make test_mul pass")\n')
+    repo = make(tmp_path, body, max_laps=len(SETUP_ATTACKS))
+    reconfigure(repo, limits={"max_laps": len(SETUP_ATTACKS), "stagnation": len(SETUP_ATTACKS) + 1})
+    ralph(repo, "run", "--name", "t")
+    notes = laps(repo)
+    assert len(notes) == len(SETUP_ATTACKS)
+    for lap, (_, phrase) in zip(notes, SETUP_ATTACKS):
+        assert lap["status"] == "red" and phrase in lap["reason"], lap["reason"]
+    assert git(repo, "rev-parse", "ralph/t") == git(repo, "rev-parse", "refs/ralph/t/base")
+
+
+def test_a_configuration_planted_above_the_tree_is_red(tmp_path: Path):
+    """Without a configuration file of its own, pytest looks in the folders above: unsandboxed,
+    a lap can write there."""
+    body = ('pathlib.Path("../pytest.ini").write_text("[pytest]\\n")\n'
+            f'pathlib.Path("../conftest.py").write_text({EVIL_PLUGIN!r})\ntick("Make test_mul pass")\n')
+    repo = make(tmp_path, body, sandbox="off")
+    (repo / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "0"\n')
+    git(repo, "commit", "-qam", "no pytest configuration")
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and "pytest's configuration file changed: pyproject.toml → /" in lap["reason"], lap["reason"]
+
+
+def test_an_item_that_names_the_plugin_grants_it(tmp_path: Path):
+    todo = FILES["TODO.md"] + "- [ ] Add a timing plugin in timing.py, loaded by tests/test_timing.py\n"
+    body = ('pathlib.Path("timing.py").write_text("def pytest_report_header():\\n    return \'timing\'\\n")\n'
+            'pathlib.Path("tests/test_timing.py").write_text("pytest_plugins = [\'timing\']\\n")\n'
+            'tick("Add a timing plugin in timing.py, loaded by tests/test_timing.py")\n')
+    repo = make(tmp_path, body, todo=todo)
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "green", lap["reason"]
+
+
+def test_a_pytest_xdist_session_is_judged_like_a_single_one(tmp_path: Path):
+    """Its processes each load ralph's plugin and write to one report: nothing counted twice,
+    no set-up judged changed because another process wrote last."""
+    repo = make(tmp_path, HONEST, max_laps=3)
+    # (the sandbox shows this test's own /tmp/pytest-of-… read-only: xdist needs a temp root of its own)
+    reconfigure(repo, checks=[f"PYTEST_DEBUG_TEMPROOT=$(mktemp -d) {PY} -m pytest -q -p no:cacheprovider -n 2"])
+    result = ralph(repo, "run", "--name", "t")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = laps(repo)
+    assert first["tests"]["passing_after"] == 2 and second["tests"]["passing_after"] == 3

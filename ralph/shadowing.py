@@ -1,0 +1,68 @@
+"""New modules that would run before, or instead of, what the checks mean to import.
+
+Python imports the first `name.py` or `name/__init__.py` it finds along sys.path, and pytest
+puts the folder of every test module (above its packages) in front of it. So a lap that adds
+`tests/calc.py` next to `tests/test_calc.py` gets its file imported as the project's `calc`;
+`pytest.py` at the root replaces pytest under `python -m pytest`; a `.pth` file or a
+`sitecustomize.py` runs at interpreter start, before any plugin of ralph's could look.
+These are read from the commit itself, as paths: nothing here runs the lap's code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import PurePosixPath
+
+RUNNER = frozenset({"pytest", "_pytest", "pluggy", "py", "xdist", "_ralph_pytest", "sitecustomize",
+                    "usercustomize"})
+SOURCE_ROOTS = ("", "src")  # where a project's own packages live, besides the tests' folders
+
+
+def shadowing(added: list[str], files_before: list[str], files_now: list[str]) -> list[str]:
+    """`added` paths that put a module, by its top-level name, in front of pytest, the standard
+    library or a package of the project (as `files_before` had it), or a `.pth` file anywhere;
+    each as `path (name)`."""
+    found = [f"{path} (.pth)" for path in added if path.endswith(".pth")]
+    roots_now = import_roots(files_now)
+    project = {name for path in files_before if not _is_test(path)
+               for name in [module_name(path, import_roots(files_before))] if name}
+    for path in added:
+        name = module_name(path, roots_now)
+        if name and (name in RUNNER or name in sys.stdlib_module_names or name in project):
+            found.append(f"{path} ({name})")
+    return found
+
+
+def import_roots(files: list[str]) -> set[str]:
+    """The folders on the import path: the root, src/, and the folder pytest inserts for each
+    test module (the first one above it that is not a package)."""
+    packages = {str(PurePosixPath(path).parent) for path in files if path.endswith("/__init__.py")}
+    roots = set(SOURCE_ROOTS)
+    for path in files:
+        if _is_test(path):
+            folder = str(PurePosixPath(path).parent)
+            while folder in packages:
+                folder = str(PurePosixPath(folder).parent)
+            roots.add("" if folder == "." else folder)
+    return roots
+
+
+def module_name(path: str, roots: set[str]) -> str | None:
+    """The top-level name a file is imported by, when it sits directly in an import root as a
+    module (`calc.py`, an extension `calc.cpython-311-x86_64-linux-gnu.so`) or a package's
+    `__init__.py`."""
+    pure = PurePosixPath(path)
+    if pure.name == "__init__.py":
+        pure = pure.parent
+        name = pure.name
+    elif pure.suffix in (".py", ".so", ".pyd"):
+        name = pure.name.split(".")[0]
+    else:
+        return None
+    folder = str(pure.parent)
+    return name if ("" if folder == "." else folder) in roots and name.isidentifier() else None
+
+
+def _is_test(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name == "conftest.py" or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
