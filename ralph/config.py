@@ -18,13 +18,25 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class CompatConfig(Section):
+    """Where OpenAI-compatible servers truly differ (the README's table of servers says which)."""
+
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        "max_tokens", description="The name the output limit is sent under: OpenAI's reasoning models accept "
+        "only max_completion_tokens; llama.cpp, vLLM and Ollama read max_tokens.")
+
+
 class AgentConfig(Section):
     kind: Literal["command", "openai"] = Field("command", description="Which agent runs a lap.")
     command: str | None = Field(None, description="kind: command — run through the shell in the lap's work tree.")
     model: str | None = Field(None, description="kind: openai — the model name the endpoint serves.")
     base_url: str | None = Field(None, description="kind: openai — default $OPENAI_BASE_URL, else OpenAI.")
     api_key_env: str = Field("OPENAI_API_KEY", description="The NAME of the variable holding the API key.")
-    temperature: float = Field(0.2, ge=0, le=2)
+    temperature: float | None = Field(0.2, ge=0, le=2, description="null: not sent (models that take only "
+                                      "their default).")
+    max_output_tokens: PositiveInt = Field(4096, description="Tokens the model may write in one reply (sent "
+                                           "with every request, so a runaway reply ends).")
+    compat: CompatConfig = Field(default_factory=CompatConfig)
     max_turns: PositiveInt = Field(60, description="Model calls per lap.")
     request_timeout: float = Field(120, gt=0, description="Seconds per request.")
     fix_attempts: int = Field(1, ge=0, description="Times red checks are shown to the agent within a lap.")
@@ -45,6 +57,8 @@ class Limits(Section):
     check_timeout: float = Field(900, gt=0, description="Seconds for each check.")
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
     max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
+    outage_wait: float = Field(180, ge=0, description="Seconds the run waits out a model endpoint that keeps "
+                               "failing, between error laps, before it stops with exit 6.")
 
 
 class Files(Section):

@@ -4,10 +4,18 @@ It speaks the real wire format (`POST …/chat/completions`, JSON bodies, OpenAI
 error bodies and headers), so the real `openai` client, its HTTP stack and its error
 mapping all run; only the model is scripted. A script is a list of steps, or a
 callable `(request_body, call_index) -> step` for replies that depend on the request.
+
+Strict (the default), it behaves like the strictest real servers met so far (llama-cpp-python's
+server among them): a message whose content is not a string is a validation error answered
+with HTTP 500; tools sent without `tool_choice` are left out of the prompt, so the model
+answers in text; and it has one slot: a reply still being generated after the client gave
+up holds every later request until it is done. ralph's endpoint check (a request whose last
+message is PREFLIGHT) is answered by `preflight`, outside the script.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -44,6 +52,7 @@ class Hang:
 
 
 Step = Union[Reply, HttpError, Hang]
+PREFLIGHT = "ralph endpoint check: reply with the word ready."
 Script = Union[list[Step], Callable[[dict, int], Step]]
 
 
@@ -90,9 +99,12 @@ class RecordedRequest:
 class ScriptedServer:
     """Serves the script on 127.0.0.1 (a free port) from a daemon thread until closed."""
 
-    def __init__(self, script: Script):
-        self.script = script
+    def __init__(self, script: Script, *, strict: bool = True, preflight: Step | None = None):
+        self.script, self.strict = script, strict
+        self.preflight = preflight or Reply({"role": "assistant", "content": "ready"})
         self.requests: list[RecordedRequest] = []
+        self.preflights: list[RecordedRequest] = []
+        self.slot = threading.Lock()  # strict: one reply generated at a time
         self.closing = threading.Event()  # wakes hanging answers so close() never waits on them
         self._lock = threading.Lock()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
@@ -119,6 +131,10 @@ class ScriptedServer:
         self._httpd.server_close()
 
     def next_step(self, request: RecordedRequest) -> tuple[Step, int]:
+        if _is_preflight(request.body):
+            with self._lock:
+                self.preflights.append(request)
+            return self.preflight, -1
         with self._lock:
             index = len(self.requests)
             self.requests.append(request)
@@ -151,13 +167,20 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError as exc:
             return self._send(400, _error_body(f"request body is not JSON: {exc}", "invalid_request_error"))
-        step, index = self.server.scripted.next_step(RecordedRequest(self.path, dict(self.headers), body))
-        if isinstance(step, Hang):
-            if self.server.scripted.closing.wait(step.seconds) or step.then is None:
-                return None  # the connection closes unanswered
-            step = step.then
+        scripted = self.server.scripted
+        invalid = _validation_error(body) if scripted.strict else None
+        if invalid:
+            return self._send(500, _error_body(invalid, "internal_server_error"))
+        step, index = scripted.next_step(RecordedRequest(self.path, dict(self.headers), body))
+        with scripted.slot if scripted.strict else contextlib.nullcontext():
+            if isinstance(step, Hang):
+                if scripted.closing.wait(step.seconds) or step.then is None:
+                    return None  # the connection closes unanswered
+                step = step.then
         if isinstance(step, HttpError):
             return self._send(step.status, step.body or _error_body(f"scripted HTTP {step.status}"), step.headers)
+        if scripted.strict and "tools" in body and "tool_choice" not in body and step.message.get("tool_calls"):
+            step = Reply({"role": "assistant", "content": "I would call " + json.dumps(step.message["tool_calls"])})
         return self._send(200, _completion(step, body, len(raw), index))
 
     def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
@@ -193,6 +216,27 @@ def _completion(reply: Reply, request: dict, request_bytes: int, index: int) -> 
         completion["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                                "total_tokens": prompt_tokens + completion_tokens}
     return completion
+
+
+def _is_preflight(body: dict) -> bool:
+    messages = body.get("messages")
+    return isinstance(messages, list) and bool(messages) and isinstance(messages[-1], dict) and \
+        messages[-1].get("content") == PREFLIGHT
+
+
+def _validation_error(body: dict) -> str | None:
+    """What a server that validates requests with pydantic says of a message whose content is
+    not a string: long, with the useful part at its end."""
+    for index, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            got = type(message.get("content")).__name__ if isinstance(message, dict) else type(message).__name__
+            return ("Exception in ASGI application while handling POST /v1/chat/completions: "
+                    "Traceback (most recent call last): ... pydantic_core._pydantic_core.ValidationError: "
+                    "1 validation error for ChatCompletionRequestAssistantMessage (the request's messages were "
+                    "checked one by one against the chat completion request schema) "
+                    f"messages.{index}.content Input should be a valid string [type=string_type, "
+                    f"input_value=None, input_type={got}]")
+    return None
 
 
 def _error_body(message: str, kind: str = "server_error") -> dict:

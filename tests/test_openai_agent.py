@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import openai
 import pytest
 
 from conftest import make_repo
 from ralph import proc
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.openai import CUT_OFF, EMPTY_REPLY, USE_A_TOOL, OpenAIAgent
+from ralph.agents.tools import TOOL_SCHEMAS
 from ralph.config import AgentConfig
 from ralph.scripted import (Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call,
                             tool_calls)
@@ -106,6 +108,34 @@ def test_a_lap_edits_the_worktree_and_finishes(repo: Path, logs: Path) -> None:
     assert result.usage.requests == 3 and result.usage.prompt_tokens == sum(reported)
     assert not result.usage.estimated
     assert events(logs, "end")[0]["usage"]["largest_prompt_tokens"] == max(reported) == reported[-1]
+    body = server.requests[1].body
+    assert (body["tool_choice"], body["max_tokens"], body["temperature"]) == ("auto", 4096, 0.2)
+    assert sent(server, 1)[2] == {"role": "assistant", "content": "", "tool_calls": [
+        {"id": server.requests[1].body["messages"][2]["tool_calls"][0]["id"], "type": "function",
+         "function": {"name": "str_replace_based_edit_tool", "arguments": json.dumps(
+             {"command": "str_replace", "path": "calc.py", "old_str": "raise NotImplementedError",
+              "new_str": "return a * b"})}}]}
+
+
+def test_the_strict_server_refuses_what_the_strictest_real_servers_refuse() -> None:
+    """So that the agent's tests, run against it, mean something: a null content is a 500, and
+    tools without tool_choice are not offered to the model."""
+    history = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
+        call("bash", {"command": "ls"}, call_id="c1")]}, {"role": "tool", "tool_call_id": "c1", "content": "x"}]
+    with ScriptedServer([bash("ls")]) as server, openai.OpenAI(base_url=server.base_url, api_key="k",
+                                                                max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError, match="messages.1.content Input should be a valid string"):
+            client.chat.completions.create(model="m", messages=history)
+        reply = client.chat.completions.create(model="m", messages=history[:1], tools=TOOL_SCHEMAS)
+    assert reply.choices[0].message.tool_calls is None and reply.choices[0].message.content.startswith("I would")
+
+
+def test_compat_names_the_output_limit_and_a_null_temperature_is_not_sent(repo: Path) -> None:
+    with ScriptedServer([finish()]) as server:
+        run_lap(repo, server.base_url, max_output_tokens=512, temperature=None,
+                compat={"max_tokens_field": "max_completion_tokens"})
+    body = server.requests[0].body
+    assert body["max_completion_tokens"] == 512 and "max_tokens" not in body and "temperature" not in body
 
 
 def test_a_tool_call_without_an_id_gets_one(repo: Path) -> None:
@@ -242,10 +272,20 @@ def test_an_endpoint_that_is_down_ends_the_lap_with_an_error_naming_it(repo: Pat
 
 def test_a_hang_ends_at_the_request_timeout_and_is_retried(repo: Path) -> None:
     sleeps, started = Sleeps(), time.monotonic()
-    with ScriptedServer([Hang(10, then=finish("too late")), finish("second try")]) as server:
+    # (lenient: a strict server's one slot would hold the retry until the hung reply is done)
+    with ScriptedServer([Hang(10, then=finish("too late")), finish("second try")], strict=False) as server:
         result = run_lap(repo, server.base_url, sleeps=sleeps, request_timeout=1)
     assert (result.outcome, result.summary, len(sleeps)) == ("ok", "second try", 1)
     assert 1 <= time.monotonic() - started < 4
+
+
+def test_a_retry_waits_for_the_one_slot_a_hung_reply_still_holds(repo: Path) -> None:
+    script = lambda body, index: Hang(2.5, then=finish("too late")) if index == 0 else finish("after the slot freed")
+    started = time.monotonic()
+    with ScriptedServer(script) as server:
+        result = run_lap(repo, server.base_url, request_timeout=1)
+    assert (result.outcome, result.summary) == ("ok", "after the slot freed")
+    assert len(server.requests) >= 3 and time.monotonic() - started >= 2.5
 
 
 def test_an_endpoint_that_always_hangs_ends_the_lap_with_an_error(repo: Path) -> None:

@@ -199,8 +199,7 @@ class _Lap:
         do not describe, and the transcript should hold what was received."""
         timeout = max(0.1, min(self.config.request_timeout, self.deadline - time.monotonic()))
         response = self.client.chat.completions.with_raw_response.create(
-            model=self.config.model, messages=self.messages, tools=TOOL_SCHEMAS,
-            temperature=self.config.temperature, timeout=timeout)
+            **request_options(self.config), messages=self.messages, timeout=timeout)
         try:
             body = response.http_response.json()
         except ValueError:
@@ -238,6 +237,17 @@ class _Lap:
 
     def answer(self, call: ToolCall, result: str) -> None:
         self.add({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def request_options(config: AgentConfig) -> dict:
+    """What every request carries besides the messages, in the shape every mainstream server
+    accepts: tool_choice said (some servers leave the tools out of the prompt without it), an
+    output limit (a degenerate reply otherwise runs to the end of the context)."""
+    options = {"model": config.model, "tools": TOOL_SCHEMAS, "tool_choice": "auto",
+               config.compat.max_tokens_field: config.max_output_tokens}
+    if config.temperature is not None:
+        options["temperature"] = config.temperature
+    return options
 
 
 def _estimate_tokens(payload: object) -> int:

@@ -79,8 +79,9 @@ def parse_arguments(raw: object) -> tuple[dict, str | None]:
 
 
 def assistant_message(reply: Reply) -> dict:
-    """The reply as it goes back into history: arguments re-encoded, so always valid JSON."""
-    message: dict = {"role": "assistant", "content": reply.content or None}
+    """The reply as it goes back into history: arguments re-encoded, so always valid JSON, and
+    the content a string even beside tool calls (servers that validate reject null)."""
+    message: dict = {"role": "assistant", "content": reply.content}
     if reply.calls:
         message["tool_calls"] = [{"id": call.id, "type": "function", "function": {
             "name": call.name, "arguments": json.dumps(call.arguments)}} for call in reply.calls]
