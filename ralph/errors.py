@@ -22,5 +22,11 @@ class RalphError(Exception):
     exit_code = Exit.ERROR
 
 
+class EndpointUnusable(RalphError):
+    """The model endpoint failed the check made before a run starts."""
+
+    exit_code = Exit.API_ERRORS
+
+
 class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived; a BaseException so that `except Exception` cannot swallow it."""

@@ -13,11 +13,12 @@ from ralph import git, guard, ledger, proc, pytest_results, sandbox, todo, ui, u
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
 from ralph.lap import RunContext, now_iso, run_lap
-from ralph.ledger import RunRecord, RunState
+from ralph.ledger import LapRecord, RunRecord, RunState
 from ralph.workspace import Workspace, workspaces_root
 
 
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
+OUTAGE_FIRST_WAIT = 5.0  # seconds before the lap after an endpoint failure; doubles while it lasts
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,10 @@ def run(options: RunOptions) -> Exit:
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
                              extra={RUN_MARK: mark})
         sandboxed = _sandboxed(repo, cfg)
+        agent = make_agent(cfg.agent)
+        agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
         workspace = Workspace.create(repo.top, repo.common_dir, name)
-        ctx = RunContext(repo, name, cfg, run_dir, make_agent(cfg.agent), env, workspace, sandboxed)
+        ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         finally:
@@ -205,14 +208,37 @@ def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
     return state
 
 
+@dataclass
+class Outage:
+    """The run waits out a model endpoint that fails (a server restarting, a hung one) between
+    error laps, backing off, until `budget` seconds of waiting are spent."""
+
+    budget: float
+    waited: float = 0.0
+    waits: int = 0
+
+    def wait(self) -> None:
+        seconds = min(OUTAGE_FIRST_WAIT * 2 ** self.waits, self.budget - self.waited)
+        ui.say(f"the model endpoint failed; the next lap starts in {seconds:g}s "
+               f"({self.waited:g}s of limits.outage_wait {self.budget:g}s spent)")
+        time.sleep(seconds)
+        self.waited += seconds
+        self.waits += 1
+
+
 def _laps(ctx: RunContext, state: RunState) -> Exit:
     limits = ctx.config.limits
     started = time.monotonic()
+    outage = Outage(limits.outage_wait)
     while True:
-        stop = _why_stop(ctx, state, started)
+        stop = _why_stop(ctx, state, started, outage)
         if stop is not None:
             ui.stopped(stop[0], stop[1], state.flaky_checks())
             return stop[0]
+        if _endpoint_failed(state.last_record()):
+            outage.wait()
+        else:
+            outage = Outage(limits.outage_wait)
         number = state.next_lap
         ui.lap_start(number, limits.max_laps)
         record = run_lap(ctx, state, number)
@@ -222,14 +248,22 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
             state.green = record.commit
 
 
-def _why_stop(ctx: RunContext, state: RunState, started: float) -> tuple[Exit, str] | None:
+def _endpoint_failed(record: LapRecord | None) -> bool:
+    return record is not None and record.status == "error" and record.agent.endpoint_failed
+
+
+def _why_stop(ctx: RunContext, state: RunState, started: float, outage: Outage) -> tuple[Exit, str] | None:
     limits = ctx.config.limits
     last = state.last_record()
     if last is None and not state.laps and _done_at_base(ctx, state):
         return Exit.DONE, "done: every check passes and every TODO item is ticked at the base"
     if state.is_done:
         return Exit.DONE, f"done at lap {last.lap}: every check passes and every TODO item is ticked"
-    if state.errors_in_a_row() >= 3:
+    if _endpoint_failed(last):
+        if outage.waited >= outage.budget:
+            return Exit.API_ERRORS, (f"the model endpoint kept failing through {outage.waited:g}s of waiting "
+                                     f"(limits.outage_wait); the last: {last.reason}")
+    elif state.errors_in_a_row() >= 3:
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
     if len(state.laps) >= limits.max_laps:
         return Exit.MAX_LAPS, f"max_laps ({limits.max_laps}) reached without finishing"

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
 
+from ralph.agents.openai import PREFLIGHT
+
 _GENERATED = object()  # "make up an id", as opposed to None: "send the call without one"
 
 
@@ -52,7 +54,6 @@ class Hang:
 
 
 Step = Union[Reply, HttpError, Hang]
-PREFLIGHT = "ralph endpoint check: reply with the word ready."
 Script = Union[list[Step], Callable[[dict, int], Step]]
 
 

@@ -3,6 +3,7 @@ tools running in a real git repository. Backoff waits go to a recorder instead o
 
 from __future__ import annotations
 
+import email.utils
 import json
 import socket
 import time
@@ -186,6 +187,16 @@ def test_an_empty_reply_gets_a_format_error_and_text_gets_a_nudge(repo: Path) ->
                                     {"role": "user", "content": USE_A_TOOL}]
 
 
+def test_a_model_that_only_answers_in_text_ends_the_lap_with_an_error_early(repo: Path) -> None:
+    with ScriptedServer(lambda body, index: text("I will implement mul now.")) as server:
+        result = run_lap(repo, server.base_url)
+    assert result.outcome == "error" and len(server.requests) == 3
+    assert result.detail.startswith(f"the model called no tool in 3 replies: scripted at {server.base_url} "
+                                    "(server: BaseHTTP")
+    assert "does not do tool calls" in result.detail
+    assert [m["content"] for m in sent(server, 2)[-4:]] == ["I will implement mul now.", USE_A_TOOL] * 2
+
+
 def test_three_format_errors_in_a_row_end_the_lap_with_error(repo: Path) -> None:
     script = [tool_call("bash", "{oops"), tool_call("python", {}), text(""), finish()]
     with ScriptedServer(script) as server:
@@ -213,13 +224,44 @@ def test_a_cut_off_reply_runs_nothing_and_asks_for_brevity(repo: Path, reply) ->
     assert not (repo / "ran").exists()
 
 
-@pytest.mark.parametrize(("retry_after", "waited"), [("3", 3), ("1000", 120)])
-def test_429_waits_as_long_as_retry_after_says(repo: Path, logs: Path, retry_after: str, waited: float) -> None:
+@pytest.mark.parametrize(("status", "headers", "waited"), [
+    (429, {"Retry-After": "3"}, 3), (429, {"Retry-After": "1000"}, 120), (503, {"retry-after-ms": "2500"}, 2.5),
+    (429, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0),  # a date passed: at once
+    (400, {"x-should-retry": "true"}, None)])
+def test_a_retry_waits_as_the_server_hints(repo: Path, logs: Path, status: int, headers: dict,
+                                          waited: float | None) -> None:
     sleeps = Sleeps()
-    with ScriptedServer([HttpError(429, headers={"Retry-After": retry_after}), finish()]) as server:
+    with ScriptedServer([HttpError(status, headers=headers), finish()]) as server:
         result = run_lap(repo, server.base_url, sleeps=sleeps, timeout=600)
-    assert (result.outcome, sleeps, len(server.requests)) == ("ok", [waited], 2)
-    assert events(logs, "retry")[0]["error"] == "HTTP 429: scripted HTTP 429"
+    assert (result.outcome, len(sleeps), len(server.requests)) == ("ok", 1, 2)
+    assert sleeps[0] == waited if waited is not None else 0.5 <= sleeps[0] <= 1
+    assert events(logs, "retry")[0]["error"] == f"HTTP {status}: scripted HTTP {status}"
+
+
+def test_an_http_date_in_retry_after_is_waited_until(repo: Path) -> None:
+    sleeps = Sleeps()
+    in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
+    with ScriptedServer([HttpError(503, headers={"Retry-After": in_a_minute}), finish()]) as server:
+        assert run_lap(repo, server.base_url, sleeps=sleeps, timeout=600).outcome == "ok"
+    assert 55 <= sleeps[0] <= 61
+
+
+def test_a_validation_error_is_not_retried_and_kept_whole(repo: Path, logs: Path) -> None:
+    """A 500 whose body says the request is invalid fails the same way every time; the useful
+    part of such a body is at its end, past where a one-line summary would cut it."""
+    message = "Traceback (most recent call last): " + "frame; " * 80 + "messages.3.content Input should be a valid string"
+    with ScriptedServer([HttpError(500, {"error": {"message": message}}), finish()]) as server:
+        result = run_lap(repo, server.base_url)
+    assert (result.outcome, len(server.requests)) == ("error", 1)
+    summary = result.detail.splitlines()[0]
+    assert len(summary) < 400 and summary.endswith("messages.3.content Input should be a valid string")
+    assert message in result.detail and message in events(logs, "error")[0]["body"]
+
+
+def test_x_should_retry_false_is_not_retried(repo: Path) -> None:
+    with ScriptedServer([HttpError(503, headers={"x-should-retry": "false"}), finish()]) as server:
+        assert run_lap(repo, server.base_url).outcome == "error"
+    assert len(server.requests) == 1
 
 
 def test_a_retry_never_waits_past_the_lap_deadline(repo: Path) -> None:
@@ -227,8 +269,8 @@ def test_a_retry_never_waits_past_the_lap_deadline(repo: Path) -> None:
     with ScriptedServer([HttpError(429, headers={"Retry-After": "60"}), finish()]) as server:
         result = run_lap(repo, server.base_url, sleeps=sleeps, timeout=30)
     assert (result.outcome, sleeps, len(server.requests)) == ("error", [], 1)
-    assert result.detail == (f"model request to {server.base_url} failed: HTTP 429: scripted HTTP 429 "
-                             "(not retried: waiting 60s would pass the lap's deadline)")
+    assert result.detail.splitlines()[0] == (f"model request to {server.base_url} failed: HTTP 429: scripted "
+                                             "HTTP 429 (not retried: waiting 60s would pass the lap's deadline)")
 
 
 @pytest.mark.parametrize("status", [408, 409, 500, 503])
@@ -247,7 +289,7 @@ def test_a_request_that_cannot_succeed_fails_at_once(repo: Path, status: int) ->
         result = run_lap(repo, server.base_url, sleeps=sleeps)
     assert (result.outcome, sleeps, len(server.requests)) == ("error", [], 1)
     hint = " ($OPENAI_API_KEY is not set)" if status in (401, 403) else ""
-    assert result.detail == f"model request to {server.base_url} failed: HTTP {status}: no such luck{hint}"
+    assert result.detail.splitlines()[0] == f"model request to {server.base_url} failed: HTTP {status}: no such luck{hint}"
 
 
 def test_a_proxy_error_page_is_quoted_and_a_non_completion_is_refused(repo: Path, logs: Path) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import git, lap_notes, make_repo, ralph
-from ralph.scripted import ScriptedServer, bash, finish, tool_call
+from ralph.scripted import Hang, HttpError, ScriptedServer, bash, finish, text, tool_call
 
 PY = sys.executable
 CANARY = "sk-canary-9f8e7d6c5b4a"
@@ -81,18 +81,59 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_an_unreachable_endpoint_gives_error_laps_then_exit_6(tmp_path: Path):
+def test_an_endpoint_that_cannot_be_used_is_exit_6_before_any_run_is_made(tmp_path: Path):
     endpoint = f"http://127.0.0.1:{_closed_port()}/v1"
-    repo = repo_for(tmp_path, endpoint, ["true"], lap_timeout=3)
-    started = time.monotonic()
+    repo = repo_for(tmp_path, endpoint, ["true"])
     result = ralph(repo, "run", "--name", "o")
     assert result.returncode == 6, result.stdout + result.stderr
-    assert time.monotonic() - started < 40
-    assert "3 agent errors in a row" in result.stdout and endpoint in result.stdout
-    records = laps(repo)
-    assert [lap["status"] for lap in records] == ["error"] * 3
-    assert all(endpoint in lap["reason"] for lap in records)
-    assert git(repo, "rev-parse", "ralph/o") == git(repo, "rev-parse", "refs/ralph/o/base")
+    assert f"model scripted-1: model request to {endpoint} failed 5 times" in result.stderr
+    assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+
+
+def test_an_endpoint_that_refuses_the_request_shape_names_what_it_refused(tmp_path: Path):
+    refusal = HttpError(500, {"error": {"message": "Traceback: " + "frame; " * 100 + "1 validation error for "
+                                        "ChatRequest: tool_choice Input should be 'none'"}})
+    with ScriptedServer([], preflight=refusal) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"])
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 6, result.stdout + result.stderr
+    assert len(server.preflights) == 1  # a validation error is not asked again
+    assert "tool_choice Input should be 'none'" in result.stderr and "no run was started" in result.stderr
+    assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+
+
+def test_a_server_that_hangs_then_recovers_within_outage_wait_lets_the_run_finish(tmp_path: Path):
+    recovers = []  # the moment the server answers again: 4 s after the first lap's first request
+
+    def script(body: dict, index: int):
+        if not recovers:
+            recovers.append(time.monotonic() + 4)
+        if time.monotonic() < recovers[0]:
+            return Hang(recovers[0] - time.monotonic())  # holds its one slot till then, answering nothing
+        worked = body["messages"][-1]["role"] == "tool"
+        return finish("all done") if worked else bash("echo notes > NOTES.md && sed -i 's/- \\[ \\]/- [x]/' TODO.md")
+
+    with ScriptedServer(script) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"], lap_timeout=3, outage_wait=4)
+        config = json.loads((repo / "ralph.yaml").read_text())
+        config["agent"]["request_timeout"] = 1
+        (repo / "ralph.yaml").write_text(json.dumps(config))
+        git(repo, "commit", "-qam", "short timeouts")
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 0, result.stdout + result.stderr
+    statuses = [lap["status"] for lap in laps(repo)]
+    assert statuses[0] == "error" and statuses[-1] == "green" and "red" not in statuses
+    assert "the model endpoint failed; the next lap starts in" in result.stdout
+
+
+def test_a_model_that_never_calls_a_tool_stops_the_run_with_exit_6_saying_so(tmp_path: Path):
+    with ScriptedServer(lambda body, index: text("Sure! I will implement mul.")) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"])
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 6, result.stdout + result.stderr
+    assert "3 agent errors in a row" in result.stdout and "does not do tool calls" in result.stdout
+    assert [lap["status"] for lap in laps(repo)] == ["error"] * 3
+    assert len(server.requests) == 9  # three replies a lap, not max_turns
 
 
 def test_max_tokens_is_a_fuse_with_exit_7(tmp_path: Path):

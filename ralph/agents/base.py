@@ -50,9 +50,13 @@ class AgentResult(BaseModel):
     summary: str = ""
     detail: str = ""  # why it failed, or the tail of the agent's output
     usage: Usage = Usage()
+    endpoint_failed: bool = False  # an error because the model's endpoint failed, not the model
 
 
 class Agent(Protocol):
     kind: str
+
+    def check_endpoint(self, deadline: float) -> None:
+        """Before a run starts: raise EndpointUnusable if the agent's service cannot be used."""
 
     def run_lap(self, task: LapTask) -> AgentResult: ...

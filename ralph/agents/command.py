@@ -12,6 +12,9 @@ class CommandAgent:
     def __init__(self, command: str):
         self.command = command
 
+    def check_endpoint(self, deadline: float) -> None:
+        """Nothing to check ahead: a command's own failures show in its laps."""
+
     def run_lap(self, task: LapTask) -> AgentResult:
         """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
         prompt_file = task.log_dir / "prompt.md"

@@ -23,10 +23,11 @@ from openai import OpenAI
 
 from ralph.agents.base import AgentResult, LapTask, Usage
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
-from ralph.agents.retry import RequestFailed, call_with_retry
+from ralph.agents.retry import RequestFailed, call_with_retry, one_line
 from ralph.agents.tools import TOOL_NAMES, TOOL_SCHEMAS, Tools
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
+from ralph.errors import EndpointUnusable
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 SYSTEM_PROMPT = """\
@@ -42,7 +43,10 @@ CUT_OFF = ("Your reply was cut off by the output token limit (finish_reason: len
            "run. Be brief: one tool call at a time with short arguments; write a big file in parts.")
 FIX_REQUEST = ("Not finished: the repository's checks fail on your edits.\n{failure}\n"
                "Fix this, then call finish again.")
+PREFLIGHT = "ralph endpoint check: reply with the word ready."
+PREFLIGHT_TOKENS = 32
 FORMAT_ERRORS_IN_A_ROW = 3  # then the model is not usable for this lap: outcome "error"
+TEXT_REPLIES_IN_A_ROW = 3  # replies without a tool call, each answered with USE_A_TOOL; then "error"
 CHARS_PER_TOKEN = 4  # the estimate when a server reports no usage
 FAILURE_TEXT_CAP = 16_000
 
@@ -70,7 +74,11 @@ class DeadlinePassed(LapOver):
 
 
 class Unusable(LapOver):
-    outcome = "error"  # the endpoint failed or the model kept sending malformed replies
+    outcome = "error"  # the model kept sending replies that cannot be used
+
+
+class EndpointFailed(Unusable):
+    """The endpoint failed (down, hung, refusing the request): the run may wait it out."""
 
 
 class OpenAIAgent:
@@ -81,6 +89,23 @@ class OpenAIAgent:
         self.sleep = sleep  # between retries; tests pass a recorder
         self.endpoint = config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
 
+    def check_endpoint(self, deadline: float) -> None:
+        """One cheap request with the lap's tools, before the run starts: the endpoint is
+        reachable, answers, and does not refuse the request's shape. Text in answer is fine
+        (laps find out whether the model calls tools)."""
+        api_key = os.environ.get(self.config.api_key_env)
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": PREFLIGHT}]
+        with OpenAI(api_key=api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+            try:
+                call_with_retry(lambda: chat_request(client, self.config, messages, self.endpoint, deadline,
+                                                     PREFLIGHT_TOKENS), endpoint=self.endpoint,
+                                deadline=deadline, sleep=self.sleep)
+            except RequestFailed as exc:
+                hint = " ($%s is not set)" % self.config.api_key_env if exc.status in (401, 403) and not api_key else ""
+                end = f" — the server said: {one_line(exc.body, 600)}" if exc.body else ""
+                raise EndpointUnusable(f"the model endpoint cannot be used, so no run was started: model "
+                                       f"{self.config.model}: {exc.message}{hint}{end}") from None
+
     def run_lap(self, task: LapTask) -> AgentResult:
         started = time.monotonic()
         lap = _Lap(self, task, deadline=started + task.timeout)
@@ -88,7 +113,8 @@ class OpenAIAgent:
         lap.transcript.write("end", outcome=end.outcome, summary=end.summary, detail=end.detail,
                              usage=lap.usage.model_dump())
         return AgentResult(kind=self.kind, outcome=end.outcome, duration_s=round(time.monotonic() - started, 3),
-                           summary=end.summary, detail=end.detail, usage=lap.usage)
+                           summary=end.summary, detail=end.detail, usage=lap.usage,
+                           endpoint_failed=isinstance(end, EndpointFailed))
 
 
 class _Lap:
@@ -107,6 +133,8 @@ class _Lap:
         self.replies = ReplyReader(TOOL_NAMES)
         self.usage = Usage()
         self.format_errors = 0  # in a row
+        self.text_replies = 0  # in a row
+        self.server = ""  # the Server header of the last answer, to name it when tool calls never come
         self.fixes_left = self.config.fix_attempts
 
     def run(self) -> LapOver:
@@ -136,12 +164,23 @@ class _Lap:
             self.run_calls(reply.calls)
         elif reply.content.strip():
             self.tally([])
+            self.text_replies += 1
+            if self.text_replies >= TEXT_REPLIES_IN_A_ROW:
+                raise Unusable(self.no_tool_calls())
             self.add({"role": "user", "content": USE_A_TOOL})
         else:
             self.add({"role": "user", "content": EMPTY_REPLY})
             self.tally([EMPTY_REPLY])
 
+    def no_tool_calls(self) -> str:
+        server = f" (server: {self.server})" if self.server else ""
+        return (f"the model called no tool in {self.text_replies} replies: {self.config.model} at {self.endpoint}"
+                f"{server} answers in text only — the model or the server does not do tool calls as sent; "
+                "see the README's table of servers for the setting each needs (llama.cpp: --jinja; vLLM: "
+                "--enable-auto-tool-choice)")
+
     def run_calls(self, calls: list[ToolCall]) -> None:
+        self.text_replies = 0
         finished = False
         for call in calls:
             if finished:
@@ -189,24 +228,14 @@ class _Lap:
         except RequestFailed as exc:
             # The endpoint's failure, even when it used up the lap's time retrying: an error lap
             # (not judged, not stagnation), as the README promises, never a red one.
-            self.transcript.write("error", error=exc.message)
-            raise Unusable(exc.message + self.key_hint(exc)) from None
+            self.transcript.write("error", error=exc.message, status=exc.status, body=exc.body)
+            whole = f"\n\nthe server's whole answer (HTTP {exc.status}):\n{exc.body}" if exc.body else ""
+            raise EndpointFailed(exc.message + self.key_hint(exc) + whole) from None
         self.count_usage(turn, body, time.monotonic() - started)
         return body
 
     def post(self) -> dict:
-        """One request; the raw JSON, not the typed model: local servers send shapes the types
-        do not describe, and the transcript should hold what was received."""
-        timeout = max(0.1, min(self.config.request_timeout, self.deadline - time.monotonic()))
-        response = self.client.chat.completions.with_raw_response.create(
-            **request_options(self.config), messages=self.messages, timeout=timeout)
-        try:
-            body = response.http_response.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise RequestFailed(f"model request to {self.endpoint} got an answer that is not a chat "
-                                f"completion: {response.http_response.text[:200]!r}")
+        body, self.server = chat_request(self.client, self.config, self.messages, self.endpoint, self.deadline)
         return body
 
     def key_hint(self, failure: RequestFailed) -> str:
@@ -215,6 +244,7 @@ class _Lap:
 
     def log_retry(self, attempt: int, error: str, wait: float) -> None:
         self.transcript.write("retry", attempt=attempt, error=error, wait=wait)
+        self.task.progress(f"model request failed ({error[:120]}); again in {wait:g}s")
 
     def count_usage(self, turn: int, body: dict, seconds: float) -> None:
         reported = body.get("usage") if isinstance(body.get("usage"), dict) else {}
@@ -237,6 +267,25 @@ class _Lap:
 
     def answer(self, call: ToolCall, result: str) -> None:
         self.add({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def chat_request(client: OpenAI, config: AgentConfig, messages: list[dict], endpoint: str, deadline: float,
+                 max_tokens: int | None = None) -> tuple[dict, str]:
+    """One request; the raw JSON, not the typed model (local servers send shapes the types do
+    not describe, and the transcript should hold what was received), and the Server header."""
+    timeout = max(0.1, min(config.request_timeout, deadline - time.monotonic()))
+    options = request_options(config)
+    if max_tokens is not None:
+        options[config.compat.max_tokens_field] = max_tokens
+    response = client.chat.completions.with_raw_response.create(**options, messages=messages, timeout=timeout)
+    try:
+        body = response.http_response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise RequestFailed(f"model request to {endpoint} got an answer that is not a chat "
+                            f"completion: {response.http_response.text[:200]!r}")
+    return body, response.http_response.headers.get("server", "")
 
 
 def request_options(config: AgentConfig) -> dict:

@@ -1,14 +1,18 @@
 """ralph's own retry for one model request (the client's is off, so waits are visible and bounded).
 
-429 waits as long as `Retry-After` says (capped); 408, 409, 5xx, timeouts and connection
-errors back off exponentially with jitter; anything else (400, 401, 403, 404, …) fails at
-once, since asking again cannot help. No wait ever runs past the lap's deadline.
+408, 409, 429, 5xx, timeouts and connection errors are retried, waiting as long as the
+server's hints say (`retry-after-ms`, `Retry-After` in seconds or as an HTTP date; capped),
+else backing off exponentially with jitter; `x-should-retry` overrules the status, as in the
+OpenAI SDK. Anything else (400, 401, 403, 404, …), and a 500 whose body is a validation
+error of the request, fails at once: asking again cannot help. No wait runs past the deadline.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import time
+from email.utils import parsedate_to_datetime
 from typing import Callable, TypeVar
 
 import openai
@@ -25,10 +29,11 @@ T = TypeVar("T")
 class RequestFailed(Exception):
     """The request cannot succeed within this lap; `message` names the endpoint and the last error."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, body: str = ""):
         super().__init__(message)
-        self.message = message
+        self.message = message  # one line, for notes and `ralph log`
         self.status = status  # the last HTTP status, when there was one
+        self.body = body  # the server's whole answer to the last attempt, for the transcript and `ralph show`
 
 
 def call_with_retry(request: Callable[[], T], *, endpoint: str, deadline: float,
@@ -36,45 +41,61 @@ def call_with_retry(request: Callable[[], T], *, endpoint: str, deadline: float,
                     on_retry: Callable[[int, str, float], None] = lambda attempt, error, wait: None,
                     attempts: int = MAX_ATTEMPTS) -> T:
     """`request()`, retried on transient failures; `deadline` is a time.monotonic() value."""
-    status = None
+    status, body = None, ""
     for attempt in range(1, attempts + 1):
         try:
             return request()
         except openai.APIStatusError as exc:
-            error, status = describe(exc), exc.status_code
+            error, status, body = describe(exc), exc.status_code, exc.response.text
             if not retryable(exc):
-                raise RequestFailed(f"model request to {endpoint} failed: {error}", exc.status_code) from None
+                raise RequestFailed(f"model request to {endpoint} failed: {error}", status, body) from None
             wait = retry_after(exc)
             wait = backoff(attempt) if wait is None else wait
         except openai.APIConnectionError as exc:  # APITimeoutError included: a hang ended by the timeout
-            error, status, wait = describe(exc), None, backoff(attempt)
+            error, status, body, wait = describe(exc), None, "", backoff(attempt)
         if attempt == attempts:
             break
         if time.monotonic() + wait > deadline:
             raise RequestFailed(f"model request to {endpoint} failed: {error} "
-                                f"(not retried: waiting {wait:g}s would pass the lap's deadline)", status)
+                                f"(not retried: waiting {wait:g}s would pass the lap's deadline)", status, body)
         on_retry(attempt, error, wait)
         sleep(wait)
-    raise RequestFailed(f"model request to {endpoint} failed {attempts} times; last error: {error}", status)
+    raise RequestFailed(f"model request to {endpoint} failed {attempts} times; last error: {error}", status, body)
+
+
+_VALIDATION = re.compile(r"validation error|ValidationError|Input should be", re.IGNORECASE)
 
 
 def retryable(exc: openai.APIStatusError) -> bool:
+    said = exc.response.headers.get("x-should-retry", "").lower()
+    if said in ("true", "false"):
+        return said == "true"
     if exc.code == "insufficient_quota":
         return False  # OpenAI sends this as a 429, but waiting does not refill a quota
-    return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
+    if exc.status_code >= 500:
+        return not _VALIDATION.search(exc.response.text)  # the same request fails the same way
+    return exc.status_code in RETRYABLE_STATUS
 
 
 def retry_after(exc: openai.APIStatusError) -> float | None:
-    """The server's requested wait in seconds, capped; None when it gave none we can read.
-
-    Only the delta-seconds form is read; an HTTP-date falls back to backoff.
-    """
-    if exc.status_code != 429:
-        return None
+    """The server's requested wait in seconds, capped; None when it gave none we can read."""
+    headers = exc.response.headers
     try:
-        seconds = float(exc.response.headers.get("retry-after", ""))
+        return _capped(float(headers["retry-after-ms"]) / 1000)
+    except (KeyError, ValueError):
+        pass
+    given = headers.get("retry-after", "").strip()
+    try:
+        return _capped(float(given))
     except ValueError:
+        pass
+    try:
+        return _capped(parsedate_to_datetime(given).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
         return None
+
+
+def _capped(seconds: float) -> float:
     return min(max(seconds, 0.0), RETRY_AFTER_CAP)
 
 
@@ -90,11 +111,16 @@ def describe(exc: openai.APIError) -> str:
         body = exc.body
         detail = body.get("message") if isinstance(body, dict) else body  # a proxy's page is text
         detail = detail if isinstance(detail, str) and detail.strip() else exc.message
-        return f"HTTP {exc.status_code}: {_one_line(detail)}"
+        return f"HTTP {exc.status_code}: {one_line(detail)}"
     cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-    return _one_line(f"{exc.message}{cause}")
+    return one_line(f"{exc.message}{cause}")
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def one_line(text: str, limit: int = 300) -> str:
+    """Whitespace folded; when too long, the start and the end, where a server's error says
+    what exactly it refused."""
     line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) <= limit:
+        return line
+    head = limit // 4
+    return f"{line[:head]} … {line[-(limit - head - 3):]}"
