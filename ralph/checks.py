@@ -27,7 +27,9 @@ class CheckResult(BaseModel):
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        """Exit 0 in time, and, where pytest ran, no failing test in its report: an exit code
+        a test forced (`os._exit(0)` at exit) does not outvote the outcomes."""
+        return self.exit_code == 0 and not self.timed_out and not (self.tests and self.tests.failing_ids)
 
 
 def run_checks(specs: list[CheckSpec], worktree: Path, *, timeout: float, env: dict[str, str],

@@ -31,3 +31,20 @@ def _writable_and_again(function, path: str, _error) -> None:
     elif function is os.scandir or function is os.open:  # a folder it could not list
         os.chmod(path, stat.S_IRWXU)
         shutil.rmtree(path, onerror=_writable_and_again)
+
+
+def remove_bytecode(root: Path) -> None:
+    """Every `__pycache__` folder and `.pyc` file under `root`, except in virtualenvs (a folder
+    with a pyvenv.cfg), node_modules and .git: a lap could leave bytecode that Python (and
+    pytest, for rewritten test modules) would run in place of a source it trusts as current."""
+    for folder, folders, files in os.walk(root):
+        if "pyvenv.cfg" in files:
+            folders.clear()
+            continue
+        for name in [name for name in folders if name in (".git", "node_modules", "__pycache__")]:
+            folders.remove(name)
+            if name == "__pycache__":
+                remove_path(Path(folder, name))
+        for name in files:
+            if name.endswith((".pyc", ".pyo")):
+                remove_path(Path(folder, name))

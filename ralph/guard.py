@@ -60,7 +60,7 @@ def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, 
     if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
         report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
                                f"changed outside {todo_name} and {progress_name}")
-    report.problems += _shadowing_problems(cwd, green, commit, statuses, report)
+    report.problems += _shadowing_problems(cwd, green, commit, changes, report)
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
     for path, status in statuses.items():
@@ -86,13 +86,14 @@ def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], note
         bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes))
 
 
-def _shadowing_problems(cwd: Path, green: str, commit: str, statuses: dict[str, str],
+def _shadowing_problems(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]],
                         report: GuardReport) -> list[str]:
-    added = [path for path, status in statuses.items() if status == "A" and not report.allows(path)
-             and path.endswith((".py", ".so", ".pyd", ".pth"))]
+    added = [path for path, (status, _) in changes.items() if status in "AT" and not report.allows(path)]
+    links = {path for path in added if changes[path][1] == "120000"}
+    added = shadowing.candidates(added, links)
     if not added:
         return []
-    found = shadowing.shadowing(added, git.files_at(cwd, green), git.files_at(cwd, commit))
+    found = shadowing.shadowing(added, links, git.files_at(cwd, green), git.files_at(cwd, commit))
     return [f"new modules shadow what the checks import: {', '.join(found[:5])}"] if found else []
 
 

@@ -33,12 +33,14 @@ class TestCounts(BaseModel):
 
 
 class PytestSetup(BaseModel):
-    """What decides how pytest judges: its configuration file and values, and the plugins it
-    registered (by file or class, each with a digest of its code and hooks)."""
+    """What decides how pytest judges: its configuration file and values, the plugins it
+    registered (by file or class, each with a digest of its hook functions' code), and modules
+    of the tree imported in front of others of the same name."""
 
     config: str | None = None
     values: dict[str, str] = {}
     plugins: dict[str, str] = {}
+    shadowing: dict[str, str] = {}  # module: "tree/path over what it hid"
 
 
 class TestResults(BaseModel):
@@ -70,46 +72,65 @@ def read(report: Path) -> TestResults | None:
         lines = [_line(text) for text in _regular_file(report).splitlines()]
     except (OSError, ValueError):
         return None
-    phases: dict[str, dict[str, tuple[str, bool]]] = {}
-    collect_errors, deselected, setups = set(), set(), []
-    for line in lines:
+    counted = _counted_sessions(lines)
+    outcomes: dict[str, dict[str, set[str]]] = {}  # test -> phase -> every outcome reported
+    xfail, collect_errors, deselected, setups = set(), set(), set(), []
+    for line in (line for line in lines if line.get("session") in counted):
         if isinstance(line.get("test"), str):
-            phases.setdefault(line["test"], {})[str(line.get("when"))] = (str(line.get("outcome")),
-                                                                          bool(line.get("xfail")))
+            outcomes.setdefault(line["test"], {}).setdefault(str(line.get("when")), set()).add(str(line.get("outcome")))
+            if line.get("xfail"):
+                xfail.add(line["test"])
         elif isinstance(line.get("collect_error"), str):
-            collect_errors.add(f"{line['collect_error']}::{COLLECTION}")
+            collect_errors.add(line["collect_error"])
         elif isinstance(line.get("deselected"), str):
             deselected.add(line["deselected"])
         elif isinstance(line.get("setup"), dict):
             setups.append(line["setup"])
-    if not (phases or collect_errors or setups):
+    if not (outcomes or collect_errors or setups):
         return None
-    return _fold(phases, collect_errors, len(deselected), setups)
+    return _fold(outcomes, xfail, collect_errors, len(deselected), setups)
 
 
-def _fold(phases: dict[str, dict[str, tuple[str, bool]]], collect_errors: set[str], deselected: int,
+def _counted_sessions(lines: list[dict]) -> set[str]:
+    """The check's own pytest sessions, and their xdist workers; not a session that a test
+    started (pytester, or a lap's test running pytest on code of its choosing)."""
+    parents = {str(line["session"]): (str(line.get("parent")), line.get("worker") is True)
+               for line in lines if "parent" in line and "session" in line}
+
+    def counted(session: str, depth: int = 0) -> bool:
+        parent, worker = parents[session]
+        return parent not in parents or (worker and depth < 8 and counted(parent, depth + 1))
+    return {session for session in parents if counted(session)}
+
+
+def _fold(outcomes: dict[str, dict[str, set[str]]], xfail: set[str], collect_errors: set[str], deselected: int,
           setups: list[dict]) -> TestResults:
-    """One outcome per test from its phases: a failure in any phase fails it (in setup or
-    teardown, an error); a skip is an xfail when pytest says the test was expected to fail."""
+    """One outcome per test from every report of its phases: a failure anywhere fails it (in
+    setup or teardown, an error), and so does a collection error of its module; a skip is an
+    xfail when pytest says the test was expected to fail."""
     counts = TestCounts(errors=len(collect_errors), deselected=deselected)
-    passed, failing = [], list(collect_errors)
-    for test, by_phase in phases.items():
-        outcomes = {phase: outcome for phase, (outcome, _) in by_phase.items()}
-        xfail = any(flag for _, flag in by_phase.values())
-        if outcomes.get("call") == "failed":
+    passed, failing = [], [f"{node}::{COLLECTION}" for node in collect_errors]
+    for test, phases in outcomes.items():
+        if "failed" in phases.get("call", ()):
             counts.failed += 1
             failing.append(test)
-        elif "failed" in outcomes.values():
+        elif any("failed" in found for found in phases.values()) or _in_errored(test, collect_errors):
             counts.errors += 1
             failing.append(test)
-        elif "skipped" in outcomes.values():
-            counts.xfailed += xfail
-            counts.skipped += not xfail
-        elif outcomes.get("call") == "passed":
+        elif any("skipped" in found for found in phases.values()):
+            counts.xfailed += test in xfail
+            counts.skipped += test not in xfail
+        elif "passed" in phases.get("call", ()):
             counts.passed += 1
             passed.append(test)
     return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing),
                        setup=_merged(setups))
+
+
+def _in_errored(test: str, collect_errors: set[str]) -> bool:
+    """Is the test inside a module or folder that failed to collect? Its outcome cannot be."""
+    return any(test.startswith(node + "::") or test.startswith(node.rstrip("/") + "/")
+               for node in collect_errors if node)
 
 
 def _merged(setups: list[dict]) -> PytestSetup | None:
@@ -120,12 +141,16 @@ def _merged(setups: list[dict]) -> PytestSetup | None:
     for setup in setups:
         config, values, plugins = setup.get("config"), setup.get("values"), setup.get("plugins")
         merged.config = merged.config or (config if isinstance(config, str) else None)
-        merged.values.update({str(key): str(value) for key, value in (values or {}).items()}
-                             if isinstance(values, dict) else {})
+        merged.values.update(_strings(values))
+        merged.shadowing.update(_strings(setup.get("shadowing")))
         for name, found in (plugins.items() if isinstance(plugins, dict) else ()):
             digests.setdefault(str(name), set()).update(map(str, found if isinstance(found, list) else [found]))
     merged.plugins = {name: _one_digest(found) for name, found in sorted(digests.items())}
     return merged
+
+
+def _strings(mapping: object) -> dict[str, str]:
+    return {str(key): str(value) for key, value in mapping.items()} if isinstance(mapping, dict) else {}
 
 
 def _one_digest(digests: set[str]) -> str:

@@ -37,7 +37,8 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], granted: Call
             continue
         count = len(result.problems)
         if before.passed and not check.passed:
-            what = "timed out" if check.timed_out else f"exit {check.exit_code}"
+            what = ("timed out" if check.timed_out else f"exit {check.exit_code}" if check.exit_code
+                    else "exit 0, but its pytest report has failing tests")
             result.problems.append(f"check regressed: `{check.command}` ({what})")
         if before.tests and check.tests:
             _compare_tests(before, check, granted, result)
@@ -95,6 +96,10 @@ def _setup_changes(before: PytestSetup | None, now: PytestSetup | None,
         keys = sorted(key for key in before.values.keys() | now.values.keys()
                       if before.values.get(key) != now.values.get(key))
         problems.append(f"pytest's configuration changed in {now.config}: {_name(keys)}")
+    hiding = sorted(f"{name} ({where})" for name, where in now.shadowing.items()
+                    if before.shadowing.get(name) != where and not granted(where.split(" over ")[0]))
+    if hiding:
+        problems.append(f"modules of the tree hide others of the same name: {_name(hiding)}")
     plugins = sorted(name for name in before.plugins.keys() | now.plugins.keys()
                      if before.plugins.get(name) != now.plugins.get(name) and not granted(name))
     if plugins:

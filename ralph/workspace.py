@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph import crashpoint, git, proc
-from ralph.files import remove_path
+from ralph.files import remove_bytecode, remove_path
 from ralph.errors import RalphError
 from ralph.sandbox import Jail
 
@@ -136,6 +136,7 @@ class Workspace:
         self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
         listing = self.git("clean", "-ffd" + ("x" if ignored else "")).output
+        remove_bytecode(self.tree)  # caches: what is left of them after the clean must not run
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
 
     def _index_as_checked_out(self) -> None:

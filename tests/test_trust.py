@@ -269,6 +269,29 @@ SETUP_ATTACKS = [  # (what the lap writes, a phrase its red reason must hold)
     ({"pytest.py": "raise SystemExit(0)\n"}, "new modules shadow what the checks import: pytest.py (pytest)"),
     ({"sitecustomize.py": "import os\n"}, "sitecustomize.py (sitecustomize)"),
     ({"evil.pth": "import os\n"}, "new modules shadow what the checks import: evil.pth (.pth)"),
+    # A plugin that says it is ralph's own, one that unregisters itself before the session ends.
+    ({"tests/test_more.py": "pytest_plugins = ['evil']\n",
+      "evil.py": EVIL_PLUGIN + "__name__, __file__ = '_ralph_pytest', '/'\n"}, "pytest plugins changed: _ralph_pytest"),
+    ({"tests/test_more.py": "pytest_plugins = ['evil']\n", "evil.py": EVIL_PLUGIN + (
+        "import sys\n@pytest.hookimpl(tryfirst=True)\ndef pytest_sessionfinish(session):\n"
+        "    session.config.pluginmanager.unregister(sys.modules[__name__])\n")}, "pytest plugins changed: evil.py (added)"),
+    # An entry point in package metadata on the path, bytecode in place of a source, a link to a
+    # folder named like the package, a package whose __init__ is bytecode.
+    ({"calc_x-0.dist-info/METADATA": "Name: calc-x\nVersion: 0\n",
+      "calc_x-0.dist-info/entry_points.txt": "[pytest11]\nx = evil\n", "evil.py": EVIL_PLUGIN},
+     "calc_x-0.dist-info/entry_points.txt (package metadata)"),
+    ({"tests/calc.pyc": ("compiled", WORKING_CALC)}, "tests/calc.pyc (bytecode)"),
+    ({"impl/__init__.py": WORKING_CALC, "calc": ("link", "impl")}, "new modules shadow what the checks import: calc (calc)"),
+    # An installed package shadowed by one in the tree that the code then imports.
+    ({"yaml/__init__.py": "import calc\ncalc.mul = lambda a, b: a * b\n",
+      "calc.py": "import yaml\n" + FILES["calc.py"]}, "modules of the tree hide others of the same name: yaml (yaml/__init__.py over"),
+    # A test that runs pytest itself on a working copy, into the same report, while calc is broken.
+    ({"calc.py": "raise ImportError('broken')\n", "tests/test_more.py": (
+        "import pathlib, subprocess, sys, tempfile\nd = pathlib.Path(tempfile.mkdtemp())\n(d / 'tests').mkdir()\n"
+        "(d / 'tests/test_calc.py').write_text(pathlib.Path(__file__).with_name('test_calc.py').read_text())\n"
+        f"(d / 'calc.py').write_text({WORKING_CALC!r})\n"
+        "subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests'], cwd=d)\n")},
+     "tests that passed are gone: tests/test_calc.py::test_add"),
 ]
 
 
@@ -277,7 +300,16 @@ def test_a_lap_that_changes_how_pytest_judges_is_red(tmp_path: Path):
     failing test_mul passes; each is red, naming what it did."""
     body = (f"ATTACKS = {[files for files, _ in SETUP_ATTACKS]!r}\n"
             "for path, text in ATTACKS[lap - 1].items():\n"
-            "    pathlib.Path(path).write_text(text)\n"
+            "    if isinstance(text, (list, tuple)) and text[0] == 'link':\n"
+            "        os.symlink(text[1], path)\n"
+            "    elif isinstance(text, (list, tuple)):\n"
+            "        import py_compile\n"
+            "        pathlib.Path('_source.py').write_text(text[1])\n"
+            "        py_compile.compile('_source.py', cfile=path)\n"
+            "        os.remove('_source.py')\n"
+            "    else:\n"
+            "        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)\n"
+            "        pathlib.Path(path).write_text(text)\n"
             'tick("Make test_mul pass")\n')
     repo = make(tmp_path, body, max_laps=len(SETUP_ATTACKS))
     reconfigure(repo, limits={"max_laps": len(SETUP_ATTACKS), "stagnation": len(SETUP_ATTACKS) + 1})
@@ -287,6 +319,32 @@ def test_a_lap_that_changes_how_pytest_judges_is_red(tmp_path: Path):
     for lap, (_, phrase) in zip(notes, SETUP_ATTACKS):
         assert lap["status"] == "red" and phrase in lap["reason"], lap["reason"]
     assert git(repo, "rev-parse", "ralph/t") == git(repo, "rev-parse", "refs/ralph/t/base")
+
+
+def test_an_exit_code_a_test_forces_does_not_pass_a_check(tmp_path: Path):
+    body = ('pathlib.Path("tests/test_zz.py").write_text("import atexit, os\\natexit.register(os._exit, 0)\\n")\n'
+            'tick("Make test_mul pass")\ntick("Make test_sub pass")\n')
+    repo = make(tmp_path, body)
+    assert ralph(repo, "run", "--name", "t").returncode == 3
+    (lap,) = laps(repo)
+    assert lap["checks"][0]["exit_code"] == 0 and lap["done"] is False
+
+
+def test_bytecode_a_lap_leaves_in_the_tree_does_not_run(tmp_path: Path):
+    """A stale cache of pytest's rewritten test module, gitignored, with the header of the real
+    file's size and time: it would run in place of the protected test."""
+    plant = ('import importlib.util, marshal, struct, sys, pytest as installed\n'
+             'source = pathlib.Path("tests/test_calc.py")\ninfo = os.stat(source)\n'
+             'fake = source.read_text().replace("assert mul(2, 3) == 6", "assert True")\n'
+             'cache = source.parent / "__pycache__"\ncache.mkdir(exist_ok=True)\n'
+             '(cache / f"test_calc.{sys.implementation.cache_tag}-pytest-{installed.__version__}.pyc").write_bytes('
+             'importlib.util.MAGIC_NUMBER + b"\\0" * 4 + struct.pack("<LL", int(info.st_mtime), info.st_size) + '
+             'marshal.dumps(compile(fake, str(source.resolve()), "exec")))\n'
+             'edit("calc.py", "def add", "# tweak\\ndef add")\ntick("Make test_mul pass")\n')
+    repo = make(tmp_path, plant)
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["checks"][0]["tests"]["counts"]["failed"] == 2 and lap["done"] is False
 
 
 def test_a_configuration_planted_above_the_tree_is_red(tmp_path: Path):

@@ -3,32 +3,47 @@
 Loaded by `-p _ralph_pytest` (ralph adds it to PYTEST_ADDOPTS and this folder to PYTHONPATH)
 into whatever Python runs the check, so it is written for old Pythons and pytests too: the
 standard library only, nothing from ralph. It appends to the file named by RALPH_PYTEST_REPORT,
-one write a line, so the processes of a pytest-xdist session can share it; ralph folds lines
-that say the same thing twice.
+one write a line, so the processes of a pytest-xdist session can share it.
 
-Lines: {"test": node id, "when": phase, "outcome": ..., "xfail": bool}, {"collect_error": id},
-{"deselected": id}, and at the session's end {"setup": {...}}: the configuration file and its
-values, and every plugin registered (conftests, `pytest_plugins`, installed ones) with digests
-of its code and of the hooks it implements.
+Every line names its session (the process id). Lines: {"session", "parent", "worker"} first;
+{"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"deselected": id};
+and at the session's end {"setup": {...}}: the configuration file and its values, every plugin
+ever registered with a digest of its hook functions' code (conftests, `pytest_plugins`,
+installed ones; a plugin that unregisters itself is still counted), and the modules of the tree
+that were imported in front of another module of the same name.
 """
 
 import hashlib
-import json
+import importlib.machinery
 import os
 import sys
 
 _cwd = os.getcwd()
+_session = str(os.getpid())
+_seen = {}  # plugin identity -> set of digests, from every registration
 
 
 def _write(line):
     path = os.environ.get("RALPH_PYTEST_REPORT")
     if not path:
         return
+    line["session"] = _session
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
+        import json
         os.write(fd, (json.dumps(line, sort_keys=True) + "\n").encode("utf-8", "replace"))
     finally:
         os.close(fd)
+
+
+def pytest_configure(config):
+    _write({"parent": str(os.getppid()), "worker": hasattr(config, "workerinput")})
+
+
+def pytest_plugin_registered(plugin, manager):
+    """Historic: pytest replays every registration made before this plugin came."""
+    if plugin is not sys.modules[__name__]:
+        _seen.setdefault(_identity(plugin), set()).add(_digest(plugin, manager))
 
 
 def pytest_runtest_logreport(report):
@@ -48,30 +63,26 @@ def pytest_deselected(items):
 
 def pytest_sessionfinish(session):
     config = session.config
+    for name, plugin in config.pluginmanager.list_name_plugin():
+        if plugin is None:
+            _seen.setdefault("blocked: " + name, set()).add("")
+        else:
+            pytest_plugin_registered(plugin, config.pluginmanager)
     inipath = getattr(config, "inipath", None) or getattr(config, "inifile", None)
     values = {}
     for key, value in dict(getattr(config, "inicfg", {}) or {}).items():
         values[str(key)] = str(getattr(value, "value", value))
-    plugins = {}
-    for name, plugin in config.pluginmanager.list_name_plugin():
-        if plugin is None:
-            plugins["blocked: " + name] = []
-            continue
-        identity = _identity(plugin)
-        if identity == _identity(sys.modules[__name__]):
-            continue
-        hooks = sorted(caller.name for caller in config.pluginmanager.get_hookcallers(plugin) or [])
-        digest = hashlib.sha256((_code_digest(plugin) + " ".join(hooks)).encode()).hexdigest()[:16]
-        plugins[identity] = sorted(set(plugins.get(identity, [])) | {digest})
     _write({"setup": {"config": _shown(str(inipath)) if inipath else None, "values": values,
-                      "plugins": plugins}})
+                      "plugins": dict((name, sorted(found)) for name, found in _seen.items()),
+                      "shadowing": _shadowing()}})
 
 
 def _identity(plugin):
     """A module in the checked tree by its path, any other by its name, anything else by its
-    class (names such as `id(object)` change from run to run); pytest's own parts are one."""
+    class (names such as `id(object)` change from run to run); pytest's own parts are one. A
+    plugin can lie about these names: its digest, of its code, is what it cannot fake."""
     path = getattr(plugin, "__file__", None)
-    if path and not _shown(os.path.abspath(path)).startswith(os.sep):
+    if isinstance(path, str) and not _shown(os.path.abspath(path)).startswith(os.sep):
         return _shown(os.path.abspath(path))
     kind = plugin if isinstance(plugin, type) or path else type(plugin)
     name = str(getattr(kind, "__module__", None) or getattr(kind, "__name__", "?"))
@@ -80,12 +91,62 @@ def _identity(plugin):
     return name if path else "{}.{}".format(name, getattr(kind, "__qualname__", "?"))
 
 
-def _code_digest(plugin):
+def _digest(plugin, manager):
+    """The code of every hook function the plugin implements, as compiled, and of its module's
+    file when it has one (the helpers its hooks call)."""
+    parts = []
+    for caller in manager.get_hookcallers(plugin) or []:
+        for hookimpl in caller.get_hookimpls():
+            if hookimpl.plugin is plugin:
+                parts.append(caller.name + ":" + _code(getattr(hookimpl.function, "__code__", None)))
     path = getattr(plugin, "__file__", None)
-    if path and os.path.isfile(path):
-        with open(path, "rb") as code:
-            return hashlib.sha256(code.read()).hexdigest()
-    return ""
+    if isinstance(path, str) and os.path.isfile(path):
+        with open(path, "rb") as source:
+            parts.append(hashlib.sha256(source.read()).hexdigest())
+    return hashlib.sha256("\0".join(sorted(parts)).encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _code(code):
+    """A code object as text that is the same in every process (marshal's bytes are not: they
+    depend on reference counts), nested functions and classes included."""
+    if code is None:
+        return "?"
+    consts = []
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            consts.append(_code(const))
+        elif isinstance(const, frozenset):
+            consts.append(repr(sorted(map(repr, const))))
+        else:
+            consts.append(repr(const))
+    return "{}|{}|{}|{}".format(code.co_code.hex(), ",".join(code.co_names), ",".join(code.co_varnames),
+                                "|".join(consts))
+
+
+def _shadowing():
+    """Top-level modules imported, that the path resolves into the tree while another module of
+    that name is on it too: {name: "where it resolves over what it hides"}. Resolved afresh by
+    the import system's own path search, not read from the modules, which can say anything."""
+    found = {}
+    for name in [name for name in list(sys.modules) if "." not in name]:
+        origin = _origin(name, sys.path)
+        if origin is None or _shown(origin).startswith(os.sep):
+            continue
+        folder = os.path.dirname(origin)
+        if os.path.basename(origin).startswith("__init__."):
+            folder = os.path.dirname(folder)
+        hidden = _origin(name, [entry for entry in sys.path if os.path.abspath(entry or ".") != folder])
+        if hidden is not None:
+            found[name] = "{} over {}".format(_shown(origin), _shown(hidden))
+    return found
+
+
+def _origin(name, path):
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(name, [entry for entry in path if isinstance(entry, str)])
+    except Exception:  # a broken path entry: nothing found
+        return None
+    return os.path.abspath(spec.origin) if spec is not None and spec.origin and os.path.exists(spec.origin) else None
 
 
 def _shown(path):
