@@ -331,7 +331,8 @@ def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult,
     body = f"{agent.summary.strip()}\n\n" if agent.summary.strip() else ""
     trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.kind}\n"
     message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {model}\n" if model else "")
-    return message.replace("\0", "")  # an agent's output may hold NULs; git refuses them in a message
+    # An agent's output may hold NULs (git refuses them) or terminal escapes (shown by git log).
+    return "".join(char for char in message if char in "\n\t" or (char >= " " and char != "\x7f"))
 
 
 def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:

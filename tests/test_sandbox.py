@@ -473,7 +473,7 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
 def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_path: Path):
     agent = ("if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x commit -q --allow-empty -m own && "
              "printf '[submodule \"x\"]\\n\\tpath = vendor/x\\n\\turl = /nonexistent\\n' > .gitmodules; "
-             "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 in it\\n'")
+             "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 and an escape \\033[31m in it\\n'")
     config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"],
               "protect": []}  # (adding a .gitmodules needs a grant otherwise)
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
@@ -482,6 +482,7 @@ def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_pa
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red" and first["reason"] == "the lap's submodules cannot be checked out"
     assert second["status"] == "green"
+    assert "summary with a NUL  and an escape [31m in it" in git(repo, "log", "-1", "--format=%B", "ralph/r")
 
 
 def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_checks(tmp_path: Path):
