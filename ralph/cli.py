@@ -137,11 +137,15 @@ def doctor() -> None:
 @click.argument("folder", required=False, type=click.Path(path_type=Path))
 @click.option("--model", help="Run the sample against this model instead of the scripted one.")
 @click.option("--base-url", help="The OpenAI-compatible endpoint serving --model.")
-def demo(folder, model, base_url) -> None:
+@click.option("--max-laps", type=click.IntRange(min=1), default=8, show_default=True, help="Laps in the run.")
+@click.option("--lap-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
+              help="Seconds for the agent part of one lap.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=60, show_default=True, help="Model calls per lap.")
+def demo(folder, model, base_url, max_laps, lap_timeout, max_turns) -> None:
     """Create a sample repository in FOLDER (default: a new temp folder) and run real laps on it."""
-    from ralph.demo import demo as do_demo
+    from ralph.demo import DemoLimits, demo as do_demo
 
-    _call(do_demo, folder, model, base_url)
+    _call(do_demo, folder, model, base_url, DemoLimits(max_laps, lap_timeout, max_turns))
 
 
 @main.group()

@@ -11,6 +11,7 @@ import json
 import shlex
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git, ui
@@ -152,24 +153,32 @@ def scripted_model(body: dict, index: int) -> Step:
     return plan[min(turn, len(plan) - 1)]
 
 
-def demo(folder: Path | None, model: str | None, base_url: str | None) -> Exit:
+@dataclass(frozen=True)
+class DemoLimits:
+    max_laps: int = 8
+    lap_timeout: float = 600
+    max_turns: int = 60
+
+
+def demo(folder: Path | None, model: str | None, base_url: str | None, limits: DemoLimits = DemoLimits()) -> Exit:
     if (model is None) != (base_url is None):
         raise RalphError("give both --model and --base-url to run the demo against a real endpoint")
     repo = _create_sample(folder)
     if model:
         ui.say(f"demo: a sample repository in {repo}, worked by {model} at {base_url}")
-        return _run_in(repo, model, base_url)
+        return _run_in(repo, model, base_url, limits)
     with ScriptedServer(scripted_model) as server:
         ui.say(f"demo: a sample repository in {repo}\n"
                f"demo: [bold]the model is scripted[/] (a fake OpenAI-compatible server at {server.base_url});"
                " the HTTP, tool calls, commits and checks are real")
-        return _run_in(repo, "scripted-demo", server.base_url)
+        return _run_in(repo, "scripted-demo", server.base_url, limits)
 
 
-def _run_in(repo: Path, model: str, base_url: str) -> Exit:
+def _run_in(repo: Path, model: str, base_url: str, limits: DemoLimits) -> Exit:
     config = {"goal": "Finish textkit: implement its functions and document them",
-              "agent": {"kind": "openai", "model": model, "base_url": base_url},
-              "checks": CHECKS, "limits": {"max_laps": 8, "stagnation": 3, "lap_timeout": 600}}
+              "agent": {"kind": "openai", "model": model, "base_url": base_url, "max_turns": limits.max_turns},
+              "checks": CHECKS, "limits": {"max_laps": limits.max_laps, "stagnation": 3,
+                                           "lap_timeout": limits.lap_timeout}}
     (repo / "ralph.yaml").write_text(json.dumps(config, indent=2) + "\n")
     git.run(repo, "add", "-A")
     git.run(repo, "commit", "-q", "-m", "ralph demo: the job")

@@ -17,6 +17,7 @@ import git as gitpython
 from ralph import proc
 from ralph.errors import RalphError
 from ralph.sandbox import Jail
+from ralph.ui import one_line
 
 NOTES_REF = "refs/notes/ralph"
 ZERO = "0" * 40
@@ -164,12 +165,8 @@ def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: J
     result = run(worktree, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive",
                  timeout=timeout, check=False, hooks=True, env=env, jail=jail)
     if not result.ok:
-        raise SubmodulesFailed(f"cannot check out the submodules in the lap's workspace: {_one_line(result.tail(400))} — "
+        raise SubmodulesFailed(f"cannot check out the submodules in the lap's workspace: {one_line(result.tail(400))} — "
                          "make `git submodule update --init` work offline (e.g. local mirrors)")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:

@@ -88,7 +88,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     lap_prompt = prompt.build(ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress),
                               last_failure(ctx, state))
     task = LapTask(ctx.run, number, ctx.workspace.tree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
-                   check=lambda: _check_now(ctx, state, log_dir), progress=ui.agent_step,
+                   check=lambda: _check_now(ctx, state, log_dir), progress=ui.agent_step, waiting=ui.waiting,
                    jail=ctx.jail("agent"))
     # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
     # runs as the user: whatever it does to the shared repository state is put back, once

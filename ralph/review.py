@@ -14,6 +14,8 @@ from ralph.ledger import RunState
 from ralph.files import remove_path
 from ralph.workspace import folder_for
 
+LOG_REASON_CHARS = 100  # `ralph log` keeps a lap to one row; `ralph show` has the whole reason
+
 
 def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     top = git.open_repo(cwd).top
@@ -29,7 +31,8 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
         if r is None:
             rows.append([str(lap.number), "?", "interrupted before its note was written", "", "", ""])
             continue
-        rows.append([str(r.lap), ui.status_text(r.status), escape(r.reason), f"{r.duration_s:.1f}s",
+        rows.append([str(r.lap), ui.status_text(r.status), escape(ui.one_line(r.reason, LOG_REASON_CHARS)),
+                     f"{r.duration_s:.1f}s",
                      str(r.files_changed), f"{r.todo.done}/{r.todo.done + r.todo.open}"])
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
     ui.table(["lap", "status", "reason", "time", "files", "TODO"], rows)
@@ -61,6 +64,9 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
            f"{escape('; '.join(record.ticked)) or 'none'}")
     if record.agent.summary:
         ui.say(f"summary {escape(record.agent.summary)}")
+    said = ui.one_line(next(iter(record.agent.detail.strip().splitlines()), ""), 300)
+    if said and said not in record.reason:  # the verdict's reason may stand where the agent's words were
+        ui.say(f"agent   {escape(said)}")
     if record.tests:
         ui.say(f"tests   passing tests {record.tests.passing_before} → {record.tests.passing_after}; "
                f"newly failing: {escape(', '.join(record.tests.newly_failing)) or 'none'}; "

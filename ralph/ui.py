@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
+from contextlib import contextmanager, nullcontext
 
 from typing import TYPE_CHECKING
 
@@ -37,6 +40,16 @@ def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def one_line(text: str, limit: int | None = None) -> str:
+    """Whitespace folded; past `limit` characters, the start and the end, where an error usually
+    says what exactly went wrong."""
+    line = " ".join(str(text).split())
+    if limit is None or len(line) <= limit:
+        return line
+    head = limit // 4
+    return f"{line[:head]} … {line[-(limit - head - 3):]}"
+
+
 def status_text(status: str) -> str:
     return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
 
@@ -63,6 +76,30 @@ def lap_end(record: LapRecord) -> None:
 
 def agent_step(line: str) -> None:
     console.print(f"  [dim]· {escape(line)}[/]")
+
+
+@contextmanager
+def waiting(label: str, quiet_for: float = 10, every: float = 30):
+    """Shows that `label` is still being waited for: a live line counting seconds on a
+    terminal; elsewhere a line once the wait passes `quiet_for` seconds, then every `every`."""
+    started, done = time.monotonic(), threading.Event()
+    with console.status(f"[dim]{escape(label)} …[/]") if console.is_terminal else nullcontext() as status:
+        def tell() -> None:
+            next_line = quiet_for
+            while not done.wait(1):
+                elapsed = time.monotonic() - started
+                if status is not None:
+                    status.update(f"[dim]{escape(label)} … {elapsed:.0f}s[/]")
+                elif elapsed >= next_line:
+                    console.print(f"  [dim]· {escape(label)}: waiting {elapsed:.0f}s[/]")
+                    next_line += every
+        ticker = threading.Thread(target=tell, daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            done.set()
+            ticker.join()
 
 
 def stopped(code: int, reason: str, flaky: list[str]) -> None:

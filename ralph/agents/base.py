@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Protocol
+from typing import Callable, ContextManager, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -26,6 +27,8 @@ class LapTask:
     check: Callable[[], str | None] | None = None
     # Shows one line of what the agent is doing to the person watching the run.
     progress: Callable[[str], None] = lambda line: None
+    # Shows, while the agent waits on something (a model request), how long it has waited.
+    waiting: Callable[[str], ContextManager] = lambda label: nullcontext()
     jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
 
 

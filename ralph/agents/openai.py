@@ -23,11 +23,12 @@ from openai import OpenAI
 
 from ralph.agents.base import AgentResult, LapTask, Usage
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
-from ralph.agents.retry import RequestFailed, call_with_retry, one_line
+from ralph.agents.retry import RequestFailed, call_with_retry
 from ralph.agents.tools import TOOL_NAMES, TOOL_SCHEMAS, Tools
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
 from ralph.errors import EndpointUnusable
+from ralph.ui import one_line
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 SYSTEM_PROMPT = """\
@@ -223,8 +224,9 @@ class _Lap:
         self.transcript.write("request", turn=turn, messages=len(self.messages))
         started = time.monotonic()
         try:
-            body = call_with_retry(self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep,
-                                   on_retry=self.log_retry)
+            with self.task.waiting(f"model request {turn}"):
+                body = call_with_retry(self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep,
+                                       on_retry=self.log_retry)
         except RequestFailed as exc:
             # The endpoint's failure, even when it used up the lap's time retrying: an error lap
             # (not judged, not stagnation), as the README promises, never a red one.

@@ -17,11 +17,14 @@ from typing import Callable, TypeVar
 
 import openai
 
+from ralph.ui import one_line
+
 MAX_ATTEMPTS = 5
 BACKOFF_BASE = 1.0  # seconds before the first retry; doubles each time
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 120.0
 RETRYABLE_STATUS = {408, 409, 429}  # and every 5xx
+SUMMARY_CHARS = 300  # of a server's error, in the one-line summary (the transcript keeps it whole)
 
 T = TypeVar("T")
 
@@ -111,16 +114,6 @@ def describe(exc: openai.APIError) -> str:
         body = exc.body
         detail = body.get("message") if isinstance(body, dict) else body  # a proxy's page is text
         detail = detail if isinstance(detail, str) and detail.strip() else exc.message
-        return f"HTTP {exc.status_code}: {one_line(detail)}"
+        return f"HTTP {exc.status_code}: {one_line(detail, SUMMARY_CHARS)}"
     cause = f" ({exc.__cause__})" if exc.__cause__ else ""
-    return one_line(f"{exc.message}{cause}")
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """Whitespace folded; when too long, the start and the end, where a server's error says
-    what exactly it refused."""
-    line = " ".join(str(text).split())
-    if len(line) <= limit:
-        return line
-    head = limit // 4
-    return f"{line[:head]} … {line[-(limit - head - 3):]}"
+    return one_line(f"{exc.message}{cause}", SUMMARY_CHARS)
