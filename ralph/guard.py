@@ -24,6 +24,9 @@ import pathspec
 from ralph import git, shadowing, todo
 
 
+_SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
+
+
 @dataclass
 class GuardReport:
     problems: list[str] = field(default_factory=list)
@@ -34,6 +37,11 @@ class GuardReport:
     def allows(self, name: str) -> bool:
         """Does an item this lap ticked, open since the run started, name this file?"""
         return bool(name) and any(_names(item, name) for item in self.grants)
+
+    def allows_setup(self, name: str) -> bool:
+        """A change to how pytest runs needs an item that names the file and says what it is
+        (a plugin, a conftest, pytest's configuration), not one that names it in passing."""
+        return bool(name) and any(_names(item, name) and _SETUP_WORDS.search(item) for item in self.grants)
 
 
 # .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,

@@ -239,7 +239,7 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
         return Judged("red", "the lap's submodules cannot be checked out", str(failed), files_changed=changed)
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
-    comparison = ratchet.compare(state.green_checks(), checks, report.allows)
+    comparison = ratchet.compare(state.green_checks(), checks, report)
     problems = report.problems + comparison.problems
     if problems and removed and ctx.config.strict:
         problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
@@ -253,7 +253,7 @@ def _green_reason(checks: list[CheckResult]) -> str:
 
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
-    comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), lambda name: False)
+    comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), guard_module.GuardReport())
     return "; ".join(comparison.problems) + "\n" + comparison.failing_output if comparison.problems else None
 
 

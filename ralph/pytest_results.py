@@ -75,7 +75,7 @@ def read(report: Path) -> TestResults | None:
     counted = _counted_sessions(lines)
     outcomes: dict[str, dict[str, set[str]]] = {}  # test -> phase -> every outcome reported
     xfail, collect_errors, deselected, setups = set(), set(), set(), []
-    for line in (line for line in lines if line.get("session") in counted):
+    for line in (line for line in lines if isinstance(line.get("session"), str) and line["session"] in counted):
         if isinstance(line.get("test"), str):
             outcomes.setdefault(line["test"], {}).setdefault(str(line.get("when")), set()).add(str(line.get("outcome")))
             if line.get("xfail"):
@@ -92,15 +92,24 @@ def read(report: Path) -> TestResults | None:
 
 
 def _counted_sessions(lines: list[dict]) -> set[str]:
-    """The check's own pytest sessions, and their xdist workers; not a session that a test
-    started (pytester, or a lap's test running pytest on code of its choosing)."""
-    parents = {str(line["session"]): (str(line.get("parent")), line.get("worker") is True)
-               for line in lines if "parent" in line and "session" in line}
-
-    def counted(session: str, depth: int = 0) -> bool:
-        parent, worker = parents[session]
-        return parent not in parents or (worker and depth < 8 and counted(parent, depth + 1))
-    return {session for session in parents if counted(session)}
+    """The check's own pytest sessions, and their xdist workers; not a session that started
+    while another of the check's was still running (one a test started: pytester, or a lap's
+    test running pytest on code of its choosing, however many processes lie between), and
+    none at all if one of the check's sessions never reached its end (its set-up line)."""
+    counted: set[str] = set()
+    running: set[str] = set()
+    for line in lines:
+        session = line.get("session")
+        if not isinstance(session, str):
+            continue
+        if "parent" in line:  # a session starts
+            worker_of_ours = line.get("worker") is True and line.get("parent") in counted
+            if worker_of_ours or not running:
+                counted.add(session)
+                running.add(session)
+        elif "setup" in line:
+            running.discard(session)
+    return set() if running else counted
 
 
 def _fold(outcomes: dict[str, dict[str, set[str]]], xfail: set[str], collect_errors: set[str], deselected: int,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ralph.checks import CheckResult
+from ralph.guard import GuardReport
 from ralph.pytest_results import COLLECTION, PytestSetup, file_of
 
 SHOWN = 5  # test ids named in a reason before "and N more"
@@ -25,10 +26,10 @@ class Comparison:
     failing_output: str = ""
 
 
-def compare(last_green: list[CheckResult], now: list[CheckResult], granted: Callable[[str], bool]) -> Comparison:
-    """What regressed between the last green results and now; `granted(name)` says whether a
-    ticked TODO item allowed a file (or plugin) to change: a test file's passing tests may then
-    disappear, a plugin or configuration file differ."""
+def compare(last_green: list[CheckResult], now: list[CheckResult], grants: GuardReport) -> Comparison:
+    """What regressed between the last green results and now; `grants` says what the lap's
+    ticked TODO items allow: a test file's passing tests to disappear, pytest's configuration
+    file or a plugin file to differ."""
     before_by_command = {result.command: result for result in last_green}
     result = Comparison()
     for check in now:
@@ -41,8 +42,8 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], granted: Call
                     else "exit 0, but its pytest report has failing tests")
             result.problems.append(f"check regressed: `{check.command}` ({what})")
         if before.tests and check.tests:
-            _compare_tests(before, check, granted, result)
-            result.problems += _setup_changes(before.tests.setup, check.tests.setup, granted)
+            _compare_tests(before, check, grants.allows, result)
+            result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows_setup)
         elif before.tests and before.tests.counts.passed:
             # A crashed or hung session writes no report: its passing tests are unaccounted for.
             result.problems.append(f"`{check.command}` wrote no pytest report: {before.tests.counts.passed} "

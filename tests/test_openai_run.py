@@ -83,10 +83,10 @@ def _closed_port() -> int:
 
 def test_an_endpoint_that_cannot_be_used_is_exit_6_before_any_run_is_made(tmp_path: Path):
     endpoint = f"http://127.0.0.1:{_closed_port()}/v1"
-    repo = repo_for(tmp_path, endpoint, ["true"])
+    repo = repo_for(tmp_path, endpoint, ["true"], lap_timeout=2)  # the check retries within one lap's time
     result = ralph(repo, "run", "--name", "o")
     assert result.returncode == 6, result.stdout + result.stderr
-    assert f"model scripted-1: model request to {endpoint} failed 5 times" in result.stderr
+    assert f"model scripted-1: model request to {endpoint} failed: Connection error." in result.stderr
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
 
 

@@ -5,7 +5,7 @@ into whatever Python runs the check, so it is written for old Pythons and pytest
 standard library only, nothing from ralph. It appends to the file named by RALPH_PYTEST_REPORT,
 one write a line, so the processes of a pytest-xdist session can share it.
 
-Every line names its session (the process id). Lines: {"session", "parent", "worker"} first;
+Every line names its session (process id and depth). Lines: {"session", "parent", "worker"} first;
 {"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"deselected": id};
 and at the session's end {"setup": {...}}: the configuration file and its values, every plugin
 ever registered with a digest of its hook functions' code (conftests, `pytest_plugins`,
@@ -19,15 +19,15 @@ import os
 import sys
 
 _cwd = os.getcwd()
-_session = str(os.getpid())
-_seen = {}  # plugin identity -> set of digests, from every registration
+_sessions = []  # the running sessions of this process, innermost last (pytester runs one inside another)
+_seen = {}  # id(plugin manager) -> {plugin identity -> set of digests}, from every registration
 
 
 def _write(line):
     path = os.environ.get("RALPH_PYTEST_REPORT")
     if not path:
         return
-    line["session"] = _session
+    line["session"] = _sessions[-1] if _sessions else str(os.getpid())
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         import json
@@ -37,13 +37,19 @@ def _write(line):
 
 
 def pytest_configure(config):
-    _write({"parent": str(os.getppid()), "worker": hasattr(config, "workerinput")})
+    _sessions.append("{}.{}".format(os.getpid(), len(_sessions)))
+    _write({"parent": "{}.0".format(os.getppid()), "worker": hasattr(config, "workerinput")})
+
+
+def pytest_unconfigure(config):
+    if _sessions:
+        _sessions.pop()
 
 
 def pytest_plugin_registered(plugin, manager):
     """Historic: pytest replays every registration made before this plugin came."""
     if plugin is not sys.modules[__name__]:
-        _seen.setdefault(_identity(plugin), set()).add(_digest(plugin, manager))
+        _seen.setdefault(id(manager), {}).setdefault(_identity(plugin), set()).add(_digest(plugin, manager))
 
 
 def pytest_runtest_logreport(report):
@@ -63,9 +69,10 @@ def pytest_deselected(items):
 
 def pytest_sessionfinish(session):
     config = session.config
+    seen = _seen.setdefault(id(config.pluginmanager), {})
     for name, plugin in config.pluginmanager.list_name_plugin():
         if plugin is None:
-            _seen.setdefault("blocked: " + name, set()).add("")
+            seen.setdefault("blocked: " + name, set()).add("")
         else:
             pytest_plugin_registered(plugin, config.pluginmanager)
     inipath = getattr(config, "inipath", None) or getattr(config, "inifile", None)
@@ -73,22 +80,23 @@ def pytest_sessionfinish(session):
     for key, value in dict(getattr(config, "inicfg", {}) or {}).items():
         values[str(key)] = str(getattr(value, "value", value))
     _write({"setup": {"config": _shown(str(inipath)) if inipath else None, "values": values,
-                      "plugins": dict((name, sorted(found)) for name, found in _seen.items()),
+                      "plugins": dict((name, sorted(found)) for name, found in seen.items()),
                       "shadowing": _shadowing()}})
 
 
 def _identity(plugin):
-    """A module in the checked tree by its path, any other by its name, anything else by its
-    class (names such as `id(object)` change from run to run); pytest's own parts are one. A
-    plugin can lie about these names: its digest, of its code, is what it cannot fake."""
+    """A file of the checked tree by its path; any other module as `module <name>`, anything
+    else as `object <class>` (names such as `id(object)` change from run to run); pytest's
+    own parts are one. A plugin can lie about these names: its digest, of its code, is what
+    it cannot fake, and only a real file of the tree can be granted by a TODO item."""
     path = getattr(plugin, "__file__", None)
-    if isinstance(path, str) and not _shown(os.path.abspath(path)).startswith(os.sep):
+    if isinstance(path, str) and os.path.isfile(path) and not _shown(os.path.abspath(path)).startswith(os.sep):
         return _shown(os.path.abspath(path))
     kind = plugin if isinstance(plugin, type) or path else type(plugin)
     name = str(getattr(kind, "__module__", None) or getattr(kind, "__name__", "?"))
     if name.split(".")[0] in ("_pytest", "pytest"):
         return "pytest"
-    return name if path else "{}.{}".format(name, getattr(kind, "__qualname__", "?"))
+    return "module " + name if path else "object {}.{}".format(name, getattr(kind, "__qualname__", "?"))
 
 
 def _digest(plugin, manager):
