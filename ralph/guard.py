@@ -48,7 +48,8 @@ class GuardReport:
 # a test file's included, without changing its blob. .gitmodules: a submodule is code from
 # elsewhere that the checks then run.
 CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
-                          "setup.cfg", "noxfile.py", "pyproject.toml", "ralph.yaml", ".pre-commit-config.yaml", ".gitattributes", ".gitmodules"})
+                          "setup.cfg", "noxfile.py", "pyproject.toml", "ralph.yaml", ".pre-commit-config.yaml",
+                          ".gitattributes", ".gitmodules"})
 
 
 def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]], protect: list[str],
