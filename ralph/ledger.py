@@ -1,11 +1,15 @@
 """Run state, read back from git: refs under `refs/ralph/<run>/`, the green branch, lap notes.
 
 Nothing here lives only in memory: after a crash, `load` rebuilds the same state.
+
+Records outlive the ralph that wrote them: each carries its FORMAT; a reader takes every
+earlier format (migrated here, in one place) and names a newer one instead of failing.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,9 +21,18 @@ from pydantic import BaseModel, ValidationError
 from ralph import crashpoint, git
 from ralph.agents.base import AgentResult
 from ralph.checks import CheckResult
+from ralph.config import Config
 from ralph.errors import RalphError
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+# 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
+# (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
+FORMAT = 2
+MIGRATIONS = {1: lambda data: data}  # format N -> N+1, applied in order
+
+
+class NewerFormat(RalphError):
+    """A record written by a later ralph than this one."""
 
 
 def branch_ref(run: str) -> str:
@@ -41,11 +54,12 @@ def lap_ref(run: str, lap: int) -> str:
 class RunRecord(BaseModel):
     """Written once when a run starts, as a blob that `refs/ralph/<run>/run` points at."""
 
+    format: int = FORMAT
     run: str
     created_at: str
     base: str
     user_branch: str | None
-    config: dict  # the configuration the run is judged by
+    config: Config  # the configuration the run is judged by
     baseline: list[CheckResult]  # the checks on the base commit
 
 
@@ -66,6 +80,7 @@ class TestChanges(BaseModel):
 class LapRecord(BaseModel):
     """The JSON note on each lap commit."""
 
+    format: int = FORMAT
     run: str
     lap: int
     status: Literal["green", "red", "error"]
@@ -93,7 +108,26 @@ class LapRecord(BaseModel):
 class Lap:
     number: int
     commit: str
-    record: LapRecord | None  # None: the ref exists but the note was never written (crash)
+    record: LapRecord | None  # None: no note (a crash before it), or one this ralph cannot read
+    problem: str = ""  # why `record` is None, for people
+    newer: bool = False  # the note is in a format of a later ralph: this one must not go on with the run
+
+
+def migrated(text: str, what: str) -> dict:
+    """A record's JSON at the current FORMAT; NewerFormat for one a later ralph wrote, ValueError
+    for one that is no record at all."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    found = data.get("format", 1)
+    if not isinstance(found, int) or found < 1:
+        raise ValueError(f"format {found!r} is no format ralph ever wrote")
+    if found > FORMAT:
+        raise NewerFormat(f"{what} was written by a newer ralph (format {found}; this one reads up to "
+                          f"{FORMAT}) — upgrade ralph to read it")
+    for version in range(found, FORMAT):
+        data = MIGRATIONS[version](data)
+    return dict(data, format=FORMAT)
 
 
 @dataclass
@@ -185,29 +219,47 @@ def load(cwd: Path, run: str) -> RunState | None:
     refs = git.refs(cwd, f"refs/ralph/{run}/")
     if record_ref(run) not in refs:
         return None
-    record = RunRecord.model_validate_json(git.read_blob(cwd, refs[record_ref(run)]))
+    record = _read_run_record(git.read_blob(cwd, refs[record_ref(run)]), run)
     green = git.rev(cwd, branch_ref(run)) or record.base
     prefix = f"refs/ralph/{run}/laps/"
     numbered = sorted((int(ref[len(prefix):]), sha) for ref, sha in refs.items()
                       if ref.startswith(prefix) and ref[len(prefix):].isdigit())
     notes = git.notes(cwd, [sha for _, sha in numbered])
-    laps = [Lap(number, sha, _parse_note(notes.get(sha))) for number, sha in numbered]
+    laps = [Lap(number, sha, *_read_note(notes.get(sha), number)) for number, sha in numbered]
     return RunState(run, record, green, laps)
 
 
-def _parse_note(text: str | None) -> LapRecord | None:
-    if not text:
-        return None
+def _read_run_record(text: str, run: str) -> RunRecord:
     try:
-        return LapRecord.model_validate_json(text)
-    except ValidationError:
-        return None
+        return RunRecord.model_validate(migrated(text, f"the record of run {run!r}"))
+    except (ValueError, ValidationError) as exc:  # ValidationError is a ValueError; named for the reader
+        raise RalphError(f"the record of run {run!r} does not read: {_first_problem(exc)} — "
+                         "start a new run with --name") from None
+
+
+def _read_note(text: str | None, number: int) -> tuple[LapRecord | None, str, bool]:
+    if not text:
+        return None, "interrupted before its note was written", False
+    try:
+        return LapRecord.model_validate(migrated(text, f"the note of lap {number}")), "", False
+    except NewerFormat as exc:
+        return None, str(exc), True
+    except ValueError as exc:
+        return None, f"unreadable note: {_first_problem(exc)}", False
+
+
+def _first_problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        return f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def run_records(cwd: Path) -> list[RunRecord]:
     """Every run's record in the repository, oldest first."""
-    blobs = [sha for ref, sha in git.refs(cwd, "refs/ralph/").items() if ref.endswith("/run") and ref.count("/") == 3]
-    records = [RunRecord.model_validate_json(git.read_blob(cwd, sha)) for sha in blobs]
+    blobs = {ref.split("/")[2]: sha for ref, sha in git.refs(cwd, "refs/ralph/").items()
+             if ref.endswith("/run") and ref.count("/") == 3}
+    records = [_read_run_record(git.read_blob(cwd, sha), run) for run, sha in blobs.items()]
     return sorted(records, key=lambda record: (record.created_at, record.run))
 
 
@@ -230,7 +282,7 @@ def resolve(cwd: Path, run: str | None) -> RunState:
 
 
 def save_record(cwd: Path, record: RunRecord) -> None:
-    blob = git.write_blob(cwd, record.model_dump_json(indent=1))
+    blob = git.write_blob(cwd, record.model_dump_json(indent=1, by_alias=True))
     if not git.update_ref(cwd, record_ref(record.run), blob, None):
         raise RalphError(f"run {record.run!r} was started by another process at the same time")
 

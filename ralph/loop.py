@@ -42,6 +42,9 @@ def run(options: RunOptions) -> Exit:
     with ledger.run_lock(run_dir, name):
         state = ledger.load(repo.top, name)
         if state is not None:
+            newer = next((lap.problem for lap in state.laps if lap.newer), None)
+            if newer:
+                raise ledger.NewerFormat(newer)
             cfg = _pinned_config(state, cfg)
         if options.max_laps is not None:
             cfg.limits.max_laps = options.max_laps
@@ -89,7 +92,7 @@ def _restore_after_crash(repo: git.RepoInfo, name: str) -> None:
 
 def _pinned_config(state: RunState, current: config_module.Config) -> config_module.Config:
     """A run is judged by the configuration it started with, whatever the file says now."""
-    pinned = config_module.Config.model_validate(state.record.config)
+    pinned = state.record.config
     if pinned != current:
         ui.say("[yellow]note:[/] the config file differs from the configuration this run started with; "
                "the run keeps its own (use --name to start a new run with the file's)")
@@ -100,7 +103,7 @@ def _name_for(top: Path, goal: str) -> str:
     """Without --name: the latest unfinished run of the same goal (resume it, whatever day it
     started), else a new name from today's date and the goal's first words."""
     for record in reversed(ledger.run_records(top)):
-        if record.config.get("goal") == goal:
+        if record.config.goal == goal:
             state = ledger.load(top, record.run)
             if state and not state.is_done:
                 return record.run
@@ -161,7 +164,7 @@ def _start(ctx: RunContext) -> RunState:
     git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, leftover)
     git.update_ref(ctx.top, ledger.branch_ref(ctx.run), base, branch)
     record = RunRecord(run=ctx.run, created_at=now_iso(), base=base, user_branch=ctx.repo.branch,
-                       config=ctx.config.model_dump(mode="json", by_alias=True), baseline=baseline)
+                       config=ctx.config, baseline=baseline)
     ledger.save_record(ctx.top, record)
     return RunState(ctx.run, record, base)
 

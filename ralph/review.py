@@ -14,24 +14,25 @@ from ralph.ledger import RunState
 from ralph.files import remove_path
 from ralph.workspace import folder_for
 
-LOG_REASON_CHARS = 100  # `ralph log` keeps a lap to one row; `ralph show` has the whole reason
+LOG_OTHER_COLUMNS = 40  # the width of `ralph log`'s columns but the reason, cut to fit the rest
 
 
 def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     top = git.open_repo(cwd).top
     state = ledger.resolve(top, run)
-    records = [lap.record for lap in state.laps]
     if as_json:
-        ui.print_json({"run": state.name, "green": state.green,
-                       "laps": [r.model_dump(mode="json") if r else None for r in records]})
+        ui.print_json({"run": state.name, "green": state.green, "laps": [
+            lap.record.model_dump(mode="json") if lap.record else {"lap": lap.number, "commit": lap.commit,
+                                                                    "problem": lap.problem}
+            for lap in state.laps]})
         return Exit.DONE
-    rows = []
+    rows, width = [], max(30, ui.console.width - LOG_OTHER_COLUMNS)  # a lap a line; `ralph show` has it whole
     for lap in state.laps:
         r = lap.record
         if r is None:
-            rows.append([str(lap.number), "?", "interrupted before its note was written", "", "", ""])
+            rows.append([str(lap.number), "?", escape(ui.one_line(lap.problem, width)), "", "", ""])
             continue
-        rows.append([str(r.lap), ui.status_text(r.status), escape(ui.one_line(r.reason, LOG_REASON_CHARS)),
+        rows.append([str(r.lap), ui.status_text(r.status), escape(ui.one_line(r.reason, width)),
                      f"{r.duration_s:.1f}s",
                      str(r.files_changed), f"{r.todo.done}/{r.todo.done + r.todo.open}"])
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
@@ -54,7 +55,7 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
         return Exit.DONE
     ui.say(f"[bold]lap {number}[/] of run {state.name}  commit {lap.commit}")
     if record is None:
-        ui.say("no record: the lap was interrupted before its note was written")
+        ui.say(f"no record: {escape(lap.problem)}")
         return Exit.DONE
     on_line = " (on the green line)" if git.is_ancestor(top, lap.commit, state.green) else ""
     ui.say(f"status  {ui.status_text(record.status)}{on_line} — {escape(record.reason)}")
@@ -94,18 +95,18 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
 def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     top = git.open_repo(cwd).top
     state = ledger.resolve(top, run)
-    limits = state.record.config.get("limits", {})
+    limits = state.record.config.limits
     last = state.last_record()
     done = state.is_done
     summary = {
         "run": state.name, "base": state.record.base, "green": state.green,
         "green_laps": sum(1 for lap in state.laps if lap.record and lap.record.status == "green"),
-        "laps": len(state.laps), "max_laps": limits.get("max_laps"),
-        "without_progress": state.laps_without_progress(), "stagnation": limits.get("stagnation"),
+        "laps": len(state.laps), "max_laps": limits.max_laps,
+        "without_progress": state.laps_without_progress(), "stagnation": limits.stagnation,
         "errors_in_a_row": state.errors_in_a_row(), "done": done,
         "todo": last.todo.model_dump() if last else None,
         "flaky": state.flaky_checks(),
-        "tokens": state.tokens_used(), "max_tokens": limits.get("max_tokens"),
+        "tokens": state.tokens_used(), "max_tokens": limits.max_tokens,
         "context": dict(zip(("this_lap", "one_session"), state.context_bars())),
     }
     if as_json:
@@ -189,7 +190,7 @@ def _squash_message(top: Path, state: RunState) -> str:
     ticked = [item for lap in state.laps if lap.record and lap.record.status == "green"
               for item in lap.record.ticked]
     lines = "\n".join(f"- {item}" for item in ticked) or "- (no TODO item ticked)"
-    goal = state.record.config.get("goal", "")
+    goal = state.record.config.goal
     return f"ralph: {goal.strip()[:60]}\n\n{lines}\n\nRalph-Run: {state.name}\n"
 
 

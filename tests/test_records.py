@@ -1,0 +1,73 @@
+"""Records outlive the ralph that wrote them: old formats read and resume, newer ones and
+broken ones are named, never taken for a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import git, ralph
+
+BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    """The repository of a run ralph 0.1 started and stopped (format 1: no format key)."""
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", "-b", "scratch", str(repo))
+    git(repo, "fetch", "-q", str(BUNDLE), "refs/*:refs/*")
+    git(repo, "checkout", "-q", "main")
+    return repo
+
+
+def rewrite_note(repo: Path, lap: int, change) -> None:
+    commit = git(repo, "rev-parse", f"refs/ralph/old/laps/{lap}")
+    text = git(repo, "notes", "--ref", "ralph", "show", commit)
+    git(repo, "notes", "--ref", "ralph", "add", "-f", "-m", change(text), commit)
+
+
+def test_a_run_written_in_format_1_reads_as_it_was(old_run: Path):
+    laps = json.loads(ralph(old_run, "log", "--json").stdout)["laps"]
+    assert [(lap["lap"], lap["status"], lap["format"]) for lap in laps] == [(1, "green", 2), (2, "red", 2)]
+    assert "tests that passed now fail: tests/test_calc.py::test_add" in laps[1]["reason"]
+    shown = ralph(old_run, "show", "2").stdout
+    assert "interrupted" not in shown and "passing tests 2 → 1" in shown
+
+
+def test_a_run_written_in_format_1_resumes_and_finishes(old_run: Path):
+    result = ralph(old_run, "run", "--name", "old", "--max-laps", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    laps = json.loads(ralph(old_run, "log", "--json").stdout)["laps"]
+    assert [lap["status"] for lap in laps] == ["green", "red", "green"] and laps[2]["done"]
+    assert git(old_run, "show", "ralph/old:NOTES.md") == "notes"
+
+
+def test_a_note_from_a_newer_ralph_is_named_and_the_run_not_resumed(old_run: Path):
+    rewrite_note(old_run, 2, lambda text: json.dumps(dict(json.loads(text), format=99)))
+    expected = "the note of lap 2 was written by a newer ralph (format 99; this one reads up to 2)"
+    assert expected in ralph(old_run, "show", "2").stdout
+    assert "upgrade ralph to read it" in ralph(old_run, "log").stdout
+    result = ralph(old_run, "run", "--name", "old", "--max-laps", "3")
+    assert result.returncode == 1 and expected in result.stderr and "upgrade ralph" in result.stderr
+    assert git(old_run, "for-each-ref", "refs/ralph/old/laps/").count("\n") == 1  # no lap 3
+
+
+def test_a_run_record_from_a_newer_ralph_is_one_clear_line(old_run: Path):
+    blob = git(old_run, "rev-parse", "refs/ralph/old/run")
+    record = json.loads(git(old_run, "cat-file", "blob", blob))
+    (old_run.parent / "newer.json").write_text(json.dumps(dict(record, format=3)))
+    newer = git(old_run, "hash-object", "-w", str(old_run.parent / "newer.json"))
+    git(old_run, "update-ref", "refs/ralph/old/run", newer)
+    result = ralph(old_run, "log")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "the record of run 'old' was written by a newer ralph (format 3" in result.stderr
+
+
+def test_an_unreadable_note_says_why_instead_of_calling_it_a_crash(old_run: Path):
+    rewrite_note(old_run, 1, lambda text: text.replace('"status": "green"', '"status": "purple"'))
+    laps = json.loads(ralph(old_run, "log", "--json").stdout)["laps"]
+    assert laps[0]["problem"].startswith("unreadable note: status: Input should be 'green', 'red' or 'error'")
+    assert "unreadable note" in ralph(old_run, "show", "1").stdout
