@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 IDENTITY = {
-    "GIT_AUTHOR_NAME": "Bench Author", "GIT_AUTHOR_EMAIL": "author@example.com",
-    "GIT_COMMITTER_NAME": "Bench Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
+    "GIT_AUTHOR_NAME": "Bench Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Bench Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.com",
 }
 # The agent that does the least a lap must do to be green: edit a file and tick one item.
 TICK_ONE = "sed -i '0,/- \\[ \\]/s//- [x]/' TODO.md && echo $RALPH_LAP >> work.txt"
@@ -28,8 +30,9 @@ def isolate() -> Path:
     """A fresh HOME and a pinned identity for this process and everything it starts."""
     home = Path(tempfile.mkdtemp(prefix="ralph-bench-home-"))
     atexit.register(shutil.rmtree, home, ignore_errors=True)
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Bench\n"
-                                     "\temail = bench@example.com\n")
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Bench\n\temail = bench@example.com\n"
+    )
     os.environ.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", **IDENTITY)
     for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)
@@ -43,8 +46,7 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def make_repo(path: Path, config: str, items: int, files: dict[str, str] | None = None,
-              filler: int = 0) -> Path:
+def make_repo(path: Path, config: str, items: int, files: dict[str, str] | None = None, filler: int = 0) -> Path:
     """A repository with ralph.yaml, a TODO of `items` open items, `files`, and `filler` small files."""
     path.mkdir(parents=True)
     git(path, "init", "-q")
@@ -65,8 +67,10 @@ def make_repo(path: Path, config: str, items: int, files: dict[str, str] | None 
 
 def ralph_yaml(agent: str, max_laps: int = 1000) -> str:
     """A ralph.yaml with the check `true` and stagnation out of the way; `agent` is a YAML mapping."""
-    return (f'goal: "Benchmark: tick one item a lap"\nagent: {agent}\nchecks: ["true"]\n'
-            f"limits: {{max_laps: {max_laps}, stagnation: 1000}}\n")
+    return (
+        f'goal: "Benchmark: tick one item a lap"\nagent: {agent}\nchecks: ["true"]\n'
+        f"limits: {{max_laps: {max_laps}, stagnation: 1000}}\n"
+    )
 
 
 def command_agent(command: str = TICK_ONE) -> str:
@@ -91,8 +95,10 @@ def median(values) -> float:
 
 def table(columns: list[str], rows: list[list]) -> str:
     """A GitHub-markdown table, numbers to three significant figures."""
+
     def cell(value) -> str:
         return f"{value:.3g}" if isinstance(value, float) else str(value)
+
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)

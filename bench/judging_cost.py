@@ -84,8 +84,18 @@ def main() -> None:
         deleting, walking, status = bytecode_walk(scratch(), files)
         rows.append([f"{files:,}", deleting * 1000, walking * 1000, status * 1000, listing(scratch(), files) * 1000])
     print()
-    print(table(["files in the tree", "delete a quarter as bytecode (ms)", "nothing to delete (ms)",
-                 "`git status -uall` (ms)", "shadowing's two listings (ms)"], rows))
+    print(
+        table(
+            [
+                "files in the tree",
+                "delete a quarter as bytecode (ms)",
+                "nothing to delete (ms)",
+                "`git status -uall` (ms)",
+                "shadowing's two listings (ms)",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ import itertools
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from common import command_agent, git, make_repo, median, ralph_yaml, table, timed
 
@@ -69,7 +69,7 @@ def ralph_laps(clock: LapClock, repo: Path, name: str, laps: int) -> list[dict]:
     ralph.loop.run(RunOptions(cwd=repo, name=name, max_laps=laps))
     notes = [lap.record for lap in ledger.load(repo, name).laps]
     assert all(note.status == "green" for note in notes), [note.reason for note in notes]
-    for reading, note in zip(clock.laps, notes):
+    for reading, note in zip(clock.laps, notes, strict=True):
         inside = note.agent.duration_s + sum(check.duration_s for check in note.checks)
         reading.update(in_note=note.duration_s - inside, outside=reading["wall"] - note.duration_s)
     return clock.laps
@@ -88,6 +88,7 @@ def bare_lap(repo: Path) -> float:
         (worktree / "work.txt").write_text(f"{number}\n")
         git(worktree, "add", "-A")
         git(worktree, "commit", "-q", "-m", f"bare {number}")
+
     return timed(by_hand)[0]
 
 
@@ -101,13 +102,28 @@ def process_wall(repo: Path, name: str, laps: int) -> float:
 def summary(readings: list[dict]) -> list:
     """Medians of one group of laps, in the column order of COLUMNS."""
     lap, bare = median(r["wall"] for r in readings), median(r["bare"] for r in readings)
-    return [lap, bare, f"{lap / bare:.1f}×", median(r["add_s"] for r in readings),
-            median(r["git_n"] for r in readings), median(r["git_s"] - r["add_s"] for r in readings),
-            median(r["in_note"] for r in readings), median(r["outside"] for r in readings)]
+    return [
+        lap,
+        bare,
+        f"{lap / bare:.1f}×",
+        median(r["add_s"] for r in readings),
+        median(r["git_n"] for r in readings),
+        median(r["git_s"] - r["add_s"] for r in readings),
+        median(r["in_note"] for r in readings),
+        median(r["outside"] for r in readings),
+    ]
 
 
-COLUMNS = ["ralph lap s", "bare git s", "ralph/bare", "checkout s", "git procs", "other git s",
-           "in-note overhead s", "outside note s"]
+COLUMNS = [
+    "ralph lap s",
+    "bare git s",
+    "ralph/bare",
+    "checkout s",
+    "git procs",
+    "other git s",
+    "in-note overhead s",
+    "outside note s",
+]
 
 
 def by_size(clock: LapClock, root: Path, sizes: list[int], laps: int, reps: int) -> list[list]:
@@ -127,8 +143,10 @@ def by_lap_count(clock: LapClock, root: Path, size: int, laps: int, reps: int) -
     for rep in range(reps):
         repo = make_repo(root / f"long-{rep}", ralph_yaml(command_agent()), items=laps + 10, filler=size)
         runs.append(ralph_laps(clock, repo, "long", laps))
-    return [[f"{first + 1}–{first + 10}", *summary([r for run in runs for r in run[first:first + 10]])]
-            for first in (0, laps - 10)]
+    return [
+        [f"{first + 1}–{first + 10}", *summary([r for run in runs for r in run[first : first + 10]])]
+        for first in (0, laps - 10)
+    ]
 
 
 def main() -> None:
@@ -147,8 +165,7 @@ def main() -> None:
     print(f"Per lap, medians over {args.reps} runs × {args.laps} laps; agent: tick one item, check: `true`.\n")
     print(table(["files", *COLUMNS, f"`ralph run` {args.laps} laps s", "fixed s"], sizes))
     if growth:
-        print(f"\n{args.reps} runs of {args.long} laps on {args.long_size} files; "
-              "medians of the 10-lap windows.\n")
+        print(f"\n{args.reps} runs of {args.long} laps on {args.long_size} files; medians of the 10-lap windows.\n")
         print(table(["laps", *COLUMNS], growth))
 
 

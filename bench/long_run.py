@@ -22,8 +22,8 @@ import contextlib
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from common import command_agent, make_repo, median, openai_agent, ralph_yaml, table
 from token_growth import SOURCE, next_step
@@ -59,10 +59,14 @@ def sample() -> dict[str, float]:
     children = descendants()
     status = Path("/proc/self/status").read_text()
     rss_kb = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
-    return {"fds": len(os.listdir("/proc/self/fd")), "children": len(children),
-            "git children": sum(name == "git" for name, _ in children),
-            "zombies": sum(state == "Z" for _, state in children),
-            "threads": sum(not isinstance(t, Sampler) for t in threading.enumerate()), "rss MB": rss_kb / 1024}
+    return {
+        "fds": len(os.listdir("/proc/self/fd")),
+        "children": len(children),
+        "git children": sum(name == "git" for name, _ in children),
+        "zombies": sum(state == "Z" for _, state in children),
+        "threads": sum(not isinstance(t, Sampler) for t in threading.enumerate()),
+        "rss MB": rss_kb / 1024,
+    }
 
 
 class Sampler(threading.Thread):
@@ -109,20 +113,41 @@ def main() -> None:
     server = ScriptedServer(next_step) if args.agent == "openai" else None
     with tempfile.TemporaryDirectory(prefix="ralph-bench-") as root, server or contextlib.nullcontext():
         agent = openai_agent(server.base_url) if server else command_agent()
-        repo = make_repo(Path(root) / "repo", ralph_yaml(agent), items=args.laps + 10,
-                         files={"src/app.py": SOURCE}, filler=args.files)
+        repo = make_repo(
+            Path(root) / "repo",
+            ralph_yaml(agent),
+            items=args.laps + 10,
+            files={"src/app.py": SOURCE},
+            filler=args.files,
+        )
         # The scripted server keeps every request it got; that memory is the benchmark's, not ralph's.
         forget = server.requests.clear if server else lambda: None
         code, before, samples, after_lap, after = measure(repo, args.laps, forget)
     window = min(20, len(after_lap) // 2)
     first, last = after_lap[:window], after_lap[-window:]
-    rows = [[metric, before[metric], min(s[metric] for s in samples), median(s[metric] for s in samples),
-             max(s[metric] for s in samples), median(s[metric] for s in first), median(s[metric] for s in last),
-             after[metric]] for metric in METRICS]
-    print(f"{len(after_lap)} laps of the {args.agent} agent (exit {code}), {len(samples)} samples every 0.2 s; "
-          f"after-lap medians of the first and last {window} laps.\n")
-    print(table(["metric", "before", "min", "median", "max", f"first {window} laps", f"last {window} laps",
-                 "after run"], rows))
+    rows = [
+        [
+            metric,
+            before[metric],
+            min(s[metric] for s in samples),
+            median(s[metric] for s in samples),
+            max(s[metric] for s in samples),
+            median(s[metric] for s in first),
+            median(s[metric] for s in last),
+            after[metric],
+        ]
+        for metric in METRICS
+    ]
+    print(
+        f"{len(after_lap)} laps of the {args.agent} agent (exit {code}), {len(samples)} samples every 0.2 s; "
+        f"after-lap medians of the first and last {window} laps.\n"
+    )
+    print(
+        table(
+            ["metric", "before", "min", "median", "max", f"first {window} laps", f"last {window} laps", "after run"],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

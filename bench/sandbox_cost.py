@@ -48,8 +48,10 @@ def start_up(scratch: Path, runs: int = 50) -> str:
     assert subprocess.run(jail.argv(["/bin/true"])).returncode == 0, "bubblewrap does not work here"
     plain = median(timed(subprocess.run, ["/bin/sh", "-c", "true"])[0] for _ in range(runs))
     boxed = median(timed(subprocess.run, jail.argv(["/bin/true"]))[0] for _ in range(runs))
-    return table(["command", "median s", "ratio"], [["/bin/sh -c true", plain, 1.0],
-                                                   ["bwrap (ralph's options) /bin/true", boxed, boxed / plain]])
+    return table(
+        ["command", "median s", "ratio"],
+        [["/bin/sh -c true", plain, 1.0], ["bwrap (ralph's options) /bin/true", boxed, boxed / plain]],
+    )
 
 
 def laps_by_mode(folder: Path, size: int, laps: int, reps: int) -> list[list]:
@@ -67,8 +69,10 @@ def laps_by_mode(folder: Path, size: int, laps: int, reps: int) -> list[list]:
 
 
 def one_run(folder: Path, size: int, laps: int, mode: str) -> list[float]:
-    config = (f'goal: "Benchmark: tick one item a lap"\nagent: {command_agent()}\nchecks: ["true"]\n'
-              f"limits: {{max_laps: {laps}, stagnation: 1000}}\nsandbox: {{mode: {mode}}}\n")
+    config = (
+        f'goal: "Benchmark: tick one item a lap"\nagent: {command_agent()}\nchecks: ["true"]\n'
+        f"limits: {{max_laps: {laps}, stagnation: 1000}}\nsandbox: {{mode: {mode}}}\n"
+    )
     repo = make_repo(folder, config, items=laps + 1, filler=size)
     seconds: list[float] = []
     run_lap = ralph.loop.run_lap

@@ -33,8 +33,7 @@ from common import git, make_repo, openai_agent, ralph_yaml, table
 from ralph import ledger
 from ralph.scripted import ScriptedServer, Step, bash, finish, tool_call
 
-SOURCE = "".join(f"def handler_{n}(request):\n    return {{'status': {n}, 'body': request}}\n\n"
-                 for n in range(40))
+SOURCE = "".join(f"def handler_{n}(request):\n    return {{'status': {n}, 'body': request}}\n\n" for n in range(40))
 
 
 def next_step(body: dict, _index: int) -> Step:
@@ -44,11 +43,15 @@ def next_step(body: dict, _index: int) -> Step:
     if turn == 0:
         return tool_call("str_replace_based_edit_tool", {"command": "view", "path": "src/app.py"})
     if turn == 1:
-        return tool_call("str_replace_based_edit_tool", {"command": "str_replace", "path": "TODO.md",
-                                                         "old_str": f"- [ ] {item}", "new_str": f"- [x] {item}"})
+        return tool_call(
+            "str_replace_based_edit_tool",
+            {"command": "str_replace", "path": "TODO.md", "old_str": f"- [ ] {item}", "new_str": f"- [x] {item}"},
+        )
     if turn == 2:
-        return bash(f"echo '{item}' >> work.txt && printf 'Done: {item}. Next: the next open item.\\n' "
-                    "> PROGRESS.md && git status --short")
+        return bash(
+            f"echo '{item}' >> work.txt && printf 'Done: {item}. Next: the next open item.\\n' "
+            "> PROGRESS.md && git status --short"
+        )
     return finish(f"{item} done")
 
 
@@ -64,14 +67,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ralph-bench-") as root, ScriptedServer(next_step) as server:
         config = ralph_yaml(openai_agent(server.base_url), max_laps=args.laps)
         repo = make_repo(Path(root) / "repo", config, items=args.laps + 5, files={"src/app.py": SOURCE})
-        done = subprocess.run([sys.executable, "-m", "ralph", "run", "--name", "tokens"], cwd=repo,
-                              capture_output=True, text=True, timeout=60 + 10 * args.laps)
+        done = subprocess.run(
+            [sys.executable, "-m", "ralph", "run", "--name", "tokens"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=60 + 10 * args.laps,
+        )
         assert done.returncode == 3, done.stdout + done.stderr  # 3: max_laps reached
         laps = ledger.load(repo, "tokens").laps
         run_dir = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "ralph" / "tokens"
         shared = [first_request_tokens(run_dir / f"lap-{lap.number}" / "transcript.jsonl") for lap in laps]
     rows, session, shared_once, sent_laps, sent_session = [], 0, 0, 0, 0
-    for lap, first in zip(laps, shared):
+    for lap, first in zip(laps, shared, strict=True):
         usage = lap.record.agent.usage
         assert lap.record.status == "green" and not usage.estimated, lap.record.reason
         largest = usage.largest_prompt_tokens
@@ -81,14 +89,39 @@ def main() -> None:
         sent_session += usage.prompt_tokens + carried
         session += largest
         shared_once += largest - first if shared_once else largest
-        rows.append([lap.number, usage.requests, largest, session, f"{session / largest:.1f}×",
-                     shared_once, f"{shared_once / largest:.1f}×",
-                     sent_laps, sent_session, f"{sent_session / sent_laps:.1f}×"])
+        rows.append(
+            [
+                lap.number,
+                usage.requests,
+                largest,
+                session,
+                f"{session / largest:.1f}×",
+                shared_once,
+                f"{shared_once / largest:.1f}×",
+                sent_laps,
+                sent_session,
+                f"{sent_session / sent_laps:.1f}×",
+            ]
+        )
     print(f"{len(laps)} laps of the openai agent against the scripted server (tokens = request bytes // 4).\n")
     shown = rows if len(rows) <= 12 else rows[:3] + [["…"] * len(rows[0])] + rows[-3:]
-    print(table(["lap", "requests", "this lap: largest request", "one session", "ratio",
-                 "one session, shared once", "ratio", "prompt tokens sent, laps 1..n",
-                 "sent, one session (est.)", "ratio"], shown))
+    print(
+        table(
+            [
+                "lap",
+                "requests",
+                "this lap: largest request",
+                "one session",
+                "ratio",
+                "one session, shared once",
+                "ratio",
+                "prompt tokens sent, laps 1..n",
+                "sent, one session (est.)",
+                "ratio",
+            ],
+            shown,
+        )
+    )
 
 
 if __name__ == "__main__":

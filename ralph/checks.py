@@ -8,9 +8,9 @@ from pydantic import BaseModel
 
 from ralph import proc, pytest_results
 from ralph.config import CheckSpec
+from ralph.files import remove_path
 from ralph.pytest_results import TestResults
 from ralph.sandbox import Jail
-from ralph.files import remove_path
 
 TAIL_CHARS = 4000
 
@@ -32,31 +32,47 @@ class CheckResult(BaseModel):
         return self.exit_code == 0 and not self.timed_out and not (self.tests and self.tests.failing_ids)
 
 
-def run_checks(specs: list[CheckSpec], worktree: Path, *, timeout: float, env: dict[str, str],
-               log_dir: Path, jail: Jail | None = None) -> list[CheckResult]:
+def run_checks(
+    specs: list[CheckSpec],
+    worktree: Path,
+    *,
+    timeout: float,
+    env: dict[str, str],
+    log_dir: Path,
+    jail: Jail | None = None,
+) -> list[CheckResult]:
     """Each check through the shell in `worktree` (inside `jail` when sandboxed); full output
     spilled under `log_dir`."""
     return [_run_one(spec, index, worktree, timeout, env, log_dir, jail) for index, spec in enumerate(specs, 1)]
 
 
-def _run_one(spec: CheckSpec, index: int, worktree: Path, timeout: float, env: dict[str, str],
-             log_dir: Path, jail: Jail | None) -> CheckResult:
+def _run_one(
+    spec: CheckSpec, index: int, worktree: Path, timeout: float, env: dict[str, str], log_dir: Path, jail: Jail | None
+) -> CheckResult:
     # pytest writes its report where the check may write: the sandbox's /tmp, seen outside as jail.tmp
     reports, seen_as = (jail.tmp, Path("/tmp")) if jail else (log_dir, log_dir)
-    for attempt in range(1, spec.retries + 2):
+    for attempt in range(1, spec.retries + 2):  # noqa: B007 (the attempt that ended it is recorded)
         report = reports / f"check-{index}.pytest.jsonl"
         remove_path(report)  # whatever the last attempt left there: a file, a folder, a link
         check_env = pytest_results.check_env(env, seen_as / report.name)
-        done = proc.run(spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log",
-                        jail=jail)
+        done = proc.run(
+            spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log", jail=jail
+        )
         if done.ok:
             break
     tail = done.tail(TAIL_CHARS)
     if done.timed_out:
         tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
-    return CheckResult(command=spec.run, exit_code=done.exit_code, duration_s=round(done.duration, 3),
-                       timed_out=done.timed_out, output_tail=tail, attempts=attempt,
-                       flaky=done.ok and attempt > 1, tests=pytest_results.read(report))
+    return CheckResult(
+        command=spec.run,
+        exit_code=done.exit_code,
+        duration_s=round(done.duration, 3),
+        timed_out=done.timed_out,
+        output_tail=tail,
+        attempts=attempt,
+        flaky=done.ok and attempt > 1,
+        tests=pytest_results.read(report),
+    )
 
 
 def all_pass(results: list[CheckResult]) -> bool:

@@ -63,7 +63,8 @@ def run(config_path, name, max_laps, allow_dirty) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
     from ralph.hardening import harden
-    from ralph.loop import RunOptions, run as do_run
+    from ralph.loop import RunOptions
+    from ralph.loop import run as do_run
 
     def hardened(options: RunOptions):
         harden(sys.argv[1:])
@@ -138,12 +139,18 @@ def doctor() -> None:
 @click.option("--model", help="Run the sample against this model instead of the scripted one.")
 @click.option("--base-url", help="The OpenAI-compatible endpoint serving --model.")
 @click.option("--max-laps", type=click.IntRange(min=1), default=8, show_default=True, help="Laps in the run.")
-@click.option("--lap-timeout", type=click.FloatRange(min=1), default=600, show_default=True,
-              help="Seconds for the agent part of one lap.")
+@click.option(
+    "--lap-timeout",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds for the agent part of one lap.",
+)
 @click.option("--max-turns", type=click.IntRange(min=1), default=60, show_default=True, help="Model calls per lap.")
 def demo(folder, model, base_url, max_laps, lap_timeout, max_turns) -> None:
     """Create a sample repository in FOLDER (default: a new temp folder) and run real laps on it."""
-    from ralph.demo import DemoLimits, demo as do_demo
+    from ralph.demo import DemoLimits
+    from ralph.demo import demo as do_demo
 
     _call(do_demo, folder, model, base_url, DemoLimits(max_laps, lap_timeout, max_turns))
 

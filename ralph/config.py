@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ralph.errors import RalphError
 
@@ -22,8 +21,10 @@ class CompatConfig(Section):
     """Where OpenAI-compatible servers truly differ (the README's table of servers says which)."""
 
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
-        "max_tokens", description="The name the output limit is sent under: OpenAI's reasoning models accept "
-        "only max_completion_tokens; llama.cpp, vLLM and Ollama read max_tokens.")
+        "max_tokens",
+        description="The name the output limit is sent under: OpenAI's reasoning models accept "
+        "only max_completion_tokens; llama.cpp, vLLM and Ollama read max_tokens.",
+    )
 
 
 class AgentConfig(Section):
@@ -32,10 +33,12 @@ class AgentConfig(Section):
     model: str | None = Field(None, description="kind: openai — the model name the endpoint serves.")
     base_url: str | None = Field(None, description="kind: openai — default $OPENAI_BASE_URL, else OpenAI.")
     api_key_env: str = Field("OPENAI_API_KEY", description="The NAME of the variable holding the API key.")
-    temperature: float | None = Field(0.2, ge=0, le=2, description="null: not sent (models that take only "
-                                      "their default).")
-    max_output_tokens: PositiveInt = Field(4096, description="Tokens the model may write in one reply (sent "
-                                           "with every request, so a runaway reply ends).")
+    temperature: float | None = Field(
+        0.2, ge=0, le=2, description="null: not sent (models that take only their default)."
+    )
+    max_output_tokens: PositiveInt = Field(
+        4096, description="Tokens the model may write in one reply (sent with every request, so a runaway reply ends)."
+    )
     compat: CompatConfig = Field(default_factory=CompatConfig)
     max_turns: PositiveInt = Field(60, description="Model calls per lap.")
     request_timeout: float = Field(120, gt=0, description="Seconds per request.")
@@ -57,8 +60,12 @@ class Limits(Section):
     check_timeout: float = Field(900, gt=0, description="Seconds for each check.")
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
     max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
-    outage_wait: float = Field(180, ge=0, description="Seconds the run waits out a model endpoint that keeps "
-                               "failing, between error laps, before it stops with exit 6.")
+    outage_wait: float = Field(
+        180,
+        ge=0,
+        description="Seconds the run waits out a model endpoint that keeps "
+        "failing, between error laps, before it stops with exit 6.",
+    )
 
 
 class Files(Section):
@@ -73,18 +80,27 @@ class Commit(Section):
 class EnvConfig(Section):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    pass_: list[str] = Field(default_factory=list, alias="pass",
-                             description="Variables let through to agents and checks although named like secrets.")
+    pass_: list[str] = Field(
+        default_factory=list,
+        alias="pass",
+        description="Variables let through to agents and checks although named like secrets.",
+    )
 
 
 class SandboxConfig(Section):
     mode: Literal["auto", "required", "off"] = Field(
-        "auto", description="auto: bubblewrap when it works here, else a warning and no sandbox; "
-        "required: refuse to run without it; off: never.")
-    writable: list[str] = Field(default_factory=list,
-                                description="More paths laps may write (an agent CLI's config or cache); ~ expanded.")
-    home: str | None = Field(None, description="HOME inside the sandbox (default: a fresh private folder); "
-                             "read-only unless it or paths in it are listed in `writable`.")
+        "auto",
+        description="auto: bubblewrap when it works here, else a warning and no sandbox; "
+        "required: refuse to run without it; off: never.",
+    )
+    writable: list[str] = Field(
+        default_factory=list, description="More paths laps may write (an agent CLI's config or cache); ~ expanded."
+    )
+    home: str | None = Field(
+        None,
+        description="HOME inside the sandbox (default: a fresh private folder); "
+        "read-only unless it or paths in it are listed in `writable`.",
+    )
     network: bool = Field(True, description="false: checks and setup run without network (agents keep it).")
 
     @field_validator("mode", mode="before")
@@ -108,28 +124,50 @@ class CheckSpec(Section):
 # What a lap may add to but not modify or delete: the tests, their configuration, CI and
 # ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
 DEFAULT_PROTECT = [
-    "tests/**", "test/**", "test_*.py", "*_test.py", "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml",
-    ".pytest.toml", "tox.ini", "noxfile.py",
-    "pyproject.toml#tool.pytest", "setup.cfg#tool:pytest", "ralph.yaml", ".github/**", ".gitlab-ci.yml",
-    ".circleci/**", ".ci/**", ".pre-commit-config.yaml", ".githooks/**", ".husky/**",
-    ".gitattributes", ".gitmodules",
+    "tests/**",
+    "test/**",
+    "test_*.py",
+    "*_test.py",
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "noxfile.py",
+    "pyproject.toml#tool.pytest",
+    "setup.cfg#tool:pytest",
+    "ralph.yaml",
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".circleci/**",
+    ".ci/**",
+    ".pre-commit-config.yaml",
+    ".githooks/**",
+    ".husky/**",
+    ".gitattributes",
+    ".gitmodules",
 ]
 
 
 class Config(Section):
     goal: str = Field(min_length=1, description="What the whole run is for, in a sentence.")
     agent: AgentConfig
-    checks: list[CheckSpec] = Field(default_factory=list,
-                                    description="Shell commands (or {run, retries}); done = every one exits 0.")
+    checks: list[CheckSpec] = Field(
+        default_factory=list, description="Shell commands (or {run, retries}); done = every one exits 0."
+    )
     limits: Limits = Field(default_factory=Limits)
     files: Files = Field(default_factory=Files)
     commit: Commit = Field(default_factory=Commit)
-    protect: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECT),
-                               description="Globs a lap may add to but not modify or delete; [] turns it off.")
+    protect: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PROTECT),
+        description="Globs a lap may add to but not modify or delete; [] turns it off.",
+    )
     strict: bool = Field(False, description="Delete ignored files from the lap's work tree before the checks.")
     env: EnvConfig = Field(default_factory=EnvConfig)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig,
-                                   description="`auto | required | off`, or a mapping with `mode:` and more.")
+    sandbox: SandboxConfig = Field(
+        default_factory=SandboxConfig, description="`auto | required | off`, or a mapping with `mode:` and more."
+    )
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -170,8 +208,7 @@ def parse(text: str, name: str) -> Config:
     if data is None:
         raise RalphError(f"{name}: the file is empty — it needs at least `goal:`, `agent:` and `checks:`")
     if not isinstance(data, dict):
-        raise RalphError(f"{name}: expected a mapping of keys (goal:, agent:, checks: …), "
-                         f"found {type(data).__name__}")
+        raise RalphError(f"{name}: expected a mapping of keys (goal:, agent:, checks: …), found {type(data).__name__}")
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
@@ -200,7 +237,7 @@ def _describe(exc: ValidationError, text: str, name: str) -> str:
 
 
 def _section(loc: list) -> type[BaseModel] | None:
-    model = Config
+    model: type[BaseModel] = Config
     for part in loc:
         field = model.model_fields.get(str(part))
         annotation = field.annotation if field else None

@@ -20,7 +20,7 @@ from ralph.loop import RunOptions, run
 from ralph.scripted import ScriptedServer, Step, bash, finish, tool_call
 
 PY = shlex.quote(sys.executable)
-WORDS = '''\
+WORDS = """\
 from collections import Counter
 
 
@@ -30,8 +30,8 @@ def word_count(text):
 
 def top_words(text, n):
     raise NotImplementedError
-'''
-WORDS_DONE = '''\
+"""
+WORDS_DONE = """\
 from collections import Counter
 
 
@@ -42,20 +42,20 @@ def word_count(text):
 def top_words(text, n):
     counts = Counter(word.lower() for word in text.split())
     return [word for word, _ in counts.most_common(n)]
-'''
-SLUG = '''\
+"""
+SLUG = """\
 import re
 
 
 def slugify(title):
     raise NotImplementedError
-'''
+"""
 SAMPLE = {
     "textkit/__init__.py": '"""Small text helpers."""\n',
     "textkit/words.py": WORDS,
     "textkit/slug.py": SLUG,
     "tests/__init__.py": "",
-    "tests/test_words.py": '''\
+    "tests/test_words.py": """\
 import unittest
 
 from textkit.words import top_words, word_count
@@ -67,8 +67,8 @@ class WordsTest(unittest.TestCase):
 
     def test_top_words(self):
         self.assertEqual(top_words("b a b c b a", 2), ["b", "a"])
-''',
-    "tests/test_slug.py": '''\
+""",
+    "tests/test_slug.py": """\
 import unittest
 
 from textkit.slug import slugify
@@ -77,7 +77,7 @@ from textkit.slug import slugify
 class SlugTest(unittest.TestCase):
     def test_slugify(self):
         self.assertEqual(slugify("  Hello, World!  "), "hello-world")
-''',
+""",
     "tools/docstrings.py": '''\
 """Fails when a public function in textkit/ has no docstring."""
 import ast, pathlib, sys
@@ -97,10 +97,12 @@ sys.exit(1 if missing else 0)
     "PROGRESS.md": "# Progress\nNothing yet.\n",
     ".gitignore": "__pycache__/\n",
 }
-CHECKS = [f"{PY} -m unittest -q tests.test_words", f"{PY} -m unittest -q tests.test_slug",
-          f"{PY} tools/docstrings.py"]
-ITEMS = ["Implement word_count and top_words in textkit/words.py", "Implement slugify in textkit/slug.py",
-         "Give every public function in textkit/ a docstring"]
+CHECKS = [f"{PY} -m unittest -q tests.test_words", f"{PY} -m unittest -q tests.test_slug", f"{PY} tools/docstrings.py"]
+ITEMS = [
+    "Implement word_count and top_words in textkit/words.py",
+    "Implement slugify in textkit/slug.py",
+    "Give every public function in textkit/ a docstring",
+]
 
 
 def edit(command: str, path: str, **arguments) -> Step:
@@ -119,30 +121,60 @@ def lap_plan(prompt: str) -> list[Step]:
     """The scripted model's whole lap, chosen from what the lap prompt says."""
     was_red = "was red and its edits were discarded" in prompt
     if f"- [ ] {ITEMS[0]}" in prompt:
-        return [edit("view", "textkit/words.py"), edit("create", "textkit/words.py", file_text=WORDS_DONE),
-                bash(f"{PY} -m unittest -q tests.test_words"), tick(ITEMS[0]),
-                handoff("Done: words.py.\nNext: slugify."), finish("implemented word_count and top_words")]
+        return [
+            edit("view", "textkit/words.py"),
+            edit("create", "textkit/words.py", file_text=WORDS_DONE),
+            bash(f"{PY} -m unittest -q tests.test_words"),
+            tick(ITEMS[0]),
+            handoff("Done: words.py.\nNext: slugify."),
+            finish("implemented word_count and top_words"),
+        ]
     if f"- [ ] {ITEMS[1]}" in prompt and not was_red:
         # A plausible mistake: a "tidy-up" of top_words that breaks its ordering.
-        return [edit("str_replace", "textkit/slug.py", old_str="    raise NotImplementedError",
-                     new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")'),
-                edit("str_replace", "textkit/words.py", old_str="counts.most_common(n)",
-                     new_str="sorted(counts.items())[:n]"),
-                tick(ITEMS[1]), finish("implemented slugify and tidied top_words")]
+        return [
+            edit(
+                "str_replace",
+                "textkit/slug.py",
+                old_str="    raise NotImplementedError",
+                new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")',
+            ),
+            edit(
+                "str_replace", "textkit/words.py", old_str="counts.most_common(n)", new_str="sorted(counts.items())[:n]"
+            ),
+            tick(ITEMS[1]),
+            finish("implemented slugify and tidied top_words"),
+        ]
     if f"- [ ] {ITEMS[1]}" in prompt:
-        return [edit("str_replace", "textkit/slug.py", old_str="    raise NotImplementedError",
-                     new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")'),
-                bash(f"{PY} -m unittest -q tests.test_slug tests.test_words"), tick(ITEMS[1]),
-                edit("insert", "PROGRESS.md", insert_line=1,
-                     new_str="Tried: reordering top_words broke test_top_words; left it alone."),
-                finish("implemented slugify without touching words.py")]
+        return [
+            edit(
+                "str_replace",
+                "textkit/slug.py",
+                old_str="    raise NotImplementedError",
+                new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")',
+            ),
+            bash(f"{PY} -m unittest -q tests.test_slug tests.test_words"),
+            tick(ITEMS[1]),
+            edit(
+                "insert",
+                "PROGRESS.md",
+                insert_line=1,
+                new_str="Tried: reordering top_words broke test_top_words; left it alone.",
+            ),
+            finish("implemented slugify without touching words.py"),
+        ]
     if f"- [ ] {ITEMS[2]}" in prompt:
-        docs = [("textkit/words.py", 4, "Number of whitespace-separated words."),
-                ("textkit/words.py", 9, "The n most common words, most common first."),
-                ("textkit/slug.py", 4, "A lowercase, dash-separated form of a title.")]
-        return [bash(f"{PY} tools/docstrings.py"),
-                *[edit("insert", path, insert_line=line, new_str=f'    """{text}"""') for path, line, text in docs],
-                tick(ITEMS[2]), handoff("Done: everything."), finish("added docstrings")]
+        docs = [
+            ("textkit/words.py", 4, "Number of whitespace-separated words."),
+            ("textkit/words.py", 9, "The n most common words, most common first."),
+            ("textkit/slug.py", 4, "A lowercase, dash-separated form of a title."),
+        ]
+        return [
+            bash(f"{PY} tools/docstrings.py"),
+            *[edit("insert", path, insert_line=line, new_str=f'    """{text}"""') for path, line, text in docs],
+            tick(ITEMS[2]),
+            handoff("Done: everything."),
+            finish("added docstrings"),
+        ]
     return [finish("nothing left to do", status="blocked")]
 
 
@@ -164,21 +196,25 @@ def demo(folder: Path | None, model: str | None, base_url: str | None, limits: D
     if (model is None) != (base_url is None):
         raise RalphError("give both --model and --base-url to run the demo against a real endpoint")
     repo = _create_sample(folder)
-    if model:
+    if model and base_url:
         ui.say(f"demo: a sample repository in {repo}, worked by {model} at {base_url}")
         return _run_in(repo, model, base_url, limits)
     with ScriptedServer(scripted_model) as server:
-        ui.say(f"demo: a sample repository in {repo}\n"
-               f"demo: [bold]the model is scripted[/] (a fake OpenAI-compatible server at {server.base_url});"
-               " the HTTP, tool calls, commits and checks are real")
+        ui.say(
+            f"demo: a sample repository in {repo}\n"
+            f"demo: [bold]the model is scripted[/] (a fake OpenAI-compatible server at {server.base_url});"
+            " the HTTP, tool calls, commits and checks are real"
+        )
         return _run_in(repo, "scripted-demo", server.base_url, limits)
 
 
 def _run_in(repo: Path, model: str, base_url: str, limits: DemoLimits) -> Exit:
-    config = {"goal": "Finish textkit: implement its functions and document them",
-              "agent": {"kind": "openai", "model": model, "base_url": base_url, "max_turns": limits.max_turns},
-              "checks": CHECKS, "limits": {"max_laps": limits.max_laps, "stagnation": 3,
-                                           "lap_timeout": limits.lap_timeout}}
+    config = {
+        "goal": "Finish textkit: implement its functions and document them",
+        "agent": {"kind": "openai", "model": model, "base_url": base_url, "max_turns": limits.max_turns},
+        "checks": CHECKS,
+        "limits": {"max_laps": limits.max_laps, "stagnation": 3, "lap_timeout": limits.lap_timeout},
+    }
     (repo / "ralph.yaml").write_text(json.dumps(config, indent=2) + "\n")
     git.run(repo, "add", "-A")
     git.run(repo, "commit", "-q", "-m", "ralph demo: the job")

@@ -33,9 +33,16 @@ class GitFailed(RalphError):
         self.result = result
 
 
-def run(cwd: Path, *args: str, input: str | None = None, timeout: float | None = 300,
-        check: bool = True, hooks: bool = False, env: dict[str, str] | None = None,
-        jail: Jail | None = None) -> proc.Completed:
+def run(
+    cwd: Path,
+    *args: str,
+    input: str | None = None,
+    timeout: float | None = 300,
+    check: bool = True,
+    hooks: bool = False,
+    env: dict[str, str] | None = None,
+    jail: Jail | None = None,
+) -> proc.Completed:
     """Run git, stdout and stderr apart; raise GitFailed on a non-zero exit when `check`.
 
     `hooks` marks commands that run the repository's own code, so stray processes
@@ -44,8 +51,17 @@ def run(cwd: Path, *args: str, input: str | None = None, timeout: float | None =
     git's own output is what ralph parses, kept whole.
     """
     cap = proc.OUTPUT_CAP if hooks else WHOLE
-    result = proc.run(["git", *args], cwd, env=env or proc.clean_env(), input=input, timeout=timeout,
-                      cap=cap, stderr_apart=not hooks, sweep=hooks, jail=jail)
+    result = proc.run(
+        ["git", *args],
+        cwd,
+        env=env or proc.clean_env(),
+        input=input,
+        timeout=timeout,
+        cap=cap,
+        stderr_apart=not hooks,
+        sweep=hooks,
+        jail=jail,
+    )
     if check and not result.ok:
         raise GitFailed(list(args), result)
     return result
@@ -78,6 +94,7 @@ def open_repo(path: Path) -> RepoInfo:
     try:
         if repo.bare:
             raise RalphError(f"{repo.git_dir} is a bare repository — ralph needs a work tree; clone it first")
+        assert repo.working_tree_dir is not None  # not bare
         top, common_dir = Path(repo.working_tree_dir), Path(repo.common_dir).resolve()
         branch = None if repo.head.is_detached else repo.head.ref.name
     finally:
@@ -134,7 +151,7 @@ def changes(cwd: Path, old: str, new: str) -> dict[str, tuple[str, str]]:
     mode telling links (120000) and gitlinks (160000) apart; a deleted path's mode is 000000."""
     fields = out(cwd, "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new, "--").split("\0")
     found = {}
-    for record, path in zip(fields[::2], fields[1::2]):
+    for record, path in zip(fields[::2], fields[1::2], strict=False):
         parts = record.split(" ")  # ":old-mode new-mode old-sha new-sha status"
         if path and len(parts) == 5:
             found[path] = (parts[4][0], parts[1])
@@ -152,6 +169,7 @@ def is_dirty(cwd: Path) -> bool:
 
 # --- work trees ------------------------------------------------------------------------
 
+
 class SubmodulesFailed(RalphError):
     """`git submodule update` failed: the environment's fault at the start, the lap's afterwards."""
 
@@ -162,17 +180,32 @@ def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: J
     protocol.file.allow: submodules given as local paths (common in monorepos and tests)
     are refused by git >= 2.38.1 otherwise; they are the user's own repositories.
     """
-    result = run(worktree, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive",
-                 timeout=timeout, check=False, hooks=True, env=env, jail=jail)
+    result = run(
+        worktree,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "update",
+        "--init",
+        "--recursive",
+        timeout=timeout,
+        check=False,
+        hooks=True,
+        env=env,
+        jail=jail,
+    )
     if not result.ok:
-        raise SubmodulesFailed(f"cannot check out the submodules in the lap's workspace: {one_line(result.tail(400))} — "
-                         "make `git submodule update --init` work offline (e.g. local mirrors)")
+        raise SubmodulesFailed(
+            f"cannot check out the submodules in the lap's workspace: {one_line(result.tail(400))} — "
+            "make `git submodule update --init` work offline (e.g. local mirrors)"
+        )
 
 
 def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
     """{path: name} of the submodules the commit's .gitmodules declares."""
-    listing = run(cwd, "config", "--blob", f"{commit}:.gitmodules", "-z", "--get-regexp", r"^submodule\..*\.path$",
-                  check=False).output
+    listing = run(
+        cwd, "config", "--blob", f"{commit}:.gitmodules", "-z", "--get-regexp", r"^submodule\..*\.path$", check=False
+    ).output
     found = {}
     for entry in filter(None, listing.split("\0")):
         key, _, path = entry.partition("\n")
@@ -182,8 +215,20 @@ def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
 
 def changes_beyond_whitespace(cwd: Path, old: str, new: str, leaving_out: list[str]) -> bool:
     """Whether anything but whitespace and blank lines changed, outside `leaving_out`."""
-    result = run(cwd, "diff", "--quiet", "--no-renames", "-w", "--ignore-blank-lines", old, new, "--", ".",
-                 *(f":(exclude,literal){path}" for path in leaving_out), check=False)
+    result = run(
+        cwd,
+        "diff",
+        "--quiet",
+        "--no-renames",
+        "-w",
+        "--ignore-blank-lines",
+        old,
+        new,
+        "--",
+        ".",
+        *(f":(exclude,literal){path}" for path in leaving_out),
+        check=False,
+    )
     if result.exit_code not in (0, 1):
         raise GitFailed(["diff", "--quiet", old, new], result)
     return result.exit_code == 1
@@ -206,13 +251,14 @@ def worktree_branches(cwd: Path) -> dict[str, Path]:
     found, path = {}, None
     for line in listing.splitlines():
         if line.startswith("worktree "):
-            path = Path(line[len("worktree "):])
+            path = Path(line[len("worktree ") :])
         elif line.startswith("branch ") and path is not None:
-            found[line[len("branch "):]] = path
+            found[line[len("branch ") :]] = path
     return found
 
 
 # --- commits and notes -----------------------------------------------------------------
+
 
 def rebase_commit(cwd: Path, commit: str, onto: str) -> str | None:
     """`commit` replayed onto `onto` (a three-way merge with their merge base, as a cherry-pick
@@ -222,8 +268,7 @@ def rebase_commit(cwd: Path, commit: str, onto: str) -> str | None:
         return None
     message = run(cwd, "log", "-1", "--format=%B", commit).output
     tree = merged.output.split()[0]
-    return out(cwd, *DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", onto, "-F", "-",
-               input=message)
+    return out(cwd, *DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", onto, "-F", "-", input=message)
 
 
 def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
@@ -234,8 +279,9 @@ def add_note(cwd: Path, commit: str, text: str) -> None:
     """Notes of every run share one ref: another run writing at the same moment holds its
     lock, so a refused update is tried again a few times."""
     for attempt in range(5):
-        result = run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text,
-                     check=attempt == 4)
+        result = run(
+            cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text, check=attempt == 4
+        )
         if result.ok:
             return
         time.sleep(0.1 * (attempt + 1))
@@ -245,8 +291,7 @@ def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
     """The ralph notes of many commits, read by one git process whatever their number."""
     if not commits or not rev(cwd, NOTES_REF):
         return {}
-    listing = run(cwd, "log", "--no-walk=unsorted", f"--notes={NOTES_REF}",
-                  "--format=%H%x00%N%x1e", *commits).output
+    listing = run(cwd, "log", "--no-walk=unsorted", f"--notes={NOTES_REF}", "--format=%H%x00%N%x1e", *commits).output
     found = {}
     for record in listing.split("\x1e"):
         commit, _, note = record.strip("\n").partition("\0")

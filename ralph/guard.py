@@ -23,7 +23,6 @@ import pathspec
 
 from ralph import git, shadowing, todo
 
-
 _SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
 
 
@@ -47,13 +46,35 @@ class GuardReport:
 # .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
 # a test file's included, without changing its blob. .gitmodules: a submodule is code from
 # elsewhere that the checks then run.
-CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
-                          "setup.cfg", "noxfile.py", "pyproject.toml", "ralph.yaml", ".pre-commit-config.yaml",
-                          ".gitattributes", ".gitmodules"})
+CONFIG_NAMES = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.ini",
+        "setup.cfg",
+        "noxfile.py",
+        "pyproject.toml",
+        "ralph.yaml",
+        ".pre-commit-config.yaml",
+        ".gitattributes",
+        ".gitmodules",
+    }
+)
 
 
-def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]], protect: list[str],
-              todo_name: str, progress_name: str, base: str) -> GuardReport:
+def check_lap(
+    cwd: Path,
+    green: str,
+    commit: str,
+    changes: dict[str, tuple[str, str]],
+    protect: list[str],
+    todo_name: str,
+    progress_name: str,
+    base: str,
+) -> GuardReport:
     """Everything a lap did between the last green commit and its own commit (`changes`:
     the changed paths, as git.changes gives them) that it may not."""
     statuses = {path: status for path, (status, _) in changes.items()}
@@ -67,8 +88,10 @@ def check_lap(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, 
     report.grants = [item for item in ticked if item in users_items]
     report.problems += todo_problems(before, after)
     if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
-        report.problems.append(f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
-                               f"changed outside {todo_name} and {progress_name}")
+        report.problems.append(
+            f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
+            f"changed outside {todo_name} and {progress_name}"
+        )
     report.problems += _shadowing_problems(cwd, green, commit, changes, report)
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
@@ -92,11 +115,13 @@ def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], note
     whitespace and blank lines, outside the TODO and PROGRESS files."""
     elsewhere = {path: status for path, status in statuses.items() if path not in notes}
     return any(status != "M" for status in elsewhere.values()) or (
-        bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes))
+        bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes)
+    )
 
 
-def _shadowing_problems(cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]],
-                        report: GuardReport) -> list[str]:
+def _shadowing_problems(
+    cwd: Path, green: str, commit: str, changes: dict[str, tuple[str, str]], report: GuardReport
+) -> list[str]:
     added = [path for path, (status, _) in changes.items() if status in "AT" and not report.allows(path)]
     links = {path for path in added if changes[path][1] == "120000"}
     added = shadowing.candidates(added, links)
@@ -106,13 +131,17 @@ def _shadowing_problems(cwd: Path, green: str, commit: str, changes: dict[str, t
     return [f"new modules shadow what the checks import: {', '.join(found[:5])}"] if found else []
 
 
-def _symlink_problems(cwd: Path, green: str, commit: str, links: list[str], protect: list[str],
-                      files: list[str]) -> list[str]:
+def _symlink_problems(
+    cwd: Path, green: str, commit: str, links: list[str], protect: list[str], files: list[str]
+) -> list[str]:
     """A link the lap commits where a protected file, the TODO or PROGRESS should be (ralph and
     the tools would follow it to different files), or to anything outside the repository."""
     at_protected = [path for path in links if path in files or _is_protected(cwd, green, commit, path, protect)]
-    outside = [path for path in links if path not in at_protected and _leaves_repository(path, git.show_file(
-        cwd, commit, path) or "")]
+    outside = [
+        path
+        for path in links
+        if path not in at_protected and _leaves_repository(path, git.show_file(cwd, commit, path) or "")
+    ]
     problems = [f"symbolic links where protected files belong: {', '.join(at_protected[:5])}"] if at_protected else []
     if outside:
         problems.append(f"symbolic links to outside the repository: {', '.join(outside[:5])}")
@@ -156,8 +185,9 @@ def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[s
         file_pattern, _, table = pattern.partition("#")
         if not table or not matches([file_pattern], path):
             continue
-        if _table(git.show_file(cwd, green, path), path, table) != _table(git.show_file(cwd, commit, path),
-                                                                            path, table):
+        if _table(git.show_file(cwd, green, path), path, table) != _table(
+            git.show_file(cwd, commit, path), path, table
+        ):
             return True
     return False
 
@@ -171,9 +201,10 @@ def _table(text: str | None, path: str, name: str):
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError:
             return "unreadable"
+        found: object = data
         for key in name.split("."):
-            data = data.get(key) if isinstance(data, dict) else None
-        return data
+            found = found.get(key) if isinstance(found, dict) else None
+        return found
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)

@@ -26,7 +26,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 def harden(argv: list[str]) -> None:
     """Call first thing in `ralph run`; may replace the process (same pid) with a clean one."""
-    _take_back_secrets() or _reexec_without_secrets(argv)
+    if not _take_back_secrets():
+        _reexec_without_secrets(argv)
     if _prctl(_PR_SET_DUMPABLE, 0) and _prctl(_PR_SET_CHILD_SUBREAPER, 1):
         proc.adopt_orphans()
 

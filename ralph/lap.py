@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import cached_property
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ralph import crashpoint, git, ledger, prompt, ratchet, todo, ui, user_state
@@ -17,7 +17,6 @@ from ralph.config import Config
 from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
 from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.workspace import Workspace, hook_cache
-
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
 
@@ -44,20 +43,31 @@ class RunContext:
         if not self.sandboxed:
             return None
         sandbox = self.config.sandbox
-        return self.workspace.jail(phase, network=network, writable=[*sandbox.writable_paths(), *writable],
-                                   home=sandbox.home_path(), keep=self.keep, hide=agent_sockets(self.keep))
+        return self.workspace.jail(
+            phase,
+            network=network,
+            writable=[*sandbox.writable_paths(), *writable],
+            home=sandbox.home_path(),
+            keep=self.keep,
+            hide=agent_sockets(self.keep),
+        )
 
     @cached_property
     def keep(self) -> tuple[Path, ...]:
         commands = [self.config.agent.command or "", *self.config.check_commands]
         home = self.config.sandbox.home_path()
-        return needed(self.top, self.repo.common_dir, self.workspace.root, *([home] if home else []),
-                      commands=commands)
+        return needed(self.top, self.repo.common_dir, self.workspace.root, *([home] if home else []), commands=commands)
 
     def check(self, log_dir: Path) -> list[CheckResult]:
         """The checks on the workspace's files as they are now."""
-        return run_checks(self.config.checks, self.workspace.tree, timeout=self.config.limits.check_timeout,
-                          env=self.env, log_dir=log_dir, jail=self.jail("checks", self.config.sandbox.network))
+        return run_checks(
+            self.config.checks,
+            self.workspace.tree,
+            timeout=self.config.limits.check_timeout,
+            env=self.env,
+            log_dir=log_dir,
+            jail=self.jail("checks", self.config.sandbox.network),
+        )
 
     def prepare(self, commit: str, ignored: bool = True) -> list[str]:
         """The workspace exactly at `commit`, its own git dir anew; returns what was deleted."""
@@ -66,13 +76,17 @@ class RunContext:
         # Submodules are checked out anew, as a clone would, from the commit's gitlinks: what a
         # lap left in them, or planted in their git dirs, is gone before anything runs there.
         if git.show_file(self.top, commit, ".gitmodules") is not None and self.workspace.submodules(commit):
-            git.init_submodules(self.workspace.tree, timeout=self.config.limits.check_timeout, env=self.env,
-                                jail=self.jail("setup", self.config.sandbox.network))
+            git.init_submodules(
+                self.workspace.tree,
+                timeout=self.config.limits.check_timeout,
+                env=self.env,
+                jail=self.jail("setup", self.config.sandbox.network),
+            )
         return removed
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
@@ -85,11 +99,22 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     crashpoint.reached("workspace")
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = git.show_file(ctx.top, state.green, files.todo)
-    lap_prompt = prompt.build(ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress),
-                              last_failure(ctx, state))
-    task = LapTask(ctx.run, number, ctx.workspace.tree, lap_prompt, limits.lap_timeout, log_dir, ctx.env,
-                   check=lambda: _check_now(ctx, state, log_dir), progress=ui.agent_step, waiting=ui.waiting,
-                   jail=ctx.jail("agent"))
+    lap_prompt = prompt.build(
+        ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress), last_failure(ctx, state)
+    )
+    task = LapTask(
+        ctx.run,
+        number,
+        ctx.workspace.tree,
+        lap_prompt,
+        limits.lap_timeout,
+        log_dir,
+        ctx.env,
+        check=lambda: _check_now(ctx, state, log_dir),
+        progress=ui.agent_step,
+        waiting=ui.waiting,
+        jail=ctx.jail("agent"),
+    )
     # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
     # runs as the user: whatever it does to the shared repository state is put back, once
     # after the agent (before ralph's own git reads the repository's config to stage the
@@ -103,15 +128,19 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         judged = _judge_lap(ctx, state, log_dir, commit, agent, refusal)
     tampered += tampered_later
     if tampered:
-        judged = Judged("red", f"the lap changed the repository outside its workspace, restored: "
-                               f"{', '.join(tampered)}", files_changed=judged.files_changed)
+        judged = Judged(
+            "red",
+            f"the lap changed the repository outside its workspace, restored: {', '.join(tampered)}",
+            files_changed=judged.files_changed,
+        )
     facts = LapFacts(number, started, started_at, agent, ticked, counts)
     record = _record(ctx, state, facts, commit, judged)
     ledger.save_lap(ctx.top, record)
     crashpoint.reached("advance")
     for _ in range(MOVED_LINE_RETRIES):
-        if record.status != "green" or git.update_ref(ctx.top, ledger.branch_ref(ctx.run), record.commit,
-                                                      record.parent):
+        if record.status != "green" or git.update_ref(
+            ctx.top, ledger.branch_ref(ctx.run), record.commit, record.parent
+        ):
             return record
         record = _replay_on_moved_line(ctx, log_dir, facts, record)
     return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
@@ -153,14 +182,24 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
     passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
     counts = facts.counts
     return LapRecord(
-        run=ctx.run, lap=facts.number, status=judged.status, reason=judged.reason, started_at=facts.started_at,
-        duration_s=round(time.monotonic() - facts.started, 3), commit=commit, parent=state.green,
+        run=ctx.run,
+        lap=facts.number,
+        status=judged.status,
+        reason=judged.reason,
+        started_at=facts.started_at,
+        duration_s=round(time.monotonic() - facts.started, 3),
+        commit=commit,
+        parent=state.green,
         checks=judged.checks if green else [_without_passed_ids(check) for check in judged.checks],
-        agent=facts.agent, todo=TodoCounts(open=counts.open, done=counts.done), ticked=facts.ticked,
-        files_changed=judged.files_changed, output_tail=judged.output_tail[-4000:],
+        agent=facts.agent,
+        todo=TodoCounts(open=counts.open, done=counts.done),
+        ticked=facts.ticked,
+        files_changed=judged.files_changed,
+        output_tail=judged.output_tail[-4000:],
         progress=green and (bool(facts.ticked) or passing_after > passing_before),
         done=green and all_pass(judged.checks) and counts.open == 0 and counts.total > 0,
-        protected_touched=judged.guard.protected_touched, granted=judged.guard.granted,
+        protected_touched=judged.guard.protected_touched,
+        granted=judged.guard.granted,
         tests=_test_changes(judged, passing_before, passing_after),
         flaky=[check.command for check in judged.checks if check.flaky],
         removed_before_checks=judged.removed,
@@ -170,18 +209,26 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
 def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, record: LapRecord) -> LapRecord:
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
     state = ledger.load(ctx.top, ctx.run)
+    assert state is not None  # the run's own record exists: this lap was run from it
     commit = git.rebase_commit(ctx.top, record.commit, state.green)
     if commit is None:
-        return _overrule(ctx, record, f"the green line moved to {state.green[:10]} during the lap and the "
-                                      "lap does not rebase onto it")
+        return _overrule(
+            ctx,
+            record,
+            f"the green line moved to {state.green[:10]} during the lap and the lap does not rebase onto it",
+        )
     todo_name = ctx.config.files.todo
     items = todo.parse(git.show_file(ctx.top, commit, todo_name))
-    facts = replace(facts, counts=todo.count(items),
-                    ticked=todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, todo_name)), items))
+    facts = replace(
+        facts,
+        counts=todo.count(items),
+        ticked=todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, todo_name)), items),
+    )
     judged = _judge_lap(ctx, state, log_dir, commit, facts.agent, None)
     replayed = _record(ctx, state, facts, commit, judged)
-    replayed = replayed.model_copy(update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, "
-                                                     "which moved during the lap)"})
+    replayed = replayed.model_copy(
+        update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)"}
+    )
     git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))
     git.update_ref(ctx.top, ledger.lap_ref(ctx.run, facts.number), commit, record.commit)
     return replayed
@@ -207,8 +254,9 @@ class Judged:
     removed: list[str] = field(default_factory=list)
 
 
-def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
-               agent: AgentResult, refusal: tuple[str, str] | None) -> Judged:
+def _judge_lap(
+    ctx: RunContext, state: RunState, log_dir: Path, commit: str, agent: AgentResult, refusal: tuple[str, str] | None
+) -> Judged:
     changes = git.changes(ctx.top, state.green, commit)
     changed = len(changes)
     if agent.outcome == "error":
@@ -225,12 +273,16 @@ def _judge_lap(ctx: RunContext, state: RunState, log_dir: Path, commit: str,
     gitlinks = {path for path, (_, mode) in changes.items() if mode == "160000"}
     nested = gitlinks - set(git.submodule_paths(ctx.top, commit)) if gitlinks else set()
     if nested:
-        return Judged("red", f"the lap made repositories inside the tree, whose files no commit holds: "
-                             f"{', '.join(sorted(nested)[:5])} — commit their files in the repository itself",
-                      files_changed=changed)
+        return Judged(
+            "red",
+            f"the lap made repositories inside the tree, whose files no commit holds: "
+            f"{', '.join(sorted(nested)[:5])} — commit their files in the repository itself",
+            files_changed=changed,
+        )
     files = ctx.config.files
-    report = guard_module.check_lap(ctx.top, state.green, commit, changes, ctx.config.protect, files.todo,
-                                    files.progress, state.record.base)
+    report = guard_module.check_lap(
+        ctx.top, state.green, commit, changes, ctx.config.protect, files.todo, files.progress, state.record.base
+    )
     # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
     # index, which no lap writes), nothing untracked, and with strict nothing ignored either.
     try:
@@ -260,9 +312,12 @@ def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
 def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> TestChanges | None:
     if not any(check.tests for check in judged.checks):
         return None
-    return TestChanges(passing_before=passing_before, passing_after=passing_after,
-                       newly_failing=judged.comparison.newly_failing,
-                       newly_passing=judged.comparison.newly_passing)
+    return TestChanges(
+        passing_before=passing_before,
+        passing_after=passing_after,
+        newly_failing=judged.comparison.newly_failing,
+        newly_passing=judged.comparison.newly_passing,
+    )
 
 
 def _without_passed_ids(check: CheckResult) -> CheckResult:
@@ -273,8 +328,9 @@ def _without_passed_ids(check: CheckResult) -> CheckResult:
     return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": [], "setup": None})})
 
 
-def _commit(ctx: RunContext, state: RunState, number: int, agent: AgentResult,
-            items_before: list[todo.Item]) -> tuple[str, list[str], todo.Counts, tuple[str, str] | None]:
+def _commit(
+    ctx: RunContext, state: RunState, number: int, agent: AgentResult, items_before: list[todo.Item]
+) -> tuple[str, list[str], todo.Counts, tuple[str, str] | None]:
     """Commit every file the agent left; returns the commit, the items it ticked (of
     `items_before`, the last green TODO), the TODO's counts and, if the commit was refused, why.
 
@@ -316,8 +372,20 @@ def _run_commit_hooks(ctx: RunContext, head: str, message: str) -> tuple[str, st
         jail = ctx.jail("commit", writable=(cache,))
         done = git.run(workspace.tree, "add", "-A", timeout=timeout, check=False, hooks=True, env=env, jail=jail)
         if done.ok:
-            done = git.run(workspace.tree, "commit", "--allow-empty", "-q", "-F", "-", input=message,
-                           timeout=timeout, check=False, hooks=True, env=env, jail=jail)
+            done = git.run(
+                workspace.tree,
+                "commit",
+                "--allow-empty",
+                "-q",
+                "-F",
+                "-",
+                input=message,
+                timeout=timeout,
+                check=False,
+                hooks=True,
+                env=env,
+                jail=jail,
+            )
         if done.ok:
             return None
         refusal = ("the repository's commit hooks rejected the lap", done.output or f"exit {done.exit_code}")
@@ -339,8 +407,9 @@ def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:
     record = state.last_record()
     if record is None or record.status == "green":
         return None
-    return prompt.LastFailure(record.lap, record.reason, git.diffstat(ctx.top, record.parent, record.commit),
-                              record.output_tail[-3000:])
+    return prompt.LastFailure(
+        record.lap, record.reason, git.diffstat(ctx.top, record.parent, record.commit), record.output_tail[-3000:]
+    )
 
 
 def _first_line(text: str) -> str:

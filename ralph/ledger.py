@@ -123,8 +123,10 @@ def migrated(text: str, what: str) -> dict:
     if not isinstance(found, int) or found < 1:
         raise ValueError(f"format {found!r} is no format ralph ever wrote")
     if found > FORMAT:
-        raise NewerFormat(f"{what} was written by a newer ralph (format {found}; this one reads up to "
-                          f"{FORMAT}) — upgrade ralph to read it")
+        raise NewerFormat(
+            f"{what} was written by a newer ralph (format {found}; this one reads up to "
+            f"{FORMAT}) — upgrade ralph to read it"
+        )
     for version in range(found, FORMAT):
         data = MIGRATIONS[version](data)
     return dict(data, format=FORMAT)
@@ -222,8 +224,11 @@ def load(cwd: Path, run: str) -> RunState | None:
     record = _read_run_record(git.read_blob(cwd, refs[record_ref(run)]), run)
     green = git.rev(cwd, branch_ref(run)) or record.base
     prefix = f"refs/ralph/{run}/laps/"
-    numbered = sorted((int(ref[len(prefix):]), sha) for ref, sha in refs.items()
-                      if ref.startswith(prefix) and ref[len(prefix):].isdigit())
+    numbered = sorted(
+        (int(ref[len(prefix) :]), sha)
+        for ref, sha in refs.items()
+        if ref.startswith(prefix) and ref[len(prefix) :].isdigit()
+    )
     notes = git.notes(cwd, [sha for _, sha in numbered])
     laps = [Lap(number, sha, *_read_note(notes.get(sha), number)) for number, sha in numbered]
     return RunState(run, record, green, laps)
@@ -233,8 +238,9 @@ def _read_run_record(text: str, run: str) -> RunRecord:
     try:
         return RunRecord.model_validate(migrated(text, f"the record of run {run!r}"))
     except (ValueError, ValidationError) as exc:  # ValidationError is a ValueError; named for the reader
-        raise RalphError(f"the record of run {run!r} does not read: {_first_problem(exc)} — "
-                         "start a new run with --name") from None
+        raise RalphError(
+            f"the record of run {run!r} does not read: {_first_problem(exc)} — start a new run with --name"
+        ) from None
 
 
 def _read_note(text: str | None, number: int) -> tuple[LapRecord | None, str, bool]:
@@ -257,8 +263,11 @@ def _first_problem(exc: Exception) -> str:
 
 def run_records(cwd: Path) -> list[RunRecord]:
     """Every run's record in the repository, oldest first."""
-    blobs = {ref.split("/")[2]: sha for ref, sha in git.refs(cwd, "refs/ralph/").items()
-             if ref.endswith("/run") and ref.count("/") == 3}
+    blobs = {
+        ref.split("/")[2]: sha
+        for ref, sha in git.refs(cwd, "refs/ralph/").items()
+        if ref.endswith("/run") and ref.count("/") == 3
+    }
     records = [_read_run_record(git.read_blob(cwd, sha), run) for run, sha in blobs.items()]
     return sorted(records, key=lambda record: (record.created_at, record.run))
 
@@ -293,5 +302,6 @@ def save_lap(cwd: Path, record: LapRecord) -> None:
     git.add_note(cwd, record.commit, record.model_dump_json(indent=1))
     crashpoint.reached("lap-ref")
     if not git.update_ref(cwd, lap_ref(record.run, record.lap), record.commit, None):
-        raise RalphError(f"lap {record.lap} of run {record.run!r} is already recorded — "
-                         "is another `ralph run` working on it?")
+        raise RalphError(
+            f"lap {record.lap} of run {record.run!r} is already recorded — is another `ralph run` working on it?"
+        )

@@ -16,7 +16,6 @@ from ralph.lap import RunContext, now_iso, run_lap
 from ralph.ledger import LapRecord, RunRecord, RunState
 from ralph.workspace import Workspace, workspaces_root
 
-
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
 OUTAGE_FIRST_WAIT = 5.0  # seconds before the lap after an endpoint failure; doubles while it lasts
 
@@ -54,8 +53,7 @@ def run(options: RunOptions) -> Exit:
         if proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
         _restore_after_crash(repo, name)
-        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,),
-                             extra={RUN_MARK: mark})
+        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,), extra={RUN_MARK: mark})
         sandboxed = _sandboxed(repo, cfg)
         agent = make_agent(cfg.agent)
         agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
@@ -69,12 +67,15 @@ def run(options: RunOptions) -> Exit:
 
 def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config) -> bool:
     """Whether laps run in bubblewrap; `auto` without it says so once and goes on unsandboxed."""
-    sandbox.refuse_unsafe_writable(cfg.sandbox.writable_paths(),
-                                   [repo.top.resolve(), repo.common_dir, workspaces_root()])
+    sandbox.refuse_unsafe_writable(
+        cfg.sandbox.writable_paths(), [repo.top.resolve(), repo.common_dir, workspaces_root()]
+    )
     sandboxed = sandbox.decide(cfg.sandbox.mode)
     if not sandboxed and cfg.sandbox.mode == "auto":
-        ui.warn(f"laps run without a sandbox: {sandbox.why_unavailable()}. The agent can reach your "
-                "repository and files; ralph watches the repository and puts it back (see README, Sandbox)")
+        ui.warn(
+            f"laps run without a sandbox: {sandbox.why_unavailable()}. The agent can reach your "
+            "repository and files; ralph watches the repository and puts it back (see README, Sandbox)"
+        )
     return sandboxed
 
 
@@ -94,8 +95,10 @@ def _pinned_config(state: RunState, current: config_module.Config) -> config_mod
     """A run is judged by the configuration it started with, whatever the file says now."""
     pinned = state.record.config
     if pinned != current:
-        ui.say("[yellow]note:[/] the config file differs from the configuration this run started with; "
-               "the run keeps its own (use --name to start a new run with the file's)")
+        ui.say(
+            "[yellow]note:[/] the config file differs from the configuration this run started with; "
+            "the run keeps its own (use --name to start a new run with the file's)"
+        )
     return pinned
 
 
@@ -120,23 +123,30 @@ def _refuse_bad_start(repo: git.RepoInfo, cfg: config_module.Config, allow_dirty
     if repo.branch is None:
         raise RalphError("HEAD is detached — check out the branch the run should start from")
     if not allow_dirty and git.is_dirty(repo.top):
-        raise RalphError("the work tree has uncommitted changes, which laps would not see — "
-                         "commit or stash them, or pass --allow-dirty to start from HEAD anyway")
+        raise RalphError(
+            "the work tree has uncommitted changes, which laps would not see — "
+            "commit or stash them, or pass --allow-dirty to start from HEAD anyway"
+        )
     if git.uses_lfs(repo.top, repo.head) and not git.run(repo.top, "lfs", "version", check=False).ok:
-        raise RalphError("this repository uses Git LFS (filter=lfs in .gitattributes) but git-lfs is not "
-                         "installed, so lap worktrees would hold pointer files — install git-lfs first")
+        raise RalphError(
+            "this repository uses Git LFS (filter=lfs in .gitattributes) but git-lfs is not "
+            "installed, so lap worktrees would hold pointer files — install git-lfs first"
+        )
     _refuse_bad_todo(repo, cfg)
 
 
 def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
     """What makes laps impossible to commit or to record, new run or resumed."""
     if not git.run(repo.top, "var", "GIT_COMMITTER_IDENT", check=False).ok:
-        raise RalphError("git does not know who you are, so laps cannot be committed — "
-                         "set it with `git config user.name NAME` and `git config user.email EMAIL`")
+        raise RalphError(
+            "git does not know who you are, so laps cannot be committed — "
+            "set it with `git config user.name NAME` and `git config user.email EMAIL`"
+        )
     elsewhere = git.worktree_branches(repo.top).get(ledger.branch_ref(name))
     if elsewhere is not None:
-        raise RalphError(f"the run branch ralph/{name} is checked out in {elsewhere} — "
-                         "switch that worktree to another branch first")
+        raise RalphError(
+            f"the run branch ralph/{name} is checked out in {elsewhere} — switch that worktree to another branch first"
+        )
 
 
 def _resume(ctx: RunContext, state: RunState) -> RunState:
@@ -150,8 +160,9 @@ def _start(ctx: RunContext) -> RunState:
     leftover = git.rev(ctx.top, ledger.base_ref(ctx.run))
     branch = git.rev(ctx.top, ledger.branch_ref(ctx.run))
     if branch not in (None, leftover):
-        raise RalphError(f"a branch ralph/{ctx.run} already exists and is not this run's — "
-                         "pick another name with --name")
+        raise RalphError(
+            f"a branch ralph/{ctx.run} already exists and is not this run's — pick another name with --name"
+        )
     base = ctx.repo.head
     ui.say(f"run [bold]{ctx.run}[/]: baseline checks on {base[:10]}")
     log_dir = ctx.run_dir / "baseline"
@@ -163,16 +174,20 @@ def _start(ctx: RunContext) -> RunState:
     _refuse_broken_checks(baseline)
     git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, leftover)
     git.update_ref(ctx.top, ledger.branch_ref(ctx.run), base, branch)
-    record = RunRecord(run=ctx.run, created_at=now_iso(), base=base, user_branch=ctx.repo.branch,
-                       config=ctx.config, baseline=baseline)
+    record = RunRecord(
+        run=ctx.run, created_at=now_iso(), base=base, user_branch=ctx.repo.branch, config=ctx.config, baseline=baseline
+    )
     ledger.save_record(ctx.top, record)
     return RunState(ctx.run, record, base)
 
 
 def _warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
     """A `protect` pattern of the user's that matches no file protects nothing: say so once."""
-    own = [pattern for pattern in ctx.config.protect
-           if pattern not in config_module.DEFAULT_PROTECT and not pattern.startswith("!")]
+    own = [
+        pattern
+        for pattern in ctx.config.protect
+        if pattern not in config_module.DEFAULT_PROTECT and not pattern.startswith("!")
+    ]
     files = git.files_at(ctx.top, base) if own else []
     for pattern in own:
         if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
@@ -184,22 +199,29 @@ def _refuse_broken_checks(baseline: list) -> None:
     for check in baseline:
         if check.exit_code in (126, 127):
             what = "was not found" if check.exit_code == 127 else "is not executable"
-            raise RalphError(f"the check `{check.command}` {what} (exit {check.exit_code}) on the base "
-                             "commit — fix the command in ralph.yaml")
+            raise RalphError(
+                f"the check `{check.command}` {what} (exit {check.exit_code}) on the base "
+                "commit — fix the command in ralph.yaml"
+            )
         if pytest_results.plugin_missing(check.output_tail):
-            raise RalphError(f"the check `{check.command}` runs pytest without ralph's plugin on its path — "
-                             "where it sets PYTHONPATH, keep ralph's: PYTHONPATH=src:$PYTHONPATH")
+            raise RalphError(
+                f"the check `{check.command}` runs pytest without ralph's plugin on its path — "
+                "where it sets PYTHONPATH, keep ralph's: PYTHONPATH=src:$PYTHONPATH"
+            )
 
 
 def _refuse_bad_todo(repo: git.RepoInfo, cfg: config_module.Config) -> None:
     name = cfg.files.todo
     text = git.show_file(repo.top, repo.head, name)
     if text is None:
-        raise RalphError(f"{name} is not in HEAD — write the job as a checklist (`- [ ] item`; "
-                         "`ralph init` writes one) and commit it")
+        raise RalphError(
+            f"{name} is not in HEAD — write the job as a checklist (`- [ ] item`; "
+            "`ralph init` writes one) and commit it"
+        )
     if not todo.parse(text):
-        raise RalphError(f"{name} has no checkbox items — write the job as `- [ ] item` lines "
-                         "(see TODO.example.md) and commit it")
+        raise RalphError(
+            f"{name} has no checkbox items — write the job as `- [ ] item` lines (see TODO.example.md) and commit it"
+        )
 
 
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
@@ -221,9 +243,11 @@ class Outage:
     waits: int = 0
 
     def wait(self) -> None:
-        seconds = min(OUTAGE_FIRST_WAIT * 2 ** self.waits, self.budget - self.waited)
-        ui.say(f"the model endpoint failed; the next lap starts in {seconds:g}s "
-               f"({self.waited:g}s of limits.outage_wait {self.budget:g}s spent)")
+        seconds = min(OUTAGE_FIRST_WAIT * 2**self.waits, self.budget - self.waited)
+        ui.say(
+            f"the model endpoint failed; the next lap starts in {seconds:g}s "
+            f"({self.waited:g}s of limits.outage_wait {self.budget:g}s spent)"
+        )
         time.sleep(seconds)
         self.waited += seconds
         self.waits += 1
@@ -260,13 +284,15 @@ def _why_stop(ctx: RunContext, state: RunState, started: float, outage: Outage) 
     last = state.last_record()
     if last is None and not state.laps and _done_at_base(ctx, state):
         return Exit.DONE, "done: every check passes and every TODO item is ticked at the base"
-    if state.is_done:
+    if state.is_done and last is not None:
         return Exit.DONE, f"done at lap {last.lap}: every check passes and every TODO item is ticked"
-    if _endpoint_failed(last):
+    if last is not None and _endpoint_failed(last):
         if outage.waited >= outage.budget:
-            return Exit.API_ERRORS, (f"the model endpoint kept failing through {outage.waited:g}s of waiting "
-                                     f"(limits.outage_wait); the last: {last.reason}")
-    elif state.errors_in_a_row() >= 3:
+            return Exit.API_ERRORS, (
+                f"the model endpoint kept failing through {outage.waited:g}s of waiting "
+                f"(limits.outage_wait); the last: {last.reason}"
+            )
+    elif last is not None and state.errors_in_a_row() >= 3:
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
     if len(state.laps) >= limits.max_laps:
         return Exit.MAX_LAPS, f"max_laps ({limits.max_laps}) reached without finishing"

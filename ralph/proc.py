@@ -44,8 +44,9 @@ def is_secret(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK"
 
 
-def clean_env(allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (),
-              extra: dict[str, str] | None = None) -> dict[str, str]:
+def clean_env(
+    allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (), extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager.
 
     `secrets` names more variables to drop (the API key's, whatever it is called);
@@ -168,11 +169,20 @@ def run(
         timed_out = _pump(proc, output, None if timeout is None else started + timeout)
     finally:
         _kill_all(proc, token if sweep else None, termed=timed_out, spare=children_before)
+        assert proc.stdout is not None  # Popen was given stdout=PIPE
         proc.stdout.close()
     text, cut = output.text(spill)
     code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    return Completed(shown, code, text, time.monotonic() - started, timed_out, cut,
-                     spill if cut else None, _read_and_close(errors, cap))
+    return Completed(
+        shown,
+        code,
+        text,
+        time.monotonic() - started,
+        timed_out,
+        cut,
+        spill if cut else None,
+        _read_and_close(errors, cap),
+    )
 
 
 def _read_and_close(stream, cap: int) -> str:
@@ -184,6 +194,7 @@ def _read_and_close(stream, cap: int) -> str:
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    assert proc.stdin is not None  # Popen was given stdin=PIPE
     try:
         proc.stdin.write(data)
     except (BrokenPipeError, OSError):
@@ -199,6 +210,7 @@ def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None)
     """Read output until EOF; returns True when the deadline killed the command."""
     timed_out = False
     drain_until = None  # once the command is gone, grandchildren may hold the pipe open
+    assert proc.stdout is not None
     fd = proc.stdout.fileno()
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
@@ -301,7 +313,7 @@ def _children() -> list[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == mine:  # after "(comm)": state, ppid
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == mine:  # after "(comm)": state, ppid
                 found.append(int(entry.name))
     return found
 

@@ -32,14 +32,16 @@ class LastFailure:
     output_tail: str
 
 
-def build(config: Config, todo_text: str | None, progress_text: str | None,
-          failure: LastFailure | None) -> str:
+def build(config: Config, todo_text: str | None, progress_text: str | None, failure: LastFailure | None) -> str:
     files = config.files
     parts = [
         f"# Goal\n{config.goal.strip()}\n",
-        RULES.format(todo=files.todo, progress=files.progress,
-                     protect=", ".join(config.protect) or "(none)",
-                     checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)"),
+        RULES.format(
+            todo=files.todo,
+            progress=files.progress,
+            protect=", ".join(config.protect) or "(none)",
+            checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)",
+        ),
         f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
         f"# {files.progress}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
     ]

@@ -55,10 +55,16 @@ class TestResults(BaseModel):
 def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
     """The variables that make pytest load ralph's plugin and report to `report`, keeping the
     user's own PYTEST_ADDOPTS and PYTHONPATH."""
+
     def joined(name: str, ours: str, separator: str) -> str:
         return f"{ours}{separator}{env[name]}" if env.get(name) else ours
-    return dict(env, RALPH_PYTEST_REPORT=str(report), PYTEST_ADDOPTS=joined("PYTEST_ADDOPTS", f"-p {PLUGIN}", " "),
-                PYTHONPATH=joined("PYTHONPATH", str(PLUGIN_DIR), os.pathsep))
+
+    return dict(
+        env,
+        RALPH_PYTEST_REPORT=str(report),
+        PYTEST_ADDOPTS=joined("PYTEST_ADDOPTS", f"-p {PLUGIN}", " "),
+        PYTHONPATH=joined("PYTHONPATH", str(PLUGIN_DIR), os.pathsep),
+    )
 
 
 def plugin_missing(output: str) -> bool:
@@ -112,8 +118,13 @@ def _counted_sessions(lines: list[dict]) -> set[str]:
     return set() if running else counted
 
 
-def _fold(outcomes: dict[str, dict[str, set[str]]], xfail: set[str], collect_errors: set[str], deselected: int,
-          setups: list[dict]) -> TestResults:
+def _fold(
+    outcomes: dict[str, dict[str, set[str]]],
+    xfail: set[str],
+    collect_errors: set[str],
+    deselected: int,
+    setups: list[dict],
+) -> TestResults:
     """One outcome per test from every report of its phases: a failure anywhere fails it (in
     setup or teardown, an error), and so does a collection error of its module; a skip is an
     xfail when pytest says the test was expected to fail."""
@@ -132,27 +143,27 @@ def _fold(outcomes: dict[str, dict[str, set[str]]], xfail: set[str], collect_err
         elif "passed" in phases.get("call", ()):
             counts.passed += 1
             passed.append(test)
-    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing),
-                       setup=_merged(setups))
+    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing), setup=_merged(setups))
 
 
 def _in_errored(test: str, collect_errors: set[str]) -> bool:
     """Is the test inside a module or folder that failed to collect? Its outcome cannot be."""
-    return any(test.startswith(node + "::") or test.startswith(node.rstrip("/") + "/")
-               for node in collect_errors if node)
+    return any(
+        test.startswith(node + "::") or test.startswith(node.rstrip("/") + "/") for node in collect_errors if node
+    )
 
 
 def _merged(setups: list[dict]) -> PytestSetup | None:
     """xdist's processes each write theirs: the session's set-up is all of them together."""
     if not setups:
         return None
-    merged, digests = PytestSetup(), {}
+    merged, digests = PytestSetup(), dict[str, set[str]]()
     for setup in setups:
         config, values, plugins = setup.get("config"), setup.get("values"), setup.get("plugins")
         merged.config = merged.config or (config if isinstance(config, str) else None)
         merged.values.update(_strings(values))
         merged.shadowing.update(_strings(setup.get("shadowing")))
-        for name, found in (plugins.items() if isinstance(plugins, dict) else ()):
+        for name, found in plugins.items() if isinstance(plugins, dict) else ():
             digests.setdefault(str(name), set()).update(map(str, found if isinstance(found, list) else [found]))
     merged.plugins = {name: _one_digest(found) for name, found in sorted(digests.items())}
     return merged

@@ -38,24 +38,30 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
             continue
         count = len(result.problems)
         if before.passed and not check.passed:
-            what = ("timed out" if check.timed_out else f"exit {check.exit_code}" if check.exit_code
-                    else "exit 0, but its pytest report has failing tests")
+            what = (
+                "timed out"
+                if check.timed_out
+                else f"exit {check.exit_code}"
+                if check.exit_code
+                else "exit 0, but its pytest report has failing tests"
+            )
             result.problems.append(f"check regressed: `{check.command}` ({what})")
         if before.tests and check.tests:
             _compare_tests(before, check, grants.allows, result)
             result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows_setup)
         elif before.tests and before.tests.counts.passed:
             # A crashed or hung session writes no report: its passing tests are unaccounted for.
-            result.problems.append(f"`{check.command}` wrote no pytest report: {before.tests.counts.passed} "
-                                   "passing tests unaccounted for")
+            result.problems.append(
+                f"`{check.command}` wrote no pytest report: {before.tests.counts.passed} passing tests unaccounted for"
+            )
         if len(result.problems) > count and not result.failing_output:
             result.failing_output = check.output_tail
     return result
 
 
-def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str], bool],
-                   result: Comparison) -> None:
+def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str], bool], result: Comparison) -> None:
     old, new = before.tests, now.tests
+    assert old is not None and new is not None  # compared only where both ran pytest
     # An id that passes in one place and fails in another (two tests claiming one id) is failing.
     now_passing = set(new.passed_ids) - set(new.failing_ids)
     lost = [test for test in old.passed_ids if test not in now_passing]
@@ -64,8 +70,14 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     missing = [test for test in lost if test not in failing_now]
     allowed = [test for test in missing if granted(file_of(test))]
     missing = [test for test in missing if test not in allowed]
-    vanished = [test for test in old.failing_ids if test not in now_passing and test not in failing_now
-                and not granted(file_of(test)) and not test.endswith(COLLECTION)]
+    vanished = [
+        test
+        for test in old.failing_ids
+        if test not in now_passing
+        and test not in failing_now
+        and not granted(file_of(test))
+        and not test.endswith(COLLECTION)
+    ]
     result.newly_failing += broken
     result.newly_passing += [test for test in new.passed_ids if test not in set(old.passed_ids)]
     if broken:
@@ -82,8 +94,7 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
             result.problems.append(f"{kind} tests rose {was} → {now_count}")
 
 
-def _setup_changes(before: PytestSetup | None, now: PytestSetup | None,
-                   granted: Callable[[str], bool]) -> list[str]:
+def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted: Callable[[str], bool]) -> list[str]:
     """A configuration file, a value in it, or a plugin (a conftest, a `pytest_plugins` module,
     an installed one) added, removed or changed decides what pytest reports: not the lap's call."""
     if before is None:  # a note from before set-ups were recorded: nothing to hold the lap to
@@ -94,18 +105,27 @@ def _setup_changes(before: PytestSetup | None, now: PytestSetup | None,
     if before.config != now.config and not granted(now.config or "") and not granted(before.config or ""):
         problems.append(f"pytest's configuration file changed: {before.config or 'none'} → {now.config or 'none'}")
     elif before.values != now.values and not granted(now.config or ""):
-        keys = sorted(key for key in before.values.keys() | now.values.keys()
-                      if before.values.get(key) != now.values.get(key))
+        keys = sorted(
+            key for key in before.values.keys() | now.values.keys() if before.values.get(key) != now.values.get(key)
+        )
         problems.append(f"pytest's configuration changed in {now.config}: {_name(keys)}")
-    hiding = sorted(f"{name} ({where})" for name, where in now.shadowing.items()
-                    if before.shadowing.get(name) != where and not granted(where.split(" over ")[0]))
+    hiding = sorted(
+        f"{name} ({where})"
+        for name, where in now.shadowing.items()
+        if before.shadowing.get(name) != where and not granted(where.split(" over ")[0])
+    )
     if hiding:
         problems.append(f"modules of the tree hide others of the same name: {_name(hiding)}")
-    plugins = sorted(name for name in before.plugins.keys() | now.plugins.keys()
-                     if before.plugins.get(name) != now.plugins.get(name) and not granted(name))
+    plugins = sorted(
+        name
+        for name in before.plugins.keys() | now.plugins.keys()
+        if before.plugins.get(name) != now.plugins.get(name) and not granted(name)
+    )
     if plugins:
-        what = {name: "added" if name not in before.plugins else "removed" if name not in now.plugins
-                else "changed" for name in plugins}
+        what = {
+            name: "added" if name not in before.plugins else "removed" if name not in now.plugins else "changed"
+            for name in plugins
+        }
         problems.append("pytest plugins changed: " + _name([f"{name} ({what[name]})" for name in plugins]))
     return problems
 

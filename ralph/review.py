@@ -10,8 +10,8 @@ from rich.markup import escape
 
 from ralph import git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
-from ralph.ledger import RunState
 from ralph.files import remove_path
+from ralph.ledger import RunState
 from ralph.workspace import folder_for
 
 LOG_OTHER_COLUMNS = 40  # the width of `ralph log`'s columns but the reason, cut to fit the rest
@@ -21,10 +21,18 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     top = git.open_repo(cwd).top
     state = ledger.resolve(top, run)
     if as_json:
-        ui.print_json({"run": state.name, "green": state.green, "laps": [
-            lap.record.model_dump(mode="json") if lap.record else {"lap": lap.number, "commit": lap.commit,
-                                                                    "problem": lap.problem}
-            for lap in state.laps]})
+        ui.print_json(
+            {
+                "run": state.name,
+                "green": state.green,
+                "laps": [
+                    lap.record.model_dump(mode="json")
+                    if lap.record
+                    else {"lap": lap.number, "commit": lap.commit, "problem": lap.problem}
+                    for lap in state.laps
+                ],
+            }
+        )
         return Exit.DONE
     rows, width = [], max(30, ui.console.width - LOG_OTHER_COLUMNS)  # a lap a line; `ralph show` has it whole
     for lap in state.laps:
@@ -32,9 +40,16 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
         if r is None:
             rows.append([str(lap.number), "?", escape(ui.one_line(lap.problem, width)), "", "", ""])
             continue
-        rows.append([str(r.lap), ui.status_text(r.status), escape(ui.one_line(r.reason, width)),
-                     f"{r.duration_s:.1f}s",
-                     str(r.files_changed), f"{r.todo.done}/{r.todo.done + r.todo.open}"])
+        rows.append(
+            [
+                str(r.lap),
+                ui.status_text(r.status),
+                escape(ui.one_line(r.reason, width)),
+                f"{r.duration_s:.1f}s",
+                str(r.files_changed),
+                f"{r.todo.done}/{r.todo.done + r.todo.open}",
+            ]
+        )
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
     ui.table(["lap", "status", "reason", "time", "files", "TODO"], rows)
     return Exit.DONE
@@ -50,8 +65,14 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
     parent = record.parent if record else f"{lap.commit}^"
     diffstat = git.diffstat(top, parent, lap.commit)
     if as_json:
-        ui.print_json({"lap": number, "commit": lap.commit, "record": record.model_dump(mode="json") if record
-                       else None, "diffstat": diffstat})
+        ui.print_json(
+            {
+                "lap": number,
+                "commit": lap.commit,
+                "record": record.model_dump(mode="json") if record else None,
+                "diffstat": diffstat,
+            }
+        )
         return Exit.DONE
     ui.say(f"[bold]lap {number}[/] of run {state.name}  commit {lap.commit}")
     if record is None:
@@ -59,28 +80,38 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
         return Exit.DONE
     on_line = " (on the green line)" if git.is_ancestor(top, lap.commit, state.green) else ""
     ui.say(f"status  {ui.status_text(record.status)}{on_line} — {escape(record.reason)}")
-    ui.say(f"started {record.started_at}, {record.duration_s:.1f}s; agent {record.agent.kind} "
-           f"{record.agent.outcome} ({record.agent.duration_s:.1f}s)")
-    ui.say(f"TODO    {record.todo.done} done, {record.todo.open} open; ticked: "
-           f"{escape('; '.join(record.ticked)) or 'none'}")
+    ui.say(
+        f"started {record.started_at}, {record.duration_s:.1f}s; agent {record.agent.kind} "
+        f"{record.agent.outcome} ({record.agent.duration_s:.1f}s)"
+    )
+    ui.say(
+        f"TODO    {record.todo.done} done, {record.todo.open} open; ticked: "
+        f"{escape('; '.join(record.ticked)) or 'none'}"
+    )
     if record.agent.summary:
         ui.say(f"summary {escape(record.agent.summary)}")
     said = ui.one_line(next(iter(record.agent.detail.strip().splitlines()), ""), 300)
     if said and said not in record.reason:  # the verdict's reason may stand where the agent's words were
         ui.say(f"agent   {escape(said)}")
     if record.tests:
-        ui.say(f"tests   passing tests {record.tests.passing_before} → {record.tests.passing_after}; "
-               f"newly failing: {escape(', '.join(record.tests.newly_failing)) or 'none'}; "
-               f"newly passing: {escape(', '.join(record.tests.newly_passing)) or 'none'}")
+        ui.say(
+            f"tests   passing tests {record.tests.passing_before} → {record.tests.passing_after}; "
+            f"newly failing: {escape(', '.join(record.tests.newly_failing)) or 'none'}; "
+            f"newly passing: {escape(', '.join(record.tests.newly_passing)) or 'none'}"
+        )
     if record.protected_touched or record.granted:
-        ui.say(f"protected   {escape(', '.join(record.protected_touched)) or 'none touched'}"
-               + (f"; allowed by a ticked item: {escape(', '.join(record.granted))}" if record.granted else ""))
+        ui.say(
+            f"protected   {escape(', '.join(record.protected_touched)) or 'none touched'}"
+            + (f"; allowed by a ticked item: {escape(', '.join(record.granted))}" if record.granted else "")
+        )
     if record.flaky:
         ui.say(f"flaky   {escape(', '.join(record.flaky))}")
     usage = record.agent.usage
     if usage.requests:
-        ui.say(f"tokens  {usage.requests} requests, {usage.prompt_tokens:,} prompt + "
-               f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}")
+        ui.say(
+            f"tokens  {usage.requests} requests, {usage.prompt_tokens:,} prompt + "
+            f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}"
+        )
         ui.context_bars(*state.context_bars(upto=number))
     ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
     for check in record.checks:
@@ -99,22 +130,27 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     last = state.last_record()
     done = state.is_done
     summary = {
-        "run": state.name, "base": state.record.base, "green": state.green,
+        "run": state.name,
+        "base": state.record.base,
+        "green": state.green,
         "green_laps": sum(1 for lap in state.laps if lap.record and lap.record.status == "green"),
-        "laps": len(state.laps), "max_laps": limits.max_laps,
-        "without_progress": state.laps_without_progress(), "stagnation": limits.stagnation,
-        "errors_in_a_row": state.errors_in_a_row(), "done": done,
+        "laps": len(state.laps),
+        "max_laps": limits.max_laps,
+        "without_progress": state.laps_without_progress(),
+        "stagnation": limits.stagnation,
+        "errors_in_a_row": state.errors_in_a_row(),
+        "done": done,
         "todo": last.todo.model_dump() if last else None,
         "flaky": state.flaky_checks(),
-        "tokens": state.tokens_used(), "max_tokens": limits.max_tokens,
-        "context": dict(zip(("this_lap", "one_session"), state.context_bars())),
+        "tokens": state.tokens_used(),
+        "max_tokens": limits.max_tokens,
+        "context": dict(zip(("this_lap", "one_session"), state.context_bars(), strict=True)),
     }
     if as_json:
         ui.print_json(summary)
         return Exit.DONE
     ui.say(f"run [bold]{state.name}[/]: {'[green]done[/]' if done else 'not done'}")
-    ui.say(f"  last green  {state.green[:10]} (base {state.record.base[:10]}), "
-           f"{summary['green_laps']} green lap(s)")
+    ui.say(f"  last green  {state.green[:10]} (base {state.record.base[:10]}), {summary['green_laps']} green lap(s)")
     ui.say(f"  laps        {summary['laps']} of max {summary['max_laps']}")
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
@@ -123,8 +159,8 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         cap = f" of max {summary['max_tokens']:,}" if summary["max_tokens"] else ""
         ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")
         ui.context_bars(*state.context_bars())
-    if summary["flaky"]:
-        ui.say(f"  flaky       {escape(', '.join(summary['flaky']))}")
+    if state.flaky_checks():
+        ui.say(f"  flaky       {escape(', '.join(state.flaky_checks()))}")
     ui.say(f"  review      git log ralph/{state.name}   ·   ralph log   ·   ralph land")
     return Exit.DONE
 
@@ -168,27 +204,31 @@ def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
     tracked = set(git.out(repo.top, "ls-files", "--", *landing).splitlines()) if landing else set()
     clobbered = [path for path in landing if path not in tracked and os.path.lexists(repo.top / path)]
     if clobbered:
-        raise RalphError(f"landing would overwrite files git does not track here: {', '.join(clobbered[:5])} — "
-                         "move them away first")
+        raise RalphError(
+            f"landing would overwrite files git does not track here: {', '.join(clobbered[:5])} — move them away first"
+        )
     hooks = git.hooks_path(repo.top)
     inside = _inside(repo.top, Path(os.path.expanduser(hooks))) if hooks else None
-    touched = [path for path in landing if inside is not None and (inside == "." or path == inside
-                                                                   or path.startswith(inside + "/"))]
+    touched = [
+        path
+        for path in landing
+        if inside is not None and (inside == "." or path == inside or path.startswith(inside + "/"))
+    ]
     if touched:
-        raise RalphError(f"the run changed your git hooks ({', '.join(touched[:5])} in core.hooksPath {hooks}) — "
-                         f"review them, then merge ralph/{state.name} by hand")
+        raise RalphError(
+            f"the run changed your git hooks ({', '.join(touched[:5])} in core.hooksPath {hooks}) — "
+            f"review them, then merge ralph/{state.name} by hand"
+        )
 
 
 def _inside(top: Path, path: Path) -> str | None:
     """`path` (relative ones are relative to the work tree) relative to `top`, None when outside."""
     full = (top / path).resolve()
-    return str(full.relative_to(top.resolve())) if full == top.resolve() or top.resolve() in full.parents \
-        else None
+    return str(full.relative_to(top.resolve())) if full == top.resolve() or top.resolve() in full.parents else None
 
 
 def _squash_message(top: Path, state: RunState) -> str:
-    ticked = [item for lap in state.laps if lap.record and lap.record.status == "green"
-              for item in lap.record.ticked]
+    ticked = [item for lap in state.laps if lap.record and lap.record.status == "green" for item in lap.record.ticked]
     lines = "\n".join(f"- {item}" for item in ticked) or "- (no TODO item ticked)"
     goal = state.record.config.goal
     return f"ralph: {goal.strip()[:60]}\n\n{lines}\n\nRalph-Run: {state.name}\n"
@@ -220,6 +260,8 @@ def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool
         if git.rev(repo.top, ledger.branch_ref(state.name)):
             git.delete_ref(repo.top, ledger.branch_ref(state.name))
         shutil.rmtree(run_dir, ignore_errors=True)
-    ui.say(f"cleaned run [bold]{state.name}[/]: {removed} workspace(s) removed"
-           + ("; refs, branch, notes and logs deleted" if refs else ""))
+    ui.say(
+        f"cleaned run [bold]{state.name}[/]: {removed} workspace(s) removed"
+        + ("; refs, branch, notes and logs deleted" if refs else "")
+    )
     return Exit.DONE

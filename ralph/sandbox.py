@@ -24,8 +24,22 @@ from ralph.errors import RalphError
 BWRAP = "bwrap"
 PRIVATE = (Path("/tmp"), Path("/var/tmp"), Path("/run"))  # empty in the sandbox but for what a lap needs
 # /proc and /dev are fresh per sandbox; the PID namespace makes /proc show only its own.
-_BASE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-ipc",
-         "--unshare-uts", "--new-session", "--die-with-parent", "--cap-drop", "ALL"]
+_BASE = [
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--new-session",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+]
 
 
 @dataclass(frozen=True)
@@ -82,12 +96,18 @@ def _dns_config() -> Path:
     return Path(os.path.realpath("/etc/resolv.conf"))
 
 
-def needed(*paths: Path, commands: list[str] = ()) -> tuple[Path, ...]:
+def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:
     """What a sandboxed command needs to see: the given paths, the absolute paths its commands
     name, the folders on PATH, Python's prefixes and HOME."""
     named = [Path(word) for command in commands for word in _words(command) if word.startswith("/")]
-    found = [*paths, *named, *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
-             Path(sys.prefix), Path(sys.base_prefix), Path.home()]
+    found = [
+        *paths,
+        *named,
+        *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path.home(),
+    ]
     return tuple(dict.fromkeys(Path(os.path.abspath(path)) for path in found if path.is_absolute()))
 
 
@@ -148,5 +168,7 @@ def refuse_unsafe_writable(paths: list[Path], protected: list[Path]) -> None:
             raise RalphError(f"sandbox.writable: {path} does not exist — create it first (a file or a folder)")
         for guarded in protected:
             if path == guarded or path in guarded.parents or guarded in path.parents:
-                raise RalphError(f"sandbox.writable: {path} would make {guarded} writable to laps — "
-                                 "list a folder that holds neither the repository nor ralph's workspace")
+                raise RalphError(
+                    f"sandbox.writable: {path} would make {guarded} writable to laps — "
+                    "list a folder that holds neither the repository nor ralph's workspace"
+                )

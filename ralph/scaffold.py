@@ -63,8 +63,7 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 
 def init(cwd: Path) -> Exit:
     top = git.open_repo(cwd).top
-    for name, text in (("ralph.yaml", CONFIG_TEMPLATE), ("TODO.md", TODO_TEMPLATE),
-                       ("PROGRESS.md", PROGRESS_TEMPLATE)):
+    for name, text in (("ralph.yaml", CONFIG_TEMPLATE), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
         path = top / name
         if path.exists():
             ui.say(f"kept     {name} (already there)")

@@ -20,9 +20,10 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from typing import Any
 
 from ralph.agents.openai import PREFLIGHT
 
@@ -53,8 +54,8 @@ class Hang:
     then: Reply | HttpError | None = None
 
 
-Step = Union[Reply, HttpError, Hang]
-Script = Union[list[Step], Callable[[dict, int], Step]]
+Step = Reply | HttpError | Hang
+Script = list[Step] | Callable[[dict, int], Step]
 
 
 def call(name: str, arguments: dict | str | None = None, *, call_id: Any = _GENERATED) -> dict:
@@ -68,13 +69,20 @@ def call(name: str, arguments: dict | str | None = None, *, call_id: Any = _GENE
     return tool_call
 
 
-def tool_calls(*calls: dict, content: str | None = None, finish_reason: str = "tool_calls",
-               usage: bool = True) -> Reply:
+def tool_calls(
+    *calls: dict, content: str | None = None, finish_reason: str = "tool_calls", usage: bool = True
+) -> Reply:
     return Reply({"role": "assistant", "content": content, "tool_calls": list(calls)}, finish_reason, usage)
 
 
-def tool_call(name: str, arguments: dict | str | None = None, *, call_id: Any = _GENERATED,
-              finish_reason: str = "tool_calls", usage: bool = True) -> Reply:
+def tool_call(
+    name: str,
+    arguments: dict | str | None = None,
+    *,
+    call_id: Any = _GENERATED,
+    finish_reason: str = "tool_calls",
+    usage: bool = True,
+) -> Reply:
     return tool_calls(call(name, arguments, call_id=call_id), finish_reason=finish_reason, usage=usage)
 
 
@@ -111,14 +119,15 @@ class ScriptedServer:
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.scripted = self
         # A short poll interval: shutdown() waits for the serving loop to notice, 0.5 s by default.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="scripted-server",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="scripted-server", daemon=True
+        )
         self._thread.start()
 
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def __enter__(self) -> ScriptedServer:
         return self
@@ -207,22 +216,28 @@ def _completion(reply: Reply, request: dict, request_bytes: int, index: int) -> 
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "scripted"),
-        "choices": [{"index": 0, "message": reply.message, "finish_reason": reply.finish_reason,
-                     "logprobs": None}],
+        "choices": [{"index": 0, "message": reply.message, "finish_reason": reply.finish_reason, "logprobs": None}],
     }
     if reply.usage:
         # Deterministic and roughly proportional, so token budgets behave as with a real model.
         prompt_tokens = max(1, request_bytes // 4)
         completion_tokens = max(1, len(json.dumps(reply.message)) // 4)
-        completion["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                               "total_tokens": prompt_tokens + completion_tokens}
+        completion["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
     return completion
 
 
 def _is_preflight(body: dict) -> bool:
     messages = body.get("messages")
-    return isinstance(messages, list) and bool(messages) and isinstance(messages[-1], dict) and \
-        messages[-1].get("content") == PREFLIGHT
+    return (
+        isinstance(messages, list)
+        and bool(messages)
+        and isinstance(messages[-1], dict)
+        and messages[-1].get("content") == PREFLIGHT
+    )
 
 
 def _validation_error(body: dict) -> str | None:
@@ -231,12 +246,14 @@ def _validation_error(body: dict) -> str | None:
     for index, message in enumerate(body.get("messages") or []):
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             got = type(message.get("content")).__name__ if isinstance(message, dict) else type(message).__name__
-            return ("Exception in ASGI application while handling POST /v1/chat/completions: "
-                    "Traceback (most recent call last): ... pydantic_core._pydantic_core.ValidationError: "
-                    "1 validation error for ChatCompletionRequestAssistantMessage (the request's messages were "
-                    "checked one by one against the chat completion request schema) "
-                    f"messages.{index}.content Input should be a valid string [type=string_type, "
-                    f"input_value=None, input_type={got}]")
+            return (
+                "Exception in ASGI application while handling POST /v1/chat/completions: "
+                "Traceback (most recent call last): ... pydantic_core._pydantic_core.ValidationError: "
+                "1 validation error for ChatCompletionRequestAssistantMessage (the request's messages were "
+                "checked one by one against the chat completion request schema) "
+                f"messages.{index}.content Input should be a valid string [type=string_type, "
+                f"input_value=None, input_type={got}]"
+            )
     return None
 
 

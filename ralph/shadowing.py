@@ -16,8 +16,25 @@ from __future__ import annotations
 import sys
 from pathlib import PurePosixPath
 
-RUNNER = frozenset({"pytest", "_pytest", "pluggy", "py", "xdist", "execnet", "_ralph_pytest", "sitecustomize",
-                    "usercustomize", "iniconfig", "packaging", "pygments", "colorama", "exceptiongroup", "tomli"})
+RUNNER = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "pluggy",
+        "py",
+        "xdist",
+        "execnet",
+        "_ralph_pytest",
+        "sitecustomize",
+        "usercustomize",
+        "iniconfig",
+        "packaging",
+        "pygments",
+        "colorama",
+        "exceptiongroup",
+        "tomli",
+    }
+)
 MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")  # what Python imports from a folder on its path
 SOURCE_ROOTS = ("", "src")  # where a project's own packages live, besides the tests' folders
 
@@ -34,8 +51,13 @@ def shadowing(added: list[str], links: set[str], files_before: list[str], files_
     bytecode anywhere; each as `path (why)`."""
     found = [f"{path} ({_startup(path)})" for path in added if _startup(path)]
     roots_now = import_roots(files_now)
-    project = {name for path in files_before if not _is_test(path)
-               for name in [module_name(path, import_roots(files_before))] if name}
+    project = {
+        name
+        for path in files_before
+        if not _is_test(path)
+        for name in [module_name(path, import_roots(files_before))]
+        if name
+    }
     for path in added:
         name = module_name(path, roots_now, is_link=path in links)
         if name and not _startup(path) and (name in RUNNER or name in sys.stdlib_module_names or name in project):

@@ -7,7 +7,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -47,7 +46,7 @@ def one_line(text: str, limit: int | None = None) -> str:
     if limit is None or len(line) <= limit:
         return line
     head = limit // 4
-    return f"{line[:head]} … {line[-(limit - head - 3):]}"
+    return f"{line[:head]} … {line[-(limit - head - 3) :]}"
 
 
 def status_text(status: str) -> str:
@@ -84,6 +83,7 @@ def waiting(label: str, quiet_for: float = 10, every: float = 30):
     terminal; elsewhere a line once the wait passes `quiet_for` seconds, then every `every`."""
     started, done = time.monotonic(), threading.Event()
     with console.status(f"[dim]{escape(label)} …[/]") if console.is_terminal else nullcontext() as status:
+
         def tell() -> None:
             next_line = quiet_for
             while not done.wait(1):
@@ -93,6 +93,7 @@ def waiting(label: str, quiet_for: float = 10, every: float = 30):
                 elif elapsed >= next_line:
                     console.print(f"  [dim]· {escape(label)}: waiting {elapsed:.0f}s[/]")
                     next_line += every
+
         ticker = threading.Thread(target=tell, daemon=True)
         ticker.start()
         try:

@@ -56,13 +56,19 @@ class UserState:
             files = {str(name): base64.b64decode(text) for name, text in data["files"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        bad = [name for name, value in refs.items()
-               if not _REF_NAME.match(name) or ".." in name or not _VALUE.match(value)]
-        bad += [name for name, data in files.items()
-                if not is_watched(name) or not (data.startswith((_LINK, _LARGE, _SPECIAL)) or _FILE.match(data))]
+        bad = [
+            name for name, value in refs.items() if not _REF_NAME.match(name) or ".." in name or not _VALUE.match(value)
+        ]
+        bad += [
+            name
+            for name, data in files.items()
+            if not is_watched(name) or not (data.startswith((_LINK, _LARGE, _SPECIAL)) or _FILE.match(data))
+        ]
         if bad:
-            raise SnapshotRefused(f"{path} names what ralph never watches ({', '.join(sorted(bad)[:3])}); "
-                                  "it was not applied — check your repository by hand")
+            raise SnapshotRefused(
+                f"{path} names what ralph never watches ({', '.join(sorted(bad)[:3])}); "
+                "it was not applied — check your repository by hand"
+            )
         return cls(refs, files)
 
 
@@ -147,10 +153,11 @@ def _restore_files(common_dir: Path, before: UserState) -> list[str]:
             if old is not None:
                 _real_folder(common_dir, path.parent).mkdir(parents=True, exist_ok=True)
                 if old.startswith(_LINK):
-                    os.symlink(old[len(_LINK):].decode(), path)
+                    os.symlink(old[len(_LINK) :].decode(), path)
                 else:
                     mode = _FILE.match(old)
-                    path.write_bytes(old[mode.end():])
+                    assert mode is not None  # _read wrote it so
+                    path.write_bytes(old[mode.end() :])
                     os.chmod(path, int(mode.group(1), 8))
         except OSError:
             continue  # reported by _still_different
@@ -169,10 +176,12 @@ def _real_folder(common_dir: Path, folder: Path) -> Path:
 def _still_different(top: Path, common_dir: Path, before: UserState) -> list[str]:
     """Checked, not assumed: what differs from `before` after the restore."""
     after = snapshot(top, common_dir)
-    refs = [f"{ref} still differs" for ref in sorted(before.refs)
-            if after.refs.get(ref) != before.refs[ref]]
-    return refs + [f"{name} still differs" for name in sorted(before.files.keys() | after.files.keys())
-                   if before.files.get(name) != after.files.get(name)]
+    refs = [f"{ref} still differs" for ref in sorted(before.refs) if after.refs.get(ref) != before.refs[ref]]
+    return refs + [
+        f"{name} still differs"
+        for name in sorted(before.files.keys() | after.files.keys())
+        if before.files.get(name) != after.files.get(name)
+    ]
 
 
 def is_watched(name: str) -> bool:
@@ -185,7 +194,7 @@ def is_watched(name: str) -> bool:
     if "logs" in parts:
         return False
     for at, part in enumerate(parts):  # objects/ of the repository or of a submodule's: only info/
-        if part == "objects" and parts[at + 1:at + 2] != ("info",):
+        if part == "objects" and parts[at + 1 : at + 2] != ("info",):
             return False
     return True
 

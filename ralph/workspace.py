@@ -26,15 +26,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph import crashpoint, git, proc
-from ralph.files import remove_bytecode, remove_path
 from ralph.errors import RalphError
+from ralph.files import remove_bytecode, remove_path
 from ralph.sandbox import Jail
 
 # ralph's git on the lap's files: the stat data in its own index is trusted only with ctime,
 # which a lap cannot set back; the user's fsmonitor and sparse patterns are for their checkout.
 # submodule.recurse: ralph's checkout must not reach into submodules (the user's own git dirs).
-_SAFE = ["-c", "core.fsmonitor=false", "-c", "core.trustctime=true", "-c", "core.checkStat=default",
-         "-c", "core.sparseCheckout=false", "-c", "core.untrackedCache=false", "-c", "submodule.recurse=false"]
+_SAFE = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.sparseCheckout=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "submodule.recurse=false",
+]
 
 
 def workspaces_root() -> Path:
@@ -113,19 +125,37 @@ class Workspace:
                 info = os.lstat(folder)
             except OSError:
                 info = None
-            if info is None or not stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) != made \
-                    or folder.resolve() != folder:
-                raise WorkspaceTampered(f"the lap replaced ralph's workspace folder {folder} — ralph stopped "
-                                        "without touching it; `ralph clean` removes the workspace")
+            if (
+                info is None
+                or not stat.S_ISDIR(info.st_mode)
+                or (info.st_dev, info.st_ino) != made
+                or folder.resolve() != folder
+            ):
+                raise WorkspaceTampered(
+                    f"the lap replaced ralph's workspace folder {folder} — ralph stopped "
+                    "without touching it; `ralph clean` removes the workspace"
+                )
 
     # --- ralph's own git on the lap's files -------------------------------------------------
 
-    def git(self, *args: str, input: str | None = None, check: bool = True,
-            timeout: float | None = 600) -> proc.Completed:
+    def git(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float | None = 600
+    ) -> proc.Completed:
         self.verify()
         env = proc.clean_env(extra={"GIT_INDEX_FILE": str(self.index)})
-        return git.run(self.tree, "--git-dir", str(self.common_dir), "--work-tree", str(self.tree), *_SAFE,
-                       *args, input=input, check=check, timeout=timeout, env=env)
+        return git.run(
+            self.tree,
+            "--git-dir",
+            str(self.common_dir),
+            "--work-tree",
+            str(self.tree),
+            *_SAFE,
+            *args,
+            input=input,
+            check=check,
+            timeout=timeout,
+            env=env,
+        )
 
     def checkout(self, commit: str, ignored: bool = True) -> list[str]:
         """Make tree/ exactly what a checkout of `commit` holds: every file that differs from
@@ -164,8 +194,9 @@ class Workspace:
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
-        return self.git(*git.DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-",
-                        input=message).output.strip()
+        return self.git(
+            *git.DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-", input=message
+        ).output.strip()
 
     # --- the lap's own git dir ----------------------------------------------------------
 
@@ -220,8 +251,9 @@ class Workspace:
         parts = Path(path).parts
         if not parts or Path(path).is_absolute() or ".." in parts:
             return None
-        entry = git.run(self.tree, "--git-dir", str(self.common_dir), "ls-tree", "-z", commit, "--", path,
-                        check=False).output
+        entry = git.run(
+            self.tree, "--git-dir", str(self.common_dir), "ls-tree", "-z", commit, "--", path, check=False
+        ).output
         if not entry.startswith("160000 commit ") or entry.rstrip("\0").split("\t", 1)[-1] != path:
             return None
         for depth in range(1, len(parts)):  # every folder on the way is a real one, no link
@@ -234,15 +266,25 @@ class Workspace:
 
     def _lap_config(self) -> str:
         name, email = self.identity
-        return (f"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
-                f"\thooksPath = {_quoted(self.hooks_path)}\n"
-                f"[user]\n\tname = {_quoted(name)}\n\temail = {_quoted(email)}\n"
-                # No credential helper: a lap asks git for nobody's password.
-                "[credential]\n\thelper =\n"
-                "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[commit]\n\tgpgSign = false\n")
+        return (
+            f"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+            f"\thooksPath = {_quoted(self.hooks_path)}\n"
+            f"[user]\n\tname = {_quoted(name)}\n\temail = {_quoted(email)}\n"
+            # No credential helper: a lap asks git for nobody's password.
+            "[credential]\n\thelper =\n"
+            "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[commit]\n\tgpgSign = false\n"
+        )
 
-    def jail(self, phase: str, *, network: bool = True, writable: list[Path] = (),
-             home: Path | None = None, keep: tuple[Path, ...] = (), hide: tuple[Path, ...] = ()) -> Jail:
+    def jail(
+        self,
+        phase: str,
+        *,
+        network: bool = True,
+        writable: tuple[Path, ...] | list[Path] = (),
+        home: Path | None = None,
+        keep: tuple[Path, ...] = (),
+        hide: tuple[Path, ...] = (),
+    ) -> Jail:
         """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
         `home` names a HOME of the user's choosing, which stays read-only but for `writable`)."""
         self.verify()
@@ -251,8 +293,15 @@ class Workspace:
         (scratch / "tmp").mkdir(parents=True)
         (scratch / "home").mkdir()
         private_home = () if home else (scratch / "home",)
-        return Jail((self.tree, self.lap_git, *private_home, *writable), scratch / "tmp", home or scratch / "home",
-                    network=network, chdir=self.tree, keep=keep, hide=hide)
+        return Jail(
+            (self.tree, self.lap_git, *private_home, *writable),
+            scratch / "tmp",
+            home or scratch / "home",
+            network=network,
+            chdir=self.tree,
+            keep=keep,
+            hide=hide,
+        )
 
 
 def _identity(top: Path) -> tuple[str, str]:
@@ -270,4 +319,3 @@ def _hooks_path(top: Path, common_dir: Path) -> str:
 
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-

@@ -20,8 +20,10 @@ needs_bwrap = pytest.mark.skipif(why_unavailable() is not None, reason=f"no sand
 SANDBOX_MODES = ["off", pytest.param("auto", marks=needs_bwrap)]
 
 IDENTITY = {
-    "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
-    "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.com",
 }
 
 
@@ -60,19 +62,30 @@ def write(root: Path, files: dict[str, str]) -> None:
         target.write_text(textwrap.dedent(text))
 
 
-def ralph(cwd: Path, *args: str, timeout: float = 120, env: dict | None = None,
-          input: str | None = None) -> subprocess.CompletedProcess:
+def ralph(
+    cwd: Path, *args: str, timeout: float = 120, env: dict | None = None, input: str | None = None
+) -> subprocess.CompletedProcess:
     """`ralph ARGS` as the user would run it: a real process, its exit code and output."""
-    return subprocess.run([sys.executable, "-m", "ralph", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, **(env or {})), input=input)
+    return subprocess.run(
+        [sys.executable, "-m", "ralph", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, **(env or {})),
+        input=input,
+    )
 
 
 def snapshot(repo: Path) -> dict[str, str]:
     """What `ralph run` must never change: HEAD, the user's refs, the index, the work tree."""
     state = {"HEAD": (repo / ".git" / "HEAD").read_text()}
     refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
-    state["refs"] = "\n".join(line for line in refs.splitlines()
-                              if not line.startswith(("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")))
+    state["refs"] = "\n".join(
+        line
+        for line in refs.splitlines()
+        if not line.startswith(("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph"))
+    )
     index = repo / ".git" / "index"
     state["index"] = hashlib.sha256(index.read_bytes()).hexdigest() if index.exists() else ""
     for path in sorted(repo.rglob("*")):
@@ -85,8 +98,9 @@ def ralph_workspaces(repo: Path) -> list[str]:
     """What ralph left on disk for laps: workspaces (under the isolated HOME) and worktrees."""
     root = Path(os.environ["HOME"]) / ".cache" / "ralph" / "workspaces"
     listing = git(repo, "worktree", "list", "--porcelain")
-    return ([line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line]
-            + sorted(path.name for path in (root.iterdir() if root.is_dir() else ()) if path.is_dir()))
+    return [line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line] + sorted(
+        path.name for path in (root.iterdir() if root.is_dir() else ()) if path.is_dir()
+    )
 
 
 def lap_notes(repo: Path, run: str) -> list[dict]:

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import git, make_repo, ralph, snapshot, write
 
 GOOD = 'goal: "g"\nagent:\n  kind: command\n  command: "true"\nchecks:\n  - "true"\n'
@@ -21,22 +20,25 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("", "the file is empty"),
-    ("- just\n- a list\n", "expected a mapping"),
-    ("goal: [unclosed\n", "not valid YAML"),
-    (GOOD + "colour: blue\n", "colour: unknown key"),
-    (GOOD + "limits:\n  max_laps: -2\n", "(line 8): limits.max_laps: Input should be greater than 0"),
-    (GOOD + "limits:\n  max_laps: many\n", "limits.max_laps: Input should be a valid integer"),
-    (GOOD + "limits:\n  maxlaps: 3\n", "limits.maxlaps: unknown key; expected one of: max_laps"),
-    (GOOD + "limits:\n  check_timeout: 0\n", "limits.check_timeout"),
-    ('agent:\n  kind: command\n  command: "true"\n', "goal: required key is missing"),
-    ('goal: "g"\nagent:\n  kind: command\n', "agent.command is required"),
-    ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command' or 'openai'"),
-    ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
-    (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
-    (GOOD + "commit:\n  verify: sometimes\n", "commit.verify"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "the file is empty"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("goal: [unclosed\n", "not valid YAML"),
+        (GOOD + "colour: blue\n", "colour: unknown key"),
+        (GOOD + "limits:\n  max_laps: -2\n", "(line 8): limits.max_laps: Input should be greater than 0"),
+        (GOOD + "limits:\n  max_laps: many\n", "limits.max_laps: Input should be a valid integer"),
+        (GOOD + "limits:\n  maxlaps: 3\n", "limits.maxlaps: unknown key; expected one of: max_laps"),
+        (GOOD + "limits:\n  check_timeout: 0\n", "limits.check_timeout"),
+        ('agent:\n  kind: command\n  command: "true"\n', "goal: required key is missing"),
+        ('goal: "g"\nagent:\n  kind: command\n', "agent.command is required"),
+        ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command' or 'openai'"),
+        ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
+        (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
+        (GOOD + "commit:\n  verify: sometimes\n", "commit.verify"),
+    ],
+)
 def test_malformed_config_is_one_line_naming_the_key(tmp_path: Path, text: str, expected: str):
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": text, "TODO.md": "- [ ] a\n"})
     before = snapshot(repo)
@@ -120,10 +122,13 @@ def test_init_writes_files_and_never_overwrites(tmp_path: Path):
     assert "agent exited with code 127" in run.stdout
 
 
-@pytest.mark.parametrize("todo, expected", [
-    (None, "TODO.md is not in HEAD"),
-    ("# TODO\nJust prose, no boxes.\n", "TODO.md has no checkbox items"),
-])
+@pytest.mark.parametrize(
+    "todo, expected",
+    [
+        (None, "TODO.md is not in HEAD"),
+        ("# TODO\nJust prose, no boxes.\n", "TODO.md has no checkbox items"),
+    ],
+)
 def test_todo_missing_or_without_checkboxes(tmp_path: Path, todo, expected):
     files = {"ralph.yaml": GOOD} | ({"TODO.md": todo} if todo else {})
     repo = make_repo(tmp_path / "repo", files)
@@ -144,8 +149,9 @@ def test_a_check_that_does_not_exist_is_refused_after_the_baseline(tmp_path: Pat
 
 def test_a_check_that_sets_pythonpath_over_ralphs_plugin_is_refused_with_the_fix(tmp_path: Path):
     config = GOOD.replace('  - "true"', f'  - "PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider"')
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config, "TODO.md": "- [ ] a\n",
-                                         "test_a.py": "def test_a():\n    pass\n"})
+    repo = make_repo(
+        tmp_path / "repo", {"ralph.yaml": config, "TODO.md": "- [ ] a\n", "test_a.py": "def test_a():\n    pass\n"}
+    )
     line = one_line_error(ralph(repo, "run"))
     assert "runs pytest without ralph's plugin on its path" in line and "PYTHONPATH=src:$PYTHONPATH" in line
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""

@@ -12,24 +12,29 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
 
 from ralph.sandbox import why_unavailable
 
-from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
-
 PY = sys.executable
 PHASES = ["workspace", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
-AGENT = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); text = t.read_text(); "
-         "item = text.split('- [ ] ')[1].splitlines()[0]; t.write_text(text.replace('- [ ] ' + item, '- [x] ' + item)); "
-         "pathlib.Path(item + '.txt').write_text(item)\"")
+AGENT = (
+    f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); text = t.read_text(); "
+    "item = text.split('- [ ] ')[1].splitlines()[0]; t.write_text(text.replace('- [ ] ' + item, '- [x] ' + item)); "
+    "pathlib.Path(item + '.txt').write_text(item)\""
+)
 CHECK = "test -f TODO.md && ! grep -rq FORBIDDEN --include=*.txt ."
 
 
 def job(path: Path) -> Path:
     # The harness proves crash safety with laps sandboxed (required: never the fallback
     # instead); on a machine without bubblewrap it tests the fallback, explicitly.
-    config = {"goal": "g", "agent": {"kind": "command", "command": AGENT}, "checks": [CHECK],
-              "sandbox": "off" if why_unavailable() else "required"}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": AGENT},
+        "checks": [CHECK],
+        "sandbox": "off" if why_unavailable() else "required",
+    }
     return make_repo(path, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
 
 
@@ -37,7 +42,9 @@ def guarded(repo: Path) -> dict[str, str]:
     """The user's state plus what a linked worktree could reach: config, hooks, info."""
     state = snapshot(repo)
     for name in ("config", "hooks", "info"):
-        for path in sorted((repo / ".git" / name).rglob("*")) if (repo / ".git" / name).is_dir() else [repo / ".git" / name]:
+        for path in (
+            sorted((repo / ".git" / name).rglob("*")) if (repo / ".git" / name).is_dir() else [repo / ".git" / name]
+        ):
             if path.is_file():
                 state[f".git/{path.relative_to(repo / '.git')}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return state
@@ -52,6 +59,7 @@ def _work(repo: Path) -> str:
 @pytest.fixture(scope="module")
 def uninterrupted_tree(tmp_path_factory) -> str:
     from conftest import IDENTITY  # the autouse fixture is function-scoped: pin the same here
+
     home = tmp_path_factory.mktemp("home")
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
     old = dict(os.environ)
@@ -117,12 +125,15 @@ def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str, 
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
     pid_file = tmp_path / "ralph.pid"
     hook = repo / ".git" / "hooks" / "pre-commit"
-    hook.write_text(f"#!/bin/sh\necho ran > hook-ran.txt\n"
-                    f"[ -f {pid_file} ] && kill -9 $(cat {pid_file}) && rm {pid_file} && sleep 5\nexit 0\n")
+    hook.write_text(
+        f"#!/bin/sh\necho ran > hook-ran.txt\n"
+        f"[ -f {pid_file} ] && kill -9 $(cat {pid_file}) && rm {pid_file} && sleep 5\nexit 0\n"
+    )
     hook.chmod(0o755)
     before = guarded(repo)
-    proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     pid_file.write_text(str(proc.pid))
     proc.communicate(timeout=60)
     if sandbox == "off":
@@ -180,8 +191,13 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     assert "lap 1 changed your repository" in result.stderr
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red"
-    for what in ("refs/heads/feature deleted", "refs/heads/main moved", "config changed", "hooks/post-commit added",
-                 "refs/tags/agent-was-here created during the lap (left in place: it may be yours)"):
+    for what in (
+        "refs/heads/feature deleted",
+        "refs/heads/main moved",
+        "config changed",
+        "hooks/post-commit added",
+        "refs/tags/agent-was-here created during the lap (left in place: it may be yours)",
+    ):
         assert what in first["reason"]
     assert second["status"] == "green"
     # A new ref could be the user's own (a stash made meanwhile): named, never deleted.
@@ -201,14 +217,20 @@ blob=$(echo 'from elsewhere' | git hash-object -w --stdin)
 tree=$( (git ls-tree "$tip"; printf '100644 blob %s\\tother.txt\\n' "$blob") | git mktree)
 git update-ref refs/heads/ralph/r "$(git commit-tree "$tree" -p "$tip" -m 'someone else')" "$tip"
 """
-WORKER = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
-          "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\"")
+WORKER = (
+    f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
+    "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\""
+)
 
 
 @pytest.mark.parametrize("check, status", [("true", "green"), ("! test -f other.txt || ! test -f work.txt", "red")])
 def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again(tmp_path: Path, check, status):
-    config = {"goal": "g", "agent": {"kind": "command", "command": WORKER}, "checks": [check],
-              "limits": {"max_laps": 1}}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": WORKER},
+        "checks": [check],
+        "limits": {"max_laps": 1},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n- [ ] two\n"})
     hook = repo / ".git" / "hooks" / "reference-transaction"
     hook.write_text(OTHER_WRITER.format(marker=tmp_path / "moved"))
@@ -222,7 +244,9 @@ def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again
     assert git(repo, "rev-parse", "refs/ralph/r/laps/1") == lap["commit"]
     if status == "green":
         assert git(repo, "rev-parse", "ralph/r") == lap["commit"]
-        assert git(repo, "show", "ralph/r:other.txt") == "from elsewhere" and git(repo, "show", "ralph/r:work.txt") == "w"
+        assert (
+            git(repo, "show", "ralph/r:other.txt") == "from elsewhere" and git(repo, "show", "ralph/r:work.txt") == "w"
+        )
     else:
         assert "check regressed" in lap["reason"]
         assert git(repo, "rev-parse", "ralph/r") == lap["parent"]  # the other writer's commit, not ours

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import git, ralph
+
 from ralph.demo import scripted_model
 from ralph.scripted import ScriptedServer
 
@@ -53,10 +54,22 @@ def test_demo_against_a_named_endpoint(tmp_path: Path):
 
 def test_demo_limits_are_options(tmp_path: Path):
     with ScriptedServer(scripted_model) as server:
-        result = ralph(tmp_path, "demo", str(tmp_path / "d"), "--model", "m", "--base-url", server.base_url,
-                       "--max-laps", "1", "--lap-timeout", "30", "--max-turns", "2")
+        result = ralph(
+            tmp_path,
+            "demo",
+            str(tmp_path / "d"),
+            "--model",
+            "m",
+            "--base-url",
+            server.base_url,
+            "--max-laps",
+            "1",
+            "--lap-timeout",
+            "30",
+            "--max-turns",
+            "2",
+        )
     assert result.returncode == 3 and "max_laps (1) reached" in result.stdout, result.stdout + result.stderr
     config = json.loads((tmp_path / "d" / "ralph.yaml").read_text())
     assert config["limits"]["lap_timeout"] == 30 and config["agent"]["max_turns"] == 2
     assert len(server.requests) == 2  # the lap's two model calls (the endpoint check is answered apart)
-

@@ -21,8 +21,13 @@ pathlib.Path('lap-' + os.environ['RALPH_LAP']).write_text('x')
 
 def repo_with(tmp_path: Path, agent: str, *, items: int = 5, checks=("true",), **limits) -> Path:
     (tmp_path / "out").mkdir(parents=True, exist_ok=True)  # where agents may leave a sign they started
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks),
-              "limits": limits, "sandbox": {"writable": [str(tmp_path / "out")]}}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "checks": list(checks),
+        "limits": limits,
+        "sandbox": {"writable": [str(tmp_path / "out")]},
+    }
     todo = "".join(f"- [ ] item {n}\n" for n in range(1, items + 1))
     return make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
 
@@ -98,8 +103,7 @@ def test_agent_failure_and_timeout_make_red_laps(tmp_path: Path):
 
 
 def test_hung_check_is_killed_and_the_lap_is_red(tmp_path: Path):
-    repo = repo_with(tmp_path, TICK_ONE, checks=["test ! -e lap-1 || sleep 30"], max_laps=1,
-                     check_timeout=1)
+    repo = repo_with(tmp_path, TICK_ONE, checks=["test ! -e lap-1 || sleep 30"], max_laps=1, check_timeout=1)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 3
     lap = notes(repo, "r")[0]
@@ -111,8 +115,13 @@ def test_sigint_and_sigterm_exit_130_and_leave_no_worktree(tmp_path: Path):
     for sig in (signal.SIGINT, signal.SIGTERM):
         repo = repo_with(tmp_path / sig.name, f"touch {tmp_path}/{sig.name}/out/started; sleep 30")
         before = snapshot(repo)
-        proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [PY, "-m", "ralph", "run", "--name", "r"],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _wait_for(tmp_path / sig.name / "out" / "started")
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
@@ -132,8 +141,9 @@ def _wait_for(path: Path, seconds: float = 30) -> None:
 
 def test_lock_refuses_a_second_run_of_the_same_name(tmp_path: Path):
     repo = repo_with(tmp_path, f"touch {tmp_path}/out/started; sleep 30")
-    first = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         _wait_for(tmp_path / "out" / "started")
         second = ralph(repo, "run", "--name", "r")

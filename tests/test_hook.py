@@ -18,8 +18,9 @@ def commit(repo: Path, todo: str) -> subprocess.CompletedProcess:
     subprocess.run(["git", "add", "TODO.md"], cwd=repo, check=True)
     # `ralph` is found on PATH, as where it was installed with pip.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return subprocess.run(["git", "commit", "-qm", "edit todo"], cwd=repo, capture_output=True, text=True,
-                          env=dict(os.environ, PATH=path))
+    return subprocess.run(
+        ["git", "commit", "-qm", "edit todo"], cwd=repo, capture_output=True, text=True, env=dict(os.environ, PATH=path)
+    )
 
 
 def test_the_shipped_hook_refuses_deleting_or_rewording_open_items(tmp_path: Path):
@@ -41,6 +42,7 @@ def test_commit_all_and_commit_path_are_checked_too(tmp_path: Path):
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = dict(os.environ, PATH=path)
     for how in (["-a"], ["TODO.md"]):
-        result = subprocess.run(["git", "commit", "-qm", "drop two", *how], cwd=repo, capture_output=True,
-                                text=True, env=env)
+        result = subprocess.run(
+            ["git", "commit", "-qm", "drop two", *how], cwd=repo, capture_output=True, text=True, env=env
+        )
         assert result.returncode == 1 and "'two'" in result.stderr, how

@@ -12,7 +12,7 @@ from conftest import git, lap_notes, make_repo, ralph
 PY = sys.executable
 
 # Lap 1 leaves a FIXME (the hook refuses it); lap 2 reads why and writes clean code.
-AGENT = r'''
+AGENT = r"""
 import os, pathlib, sys
 lap = int(os.environ["RALPH_LAP"])
 prompt = sys.stdin.read()
@@ -21,7 +21,7 @@ code = "value = 1  # FIXME\n" if lap == 1 else "value = 1   \n"
 pathlib.Path("mod.py").write_text(code)
 todo = pathlib.Path("TODO.md")
 todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
-'''
+"""
 
 REFUSE_FIXME = """#!/bin/sh
 if git diff --cached | grep -q FIXME; then echo "pre-commit: FIXME is not allowed in commits"; exit 1; fi
@@ -42,9 +42,14 @@ def setup(tmp_path: Path, hook: str, verify: bool = True) -> Path:
     (tmp_path / "prompts").mkdir()
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": ["true"],
-              "commit": {"verify": verify}, "limits": {"max_laps": 3},
-              "sandbox": {"writable": [str(tmp_path / "prompts")]}}  # where the agent leaves its prompts
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": f"{PY} {agent}"},
+        "checks": ["true"],
+        "commit": {"verify": verify},
+        "limits": {"max_laps": 3},
+        "sandbox": {"writable": [str(tmp_path / "prompts")]},
+    }  # where the agent leaves its prompts
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] write mod.py\n"})
     hook_path = repo / ".git" / "hooks" / "pre-commit"
     hook_path.write_text(hook)
@@ -86,8 +91,7 @@ def test_verify_false_skips_the_hooks(tmp_path: Path):
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT.replace("lap == 1", "False"))
     marker = tmp_path / "prompts" / "hook-ran"  # writable to the hook, were it run
-    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts"),
-                                                    "HOOK_MARKER": str(marker)})
+    result = ralph(repo, "run", "--name", "h", env={"PROMPTS": str(tmp_path / "prompts"), "HOOK_MARKER": str(marker)})
     assert result.returncode == 0
     assert not marker.exists()
     raw = subprocess.run(["git", "show", "ralph/h:mod.py"], cwd=repo, capture_output=True, text=True).stdout
@@ -111,7 +115,8 @@ def test_the_pre_commit_framework_judges_laps_with_a_cache_of_ralphs(tmp_path: P
     repo = setup(tmp_path, "#!/bin/sh\nexit 0\n")
     (repo / ".pre-commit-config.yaml").write_text(
         "repos:\n- repo: local\n  hooks:\n  - id: no-fixme\n    name: no FIXME\n    language: pygrep\n"
-        "    entry: FIXME\n    types: [python]\n")
+        "    entry: FIXME\n    types: [python]\n"
+    )
     git(repo, "add", ".pre-commit-config.yaml")
     git(repo, "commit", "-qm", "pre-commit", "--no-verify")
     subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, check=True, capture_output=True)

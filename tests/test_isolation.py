@@ -11,15 +11,22 @@ from pathlib import Path
 from conftest import git, make_repo, ralph, snapshot
 
 PY = sys.executable
-TICK = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
-        "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\"")
+TICK = (
+    f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
+    "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\""
+)
 
 
 def job(tmp_path: Path, name: str = "repo", agent: str = TICK, checks=("true",), **extra) -> Path:
     """A one-item job; agents and checks may write what they saw to tmp_path/out."""
     (tmp_path / "out").mkdir(exist_ok=True)
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": list(checks),
-              "sandbox": {"writable": [str(tmp_path / "out")]}, **extra}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "checks": list(checks),
+        "sandbox": {"writable": [str(tmp_path / "out")]},
+        **extra,
+    }
     return make_repo(tmp_path / name, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
 
 
@@ -27,8 +34,12 @@ def test_git_variables_from_a_calling_hook_do_not_redirect_ralph(tmp_path: Path)
     decoy = make_repo(tmp_path / "decoy", {"decoy.txt": "untouched\n"})
     repo = job(tmp_path)
     before_decoy, before_repo = snapshot(decoy), snapshot(repo)
-    env = {"GIT_DIR": str(decoy / ".git"), "GIT_WORK_TREE": str(decoy), "GIT_INDEX_FILE": str(decoy / ".git/index"),
-           "GIT_OBJECT_DIRECTORY": str(decoy / ".git/objects")}
+    env = {
+        "GIT_DIR": str(decoy / ".git"),
+        "GIT_WORK_TREE": str(decoy),
+        "GIT_INDEX_FILE": str(decoy / ".git/index"),
+        "GIT_OBJECT_DIRECTORY": str(decoy / ".git/objects"),
+    }
     result = ralph(repo, "run", "--name", "r", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert snapshot(decoy) == before_decoy
@@ -39,11 +50,18 @@ def test_git_variables_from_a_calling_hook_do_not_redirect_ralph(tmp_path: Path)
 
 def test_secrets_reach_no_agent_and_no_check_unless_passed(tmp_path: Path):
     dump = f"env > {tmp_path}/out/agent-env.txt && {TICK}"
-    repo = job(tmp_path, agent=dump, checks=[f"env > {tmp_path}/out/check-env.txt"],
-               env={"pass": ["DEPLOY_TOKEN_FOR_TESTS"]})
-    secrets = {"OPENAI_API_KEY": "sk-canary-openai", "GITHUB_TOKEN": "ghp-canary", "DB_PASSWORD": "pw-canary",
-               "MY_SECRET": "secret-canary", "SSH_AUTH_SOCK": "/tmp/canary.sock",
-               "DEPLOY_TOKEN_FOR_TESTS": "allowed-canary", "PLAIN_SETTING": "plain-value"}
+    repo = job(
+        tmp_path, agent=dump, checks=[f"env > {tmp_path}/out/check-env.txt"], env={"pass": ["DEPLOY_TOKEN_FOR_TESTS"]}
+    )
+    secrets = {
+        "OPENAI_API_KEY": "sk-canary-openai",
+        "GITHUB_TOKEN": "ghp-canary",
+        "DB_PASSWORD": "pw-canary",
+        "MY_SECRET": "secret-canary",
+        "SSH_AUTH_SOCK": "/tmp/canary.sock",
+        "DEPLOY_TOKEN_FOR_TESTS": "allowed-canary",
+        "PLAIN_SETTING": "plain-value",
+    }
     result = ralph(repo, "run", "--name", "r", env=secrets)
     assert result.returncode == 0, result.stdout + result.stderr
     for seen in ("agent-env.txt", "check-env.txt"):
@@ -69,8 +87,10 @@ def test_the_users_own_worktrees_are_never_pruned(tmp_path: Path):
 def test_a_lap_works_outside_the_repository_with_a_git_dir_of_its_own(tmp_path: Path):
     """Its git commands reach its own git dir (objects borrowed from the repository), never the
     repository's; no parent folder of the workspace is the repository's."""
-    agent = (f"pwd > {tmp_path}/out/pwd.txt && git rev-parse --absolute-git-dir > {tmp_path}/out/git-dir.txt && "
-             f"git log --format=%s -1 > {tmp_path}/out/head.txt && {TICK}")
+    agent = (
+        f"pwd > {tmp_path}/out/pwd.txt && git rev-parse --absolute-git-dir > {tmp_path}/out/git-dir.txt && "
+        f"git log --format=%s -1 > {tmp_path}/out/head.txt && {TICK}"
+    )
     repo = job(tmp_path, agent=agent)
     assert ralph(repo, "run", "--name", "r").returncode == 0
     workspace = Path((tmp_path / "out/pwd.txt").read_text().strip())

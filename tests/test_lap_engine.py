@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SANDBOX_MODES, git, make_repo, ralph, ralph_workspaces, snapshot
 
 PY = sys.executable
@@ -36,7 +35,7 @@ CHECKS = [
 ]
 
 # One script, three laps: fix item 1 (green), break a passing check (red), finish (green, done).
-AGENT = r'''
+AGENT = r"""
 import os, pathlib, sys
 lap = int(os.environ["RALPH_LAP"])
 prompt = sys.stdin.read()
@@ -66,12 +65,18 @@ else:
     tick("Document calc in NOTES.md")
     pathlib.Path("PROGRESS.md").write_text("done: everything\n")
 print(f"lap {lap} finished")
-'''
+"""
 
 
 def config(agent_cmd: str, checks=CHECKS, **limits) -> str:
-    lines = ['goal: "Finish the calc module"', "agent:", "  kind: command", f"  command: {json.dumps(agent_cmd)}",
-             "checks:", *[f"  - {json.dumps(c)}" for c in checks]]
+    lines = [
+        'goal: "Finish the calc module"',
+        "agent:",
+        "  kind: command",
+        f"  command: {json.dumps(agent_cmd)}",
+        "checks:",
+        *[f"  - {json.dumps(c)}" for c in checks],
+    ]
     if limits:
         lines += ["limits:", *[f"  {k}: {v}" for k, v in limits.items()]]
     return "\n".join(lines) + "\n"
@@ -81,8 +86,9 @@ def config(agent_cmd: str, checks=CHECKS, **limits) -> str:
 def calc_repo(tmp_path: Path) -> Path:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    return make_repo(tmp_path / "repo", {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "",
-                                         "ralph.yaml": config(f"{PY} {agent}")})
+    return make_repo(
+        tmp_path / "repo", {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "", "ralph.yaml": config(f"{PY} {agent}")}
+    )
 
 
 def note(repo: Path, commit: str) -> dict:
@@ -99,8 +105,10 @@ def test_green_red_green_run_ends_done(calc_repo: Path):
     base = git(calc_repo, "rev-parse", "refs/ralph/calc/base")
     green = git(calc_repo, "rev-list", f"{base}..ralph/calc").split()
     assert len(green) == 2
-    assert [git(calc_repo, "log", "-1", "--format=%(trailers:key=Ralph-Lap,valueonly)", c).strip()
-            for c in green] == ["3", "1"]
+    assert [git(calc_repo, "log", "-1", "--format=%(trailers:key=Ralph-Lap,valueonly)", c).strip() for c in green] == [
+        "3",
+        "1",
+    ]
     assert git(calc_repo, "log", "-1", "--format=%s", green[1]) == "Implement mul"
     assert git(calc_repo, "log", "-1", "--format=%(trailers:key=Ralph-Run,valueonly)", green[0]).strip() == "calc"
     assert [note(calc_repo, c)["status"] for c in green] == ["green", "green"]
@@ -112,8 +120,19 @@ def test_green_red_green_run_ends_done(calc_repo: Path):
     assert red_note["status"] == "red"
     assert "calc.add(2, 3) == 5" in red_note["reason"]
     assert red_note["parent"] == green[1]
-    assert {"run", "lap", "status", "reason", "started_at", "duration_s", "checks", "agent", "todo", "commit",
-            "parent"} <= red_note.keys()
+    assert {
+        "run",
+        "lap",
+        "status",
+        "reason",
+        "started_at",
+        "duration_s",
+        "checks",
+        "agent",
+        "todo",
+        "commit",
+        "parent",
+    } <= red_note.keys()
 
     # Lap 3 was told what lap 2 tried and why it failed.
     seen = git(calc_repo, "show", "ralph/calc:seen-prompt.txt")
@@ -166,8 +185,13 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
     before = snapshot(calc_repo)
     marker = tmp_path / "out" / "hanging"
     env = dict(os.environ, HANG_ONCE_MARKER=str(marker))
-    proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "calc"], cwd=calc_repo, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--name", "calc"],
+        cwd=calc_repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert time.monotonic() < deadline
@@ -175,7 +199,10 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
     proc.kill()  # SIGKILL: no cleanup runs
     proc.wait()
     assert len(ralph_workspaces(calc_repo)) == 1  # the dead lap's workspace, left on disk
-    alive = lambda: bool(subprocess.run(["pgrep", "-f", f"{tmp_path}/agent.py"], capture_output=True).stdout)
+
+    def alive() -> bool:
+        return bool(subprocess.run(["pgrep", "-f", f"{tmp_path}/agent.py"], capture_output=True).stdout)
+
     deadline = time.monotonic() + 5  # the PID namespace goes down a moment after ralph
     while alive() and sandbox != "off" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -195,8 +222,10 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
     # Same end as an uninterrupted run: the same tree, the same laps.
     log = json.loads(ralph(calc_repo, "log", "--json").stdout)
     assert [lap["status"] for lap in log["laps"]] == ["green", "red", "green"]
-    fresh = make_repo(tmp_path / "fresh", {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "",
-                                            "ralph.yaml": (calc_repo / "ralph.yaml").read_text()})
+    fresh = make_repo(
+        tmp_path / "fresh",
+        {"calc.py": CALC, "TODO.md": TODO, "PROGRESS.md": "", "ralph.yaml": (calc_repo / "ralph.yaml").read_text()},
+    )
     git(fresh, "commit", "-q", "--allow-empty", "-m", "sandbox setting")
     assert ralph(fresh, "run", "--name", "calc").returncode == 0
     assert git(fresh, "rev-parse", "ralph/calc^{tree}") == git(calc_repo, "rev-parse", "ralph/calc^{tree}")

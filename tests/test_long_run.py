@@ -10,6 +10,7 @@ import resource
 from pathlib import Path
 
 from conftest import make_repo
+
 from ralph.loop import RunOptions, run
 
 LAPS = 200
@@ -34,17 +35,21 @@ def child_processes() -> list[str]:
 
 def test_200_laps_in_one_process_leak_nothing(tmp_path: Path, monkeypatch):
     todo = "".join(f"- [ ] step {n}\n" for n in range(1, LAPS + 1))
-    config = {"goal": "g", "agent": {"kind": "command", "command": AGENT}, "checks": ["true"],
-              "limits": {"max_laps": LAPS, "stagnation": 5}}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": AGENT},
+        "checks": ["true"],
+        "limits": {"max_laps": LAPS, "stagnation": 5},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
     samples: list[tuple[int, int, int]] = []
 
     import ralph.lap as lap_module
+
     real_run_lap = lap_module.run_lap
 
     def sampled_run_lap(*args, **kwargs):  # observe between laps; the lap itself runs unchanged
-        samples.append((open_fds(), len(child_processes()),
-                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+        samples.append((open_fds(), len(child_processes()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
         return real_run_lap(*args, **kwargs)
 
     monkeypatch.setattr("ralph.loop.run_lap", sampled_run_lap)

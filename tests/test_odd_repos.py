@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import git, make_repo, ralph, snapshot
 
 PY = sys.executable
-TICK = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
-        "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\"")
+TICK = (
+    f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
+    "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\""
+)
 
 
 def config(agent: str = TICK, checks=("true",)) -> str:
@@ -22,8 +23,10 @@ def config(agent: str = TICK, checks=("true",)) -> str:
 
 
 def test_a_path_with_spaces_and_non_ascii_characters(tmp_path: Path):
-    agent = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', "
-             "'- [x]')); pathlib.Path('naïve file ü.txt').write_text('ü')\"")
+    agent = (
+        f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', "
+        "'- [x]')); pathlib.Path('naïve file ü.txt').write_text('ü')\""
+    )
     repo = make_repo(tmp_path / "my répo ü", {"ralph.yaml": config(agent), "TODO.md": "- [ ] écrire ü\n"})
     before = snapshot(repo)
     result = ralph(repo, "run", "--name", "r")
@@ -36,10 +39,14 @@ def test_a_path_with_spaces_and_non_ascii_characters(tmp_path: Path):
 def test_a_file_named_head_an_assume_unchanged_non_ascii_file_and_a_nul_in_the_todo(tmp_path: Path):
     """Honest repositories that once crashed ralph: git names a ref HEAD, quotes non-ASCII paths
     in listings unless asked not to, and a NUL cannot go into a commit message."""
-    agent = (f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', "
-             "'- [x]', 1)); pathlib.Path('HEAD').write_text('edited'); pathlib.Path('\u00fcber.txt').write_text('2')\"")
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(agent), "TODO.md": "- [ ] fix \0 it\n",
-                                         "HEAD": "a file", "\u00fcber.txt": "1"})
+    agent = (
+        f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', "
+        "'- [x]', 1)); pathlib.Path('HEAD').write_text('edited'); pathlib.Path('\u00fcber.txt').write_text('2')\""
+    )
+    repo = make_repo(
+        tmp_path / "repo",
+        {"ralph.yaml": config(agent), "TODO.md": "- [ ] fix \0 it\n", "HEAD": "a file", "\u00fcber.txt": "1"},
+    )
     git(repo, "update-index", "--assume-unchanged", "\u00fcber.txt")
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -47,17 +54,23 @@ def test_a_file_named_head_an_assume_unchanged_non_ascii_file_and_a_nul_in_the_t
 
 
 def test_files_and_output_that_are_not_utf8(tmp_path: Path):
-    agent = (f"{PY} -c \"import pathlib, sys; pathlib.Path('latin1.txt').write_bytes(b'caf\\xe9\\xff'); "
-             "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]')); "
-             "sys.stdout.buffer.write(b'bytes \\xff\\xfe out')\"")
+    agent = (
+        f"{PY} -c \"import pathlib, sys; pathlib.Path('latin1.txt').write_bytes(b'caf\\xe9\\xff'); "
+        "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]')); "
+        "sys.stdout.buffer.write(b'bytes \\xff\\xfe out')\""
+    )
     check = f"{PY} -c \"import sys; sys.stdout.buffer.write(b'check \\xe9\\xff'); sys.exit(0)\""
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(agent, [check]), "TODO.md": "- [ ] x\n",
-                                         "old-latin1.txt": "placeholder"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {"ralph.yaml": config(agent, [check]), "TODO.md": "- [ ] x\n", "old-latin1.txt": "placeholder"},
+    )
     (repo / "old-latin1.txt").write_bytes(b"\xe9t\xe9\n")
     git(repo, "commit", "-qam", "latin-1 content")
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "check \ufffd\ufffd" in json.loads(ralph(repo, "log", "--json").stdout)["laps"][0]["checks"][0]["output_tail"]
+    assert (
+        "check \ufffd\ufffd" in json.loads(ralph(repo, "log", "--json").stdout)["laps"][0]["checks"][0]["output_tail"]
+    )
     raw = subprocess.run(["git", "show", "ralph/r:latin1.txt"], cwd=repo, capture_output=True).stdout
     assert raw == b"caf\xe9\xff"
     assert ralph(repo, "show", "1").returncode == 0
@@ -77,26 +90,39 @@ def test_submodules_are_checked_out_in_lap_workspaces(tmp_path: Path, recurse: s
     """Also with the user's submodule.recurse, which must not carry ralph's checkout into the
     user's own submodule repository (.git/modules)."""
     library = make_repo(tmp_path / "library", {"lib.txt": "from the submodule\n"})
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(checks=["test -s vendor/lib/lib.txt"]),
-                                         "TODO.md": "- [ ] x\n"})
+    repo = make_repo(
+        tmp_path / "repo", {"ralph.yaml": config(checks=["test -s vendor/lib/lib.txt"]), "TODO.md": "- [ ] x\n"}
+    )
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
     git(repo, "commit", "-qm", "a submodule")
     git(repo, "config", "submodule.recurse", recurse)
-    modules = {str(path): path.read_bytes() for path in (repo / ".git" / "modules").rglob("*")
-               if path.is_file() and "objects" not in path.parts}
+    modules = {
+        str(path): path.read_bytes()
+        for path in (repo / ".git" / "modules").rglob("*")
+        if path.is_file() and "objects" not in path.parts
+    }
     before = snapshot(repo)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert snapshot(repo) == before
-    assert {str(path): path.read_bytes() for path in (repo / ".git" / "modules").rglob("*")
-            if path.is_file() and "objects" not in path.parts} == modules
+    assert {
+        str(path): path.read_bytes()
+        for path in (repo / ".git" / "modules").rglob("*")
+        if path.is_file() and "objects" not in path.parts
+    } == modules
     assert subprocess.run(["git", "status"], cwd=repo, capture_output=True).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("git-lfs") is not None, reason="git-lfs is installed here")
 def test_lfs_without_git_lfs_is_refused_with_advice(tmp_path: Path):
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(), "TODO.md": "- [ ] x\n",
-                                         ".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "ralph.yaml": config(),
+            "TODO.md": "- [ ] x\n",
+            ".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n",
+        },
+    )
     result = ralph(repo, "run")
     assert result.returncode == 1
     assert "uses Git LFS" in result.stderr and "install git-lfs" in result.stderr

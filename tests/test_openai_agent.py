@@ -7,20 +7,19 @@ import email.utils
 import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import openai
 import pytest
-
 from conftest import make_repo
+
 from ralph import proc
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.openai import CUT_OFF, EMPTY_REPLY, USE_A_TOOL, OpenAIAgent
 from ralph.agents.tools import TOOL_SCHEMAS
 from ralph.config import AgentConfig
-from ralph.scripted import (Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call,
-                            tool_calls)
+from ralph.scripted import Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call, tool_calls
 
 CALC = "def mul(a, b):\n    raise NotImplementedError\n"
 
@@ -44,13 +43,28 @@ class Sleeps(list):
         self.append(seconds)
 
 
-def run_lap(repo: Path, base_url: str, *, sleeps: Sleeps | None = None, timeout: float = 60,
-            check: Callable[[], str | None] | None = None, **config: object) -> AgentResult:
+def run_lap(
+    repo: Path,
+    base_url: str,
+    *,
+    sleeps: Sleeps | None = None,
+    timeout: float = 60,
+    check: Callable[[], str | None] | None = None,
+    **config: object,
+) -> AgentResult:
     agent_config = AgentConfig(kind="openai", model="scripted", base_url=base_url, **config)
     log_dir = repo.parent / "logs"
     log_dir.mkdir(exist_ok=True)  # as the lap engine makes it
-    task = LapTask("run", 1, repo, "Implement mul in calc.py.", timeout, log_dir,
-                   proc.clean_env(secrets=("OPENAI_API_KEY",)), check=check)
+    task = LapTask(
+        "run",
+        1,
+        repo,
+        "Implement mul in calc.py.",
+        timeout,
+        log_dir,
+        proc.clean_env(secrets=("OPENAI_API_KEY",)),
+        check=check,
+    )
     return OpenAIAgent(agent_config, sleep=Sleeps() if sleeps is None else sleeps).run_lap(task)
 
 
@@ -92,9 +106,15 @@ def closed_port() -> int:
 
 def test_a_lap_edits_the_worktree_and_finishes(repo: Path, logs: Path) -> None:
     script = [
-        tool_call("str_replace_based_edit_tool", {"command": "str_replace", "path": "calc.py",
-                                                  "old_str": "raise NotImplementedError",
-                                                  "new_str": "return a * b"}),
+        tool_call(
+            "str_replace_based_edit_tool",
+            {
+                "command": "str_replace",
+                "path": "calc.py",
+                "old_str": "raise NotImplementedError",
+                "new_str": "return a * b",
+            },
+        ),
         bash("python3 -c 'import calc; print(calc.mul(6, 7))'"),
         finish("mul implemented"),
     ]
@@ -111,20 +131,41 @@ def test_a_lap_edits_the_worktree_and_finishes(repo: Path, logs: Path) -> None:
     assert events(logs, "end")[0]["usage"]["largest_prompt_tokens"] == max(reported) == reported[-1]
     body = server.requests[1].body
     assert (body["tool_choice"], body["max_tokens"], body["temperature"]) == ("auto", 4096, 0.2)
-    assert sent(server, 1)[2] == {"role": "assistant", "content": "", "tool_calls": [
-        {"id": server.requests[1].body["messages"][2]["tool_calls"][0]["id"], "type": "function",
-         "function": {"name": "str_replace_based_edit_tool", "arguments": json.dumps(
-             {"command": "str_replace", "path": "calc.py", "old_str": "raise NotImplementedError",
-              "new_str": "return a * b"})}}]}
+    assert sent(server, 1)[2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": server.requests[1].body["messages"][2]["tool_calls"][0]["id"],
+                "type": "function",
+                "function": {
+                    "name": "str_replace_based_edit_tool",
+                    "arguments": json.dumps(
+                        {
+                            "command": "str_replace",
+                            "path": "calc.py",
+                            "old_str": "raise NotImplementedError",
+                            "new_str": "return a * b",
+                        }
+                    ),
+                },
+            }
+        ],
+    }
 
 
 def test_the_strict_server_refuses_what_the_strictest_real_servers_refuse() -> None:
     """So that the agent's tests, run against it, mean something: a null content is a 500, and
     tools without tool_choice are not offered to the model."""
-    history = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
-        call("bash", {"command": "ls"}, call_id="c1")]}, {"role": "tool", "tool_call_id": "c1", "content": "x"}]
-    with ScriptedServer([bash("ls")]) as server, openai.OpenAI(base_url=server.base_url, api_key="k",
-                                                                max_retries=0) as client:
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call("bash", {"command": "ls"}, call_id="c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "x"},
+    ]
+    with (
+        ScriptedServer([bash("ls")]) as server,
+        openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0) as client,
+    ):
         with pytest.raises(openai.InternalServerError, match="messages.1.content Input should be a valid string"):
             client.chat.completions.create(model="m", messages=history)
         reply = client.chat.completions.create(model="m", messages=history[:1], tools=TOOL_SCHEMAS)
@@ -133,8 +174,13 @@ def test_the_strict_server_refuses_what_the_strictest_real_servers_refuse() -> N
 
 def test_compat_names_the_output_limit_and_a_null_temperature_is_not_sent(repo: Path) -> None:
     with ScriptedServer([finish()]) as server:
-        run_lap(repo, server.base_url, max_output_tokens=512, temperature=None,
-                compat={"max_tokens_field": "max_completion_tokens"})
+        run_lap(
+            repo,
+            server.base_url,
+            max_output_tokens=512,
+            temperature=None,
+            compat={"max_tokens_field": "max_completion_tokens"},
+        )
     body = server.requests[0].body
     assert body["max_completion_tokens"] == 512 and "max_tokens" not in body and "temperature" not in body
 
@@ -148,8 +194,9 @@ def test_a_tool_call_without_an_id_gets_one(repo: Path) -> None:
 
 
 def test_repeated_ids_are_made_unique(repo: Path) -> None:
-    reply = tool_calls(call("bash", {"command": "echo one"}, call_id="0"),
-                       call("bash", {"command": "echo two"}, call_id="0"))
+    reply = tool_calls(
+        call("bash", {"command": "echo one"}, call_id="0"), call("bash", {"command": "echo two"}, call_id="0")
+    )
     with ScriptedServer([reply, finish()]) as server:
         run_lap(repo, server.base_url)
     assert [m["content"] for m in sent(server, 1)[-2:]] == ["one\n[exit code 0]", "two\n[exit code 0]"]
@@ -176,23 +223,27 @@ def test_an_unknown_tool_gets_a_format_error(repo: Path) -> None:
     with ScriptedServer([tool_call("python", {"code": "print(1)"}), finish()]) as server:
         assert run_lap(repo, server.base_url).outcome == "ok"
     assert sent(server, 1)[-1]["content"] == (
-        "format error: there is no tool named 'python'; the tools are bash, str_replace_based_edit_tool, finish.")
+        "format error: there is no tool named 'python'; the tools are bash, str_replace_based_edit_tool, finish."
+    )
 
 
 def test_an_empty_reply_gets_a_format_error_and_text_gets_a_nudge(repo: Path) -> None:
     with ScriptedServer([text(None), text("I would now edit calc.py."), finish()]) as server:
         assert run_lap(repo, server.base_url).outcome == "ok"
     assert sent(server, 1)[-1] == {"role": "user", "content": EMPTY_REPLY}
-    assert sent(server, 2)[-2:] == [{"role": "assistant", "content": "I would now edit calc.py."},
-                                    {"role": "user", "content": USE_A_TOOL}]
+    assert sent(server, 2)[-2:] == [
+        {"role": "assistant", "content": "I would now edit calc.py."},
+        {"role": "user", "content": USE_A_TOOL},
+    ]
 
 
 def test_a_model_that_only_answers_in_text_ends_the_lap_with_an_error_early(repo: Path) -> None:
     with ScriptedServer(lambda body, index: text("I will implement mul now.")) as server:
         result = run_lap(repo, server.base_url)
     assert result.outcome == "error" and len(server.requests) == 3
-    assert result.detail.startswith(f"the model called no tool in 3 replies: scripted at {server.base_url} "
-                                    "(server: BaseHTTP")
+    assert result.detail.startswith(
+        f"the model called no tool in 3 replies: scripted at {server.base_url} (server: BaseHTTP"
+    )
     assert "does not do tool calls" in result.detail
     assert [m["content"] for m in sent(server, 2)[-4:]] == ["I will implement mul now.", USE_A_TOOL] * 2
 
@@ -202,8 +253,10 @@ def test_three_format_errors_in_a_row_end_the_lap_with_error(repo: Path) -> None
     with ScriptedServer(script) as server:
         result = run_lap(repo, server.base_url)
     assert result.outcome == "error" and len(server.requests) == 3
-    assert result.detail.startswith("the model sent 3 malformed replies in a row; "
-                                    "the last: format error: your reply had neither text nor a tool call")
+    assert result.detail.startswith(
+        "the model sent 3 malformed replies in a row; "
+        "the last: format error: your reply had neither text nor a tool call"
+    )
 
 
 def test_a_usable_reply_resets_the_format_error_count(repo: Path) -> None:
@@ -213,10 +266,13 @@ def test_a_usable_reply_resets_the_format_error_count(repo: Path) -> None:
     assert len(server.requests) == 6
 
 
-@pytest.mark.parametrize("reply", [
-    text("Here is the whole file: def mul(a, b):", finish_reason="length"),
-    tool_call("bash", '{"command": "touch ran; echo lo', finish_reason="length"),
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        text("Here is the whole file: def mul(a, b):", finish_reason="length"),
+        tool_call("bash", '{"command": "touch ran; echo lo', finish_reason="length"),
+    ],
+)
 def test_a_cut_off_reply_runs_nothing_and_asks_for_brevity(repo: Path, reply) -> None:
     with ScriptedServer([reply, finish()]) as server:
         assert run_lap(repo, server.base_url).outcome == "ok"
@@ -224,12 +280,19 @@ def test_a_cut_off_reply_runs_nothing_and_asks_for_brevity(repo: Path, reply) ->
     assert not (repo / "ran").exists()
 
 
-@pytest.mark.parametrize(("status", "headers", "waited"), [
-    (429, {"Retry-After": "3"}, 3), (429, {"Retry-After": "1000"}, 120), (503, {"retry-after-ms": "2500"}, 2.5),
-    (429, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0),  # a date passed: at once
-    (400, {"x-should-retry": "true"}, None)])
-def test_a_retry_waits_as_the_server_hints(repo: Path, logs: Path, status: int, headers: dict,
-                                          waited: float | None) -> None:
+@pytest.mark.parametrize(
+    ("status", "headers", "waited"),
+    [
+        (429, {"Retry-After": "3"}, 3),
+        (429, {"Retry-After": "1000"}, 120),
+        (503, {"retry-after-ms": "2500"}, 2.5),
+        (429, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0),  # a date passed: at once
+        (400, {"x-should-retry": "true"}, None),
+    ],
+)
+def test_a_retry_waits_as_the_server_hints(
+    repo: Path, logs: Path, status: int, headers: dict, waited: float | None
+) -> None:
     sleeps = Sleeps()
     with ScriptedServer([HttpError(status, headers=headers), finish()]) as server:
         result = run_lap(repo, server.base_url, sleeps=sleeps, timeout=600)
@@ -249,7 +312,9 @@ def test_an_http_date_in_retry_after_is_waited_until(repo: Path) -> None:
 def test_a_validation_error_is_not_retried_and_kept_whole(repo: Path, logs: Path) -> None:
     """A 500 whose body says the request is invalid fails the same way every time; the useful
     part of such a body is at its end, past where a one-line summary would cut it."""
-    message = "Traceback (most recent call last): " + "frame; " * 80 + "messages.3.content Input should be a valid string"
+    message = (
+        "Traceback (most recent call last): " + "frame; " * 80 + "messages.3.content Input should be a valid string"
+    )
     with ScriptedServer([HttpError(500, {"error": {"message": message}}), finish()]) as server:
         result = run_lap(repo, server.base_url)
     assert (result.outcome, len(server.requests)) == ("error", 1)
@@ -269,8 +334,10 @@ def test_a_retry_never_waits_past_the_lap_deadline(repo: Path) -> None:
     with ScriptedServer([HttpError(429, headers={"Retry-After": "60"}), finish()]) as server:
         result = run_lap(repo, server.base_url, sleeps=sleeps, timeout=30)
     assert (result.outcome, sleeps, len(server.requests)) == ("error", [], 1)
-    assert result.detail.splitlines()[0] == (f"model request to {server.base_url} failed: HTTP 429: scripted "
-                                             "HTTP 429 (not retried: waiting 60s would pass the lap's deadline)")
+    assert result.detail.splitlines()[0] == (
+        f"model request to {server.base_url} failed: HTTP 429: scripted "
+        "HTTP 429 (not retried: waiting 60s would pass the lap's deadline)"
+    )
 
 
 @pytest.mark.parametrize("status", [408, 409, 500, 503])
@@ -289,7 +356,9 @@ def test_a_request_that_cannot_succeed_fails_at_once(repo: Path, status: int) ->
         result = run_lap(repo, server.base_url, sleeps=sleeps)
     assert (result.outcome, sleeps, len(server.requests)) == ("error", [], 1)
     hint = " ($OPENAI_API_KEY is not set)" if status in (401, 403) else ""
-    assert result.detail.splitlines()[0] == f"model request to {server.base_url} failed: HTTP {status}: no such luck{hint}"
+    assert (
+        result.detail.splitlines()[0] == f"model request to {server.base_url} failed: HTTP {status}: no such luck{hint}"
+    )
 
 
 def test_a_proxy_error_page_is_quoted_and_a_non_completion_is_refused(repo: Path, logs: Path) -> None:
@@ -297,8 +366,9 @@ def test_a_proxy_error_page_is_quoted_and_a_non_completion_is_refused(repo: Path
     with ScriptedServer([HttpError(502, page), HttpError(200, "<html>Please log in</html>")]) as server:
         result = run_lap(repo, server.base_url)
     assert result.outcome == "error" and len(server.requests) == 2
-    assert result.detail == (f"model request to {server.base_url} got an answer that is not a chat completion: "
-                             "'<html>Please log in</html>'")
+    assert result.detail == (
+        f"model request to {server.base_url} got an answer that is not a chat completion: '<html>Please log in</html>'"
+    )
     assert events(logs, "retry")[0]["error"] == f"HTTP 502: {page}"
 
 
@@ -306,8 +376,9 @@ def test_an_endpoint_that_is_down_ends_the_lap_with_an_error_naming_it(repo: Pat
     sleeps, endpoint = Sleeps(), f"http://127.0.0.1:{closed_port()}/v1"
     result = run_lap(repo, endpoint, sleeps=sleeps)
     assert result.outcome == "error" and result.usage.requests == 0
-    assert result.detail.splitlines()[0].startswith(f"model request to {endpoint} failed 5 times; last error: "
-                                                    "Connection error.")
+    assert result.detail.splitlines()[0].startswith(
+        f"model request to {endpoint} failed 5 times; last error: Connection error."
+    )
     assert len(sleeps) == 4 and all(2**n / 2 <= wait <= 2**n for n, wait in enumerate(sleeps))
     assert len(events(logs, "retry")) == 4
 
@@ -322,7 +393,9 @@ def test_a_hang_ends_at_the_request_timeout_and_is_retried(repo: Path) -> None:
 
 
 def test_a_retry_waits_for_the_one_slot_a_hung_reply_still_holds(repo: Path) -> None:
-    script = lambda body, index: Hang(2.5, then=finish("too late")) if index == 0 else finish("after the slot freed")
+    def script(body: dict, index: int):
+        return Hang(2.5, then=finish("too late")) if index == 0 else finish("after the slot freed")
+
     started = time.monotonic()
     with ScriptedServer(script) as server:
         result = run_lap(repo, server.base_url, request_timeout=1)
@@ -334,8 +407,9 @@ def test_an_endpoint_that_always_hangs_ends_the_lap_with_an_error(repo: Path) ->
     with ScriptedServer(lambda body, index: Hang(10)) as server:
         result = run_lap(repo, server.base_url, request_timeout=0.4)
     assert result.outcome == "error" and len(server.requests) == 5
-    assert result.detail == (f"model request to {server.base_url} failed 5 times; "
-                             "last error: Request timed out. (timed out)")
+    assert result.detail == (
+        f"model request to {server.base_url} failed 5 times; last error: Request timed out. (timed out)"
+    )
 
 
 def test_the_lap_deadline_stops_the_agent_with_timeout(repo: Path) -> None:
@@ -365,19 +439,24 @@ def test_red_checks_at_finish_go_back_to_the_model(repo: Path, logs: Path) -> No
     with ScriptedServer(script) as server:
         result = run_lap(repo, server.base_url, check=check, fix_attempts=2)
     assert (result.outcome, result.summary, len(checked)) == ("ok", "fixed", 2)
-    assert sent(server, 1)[-1]["content"] == ("Not finished: the repository's checks fail on your edits.\n"
-                                              "check regressed: `test -f fixed.txt` (exit 1)\n"
-                                              "Fix this, then call finish again.")
+    assert sent(server, 1)[-1]["content"] == (
+        "Not finished: the repository's checks fail on your edits.\n"
+        "check regressed: `test -f fixed.txt` (exit 1)\n"
+        "Fix this, then call finish again."
+    )
     assert [event["failure"] for event in events(logs, "check")] == [
-        "check regressed: `test -f fixed.txt` (exit 1)", None]
+        "check regressed: `test -f fixed.txt` (exit 1)",
+        None,
+    ]
 
 
 @pytest.mark.parametrize(("fix_attempts", "requests"), [(0, 1), (1, 2)])
 def test_fix_attempts_are_bounded(repo: Path, fix_attempts: int, requests: int) -> None:
     checked = []
     with ScriptedServer([finish("one"), finish("two")]) as server:
-        result = run_lap(repo, server.base_url, fix_attempts=fix_attempts,
-                         check=lambda: checked.append(1) or "still red")
+        result = run_lap(
+            repo, server.base_url, fix_attempts=fix_attempts, check=lambda: checked.append(1) or "still red"
+        )
     assert (result.outcome, len(server.requests), len(checked)) == ("ok", requests, fix_attempts)
 
 
@@ -404,8 +483,9 @@ def test_usage_is_estimated_when_the_server_reports_none(repo: Path, logs: Path)
     assert result.usage.completion_tokens > 0
 
 
-def test_the_api_key_reaches_the_endpoint_but_not_the_tools_or_the_transcript(repo: Path, logs: Path,
-                                                                              monkeypatch) -> None:
+def test_the_api_key_reaches_the_endpoint_but_not_the_tools_or_the_transcript(
+    repo: Path, logs: Path, monkeypatch
+) -> None:
     canary = "sk-canary-8d1f0c2e9b7a4c55"
     monkeypatch.setenv("OPENAI_API_KEY", canary)
     with ScriptedServer([bash("env; echo end"), finish()]) as server:
@@ -427,6 +507,7 @@ def test_the_config_selects_this_agent() -> None:
 def test_a_long_wait_for_the_model_is_shown_while_it_lasts(capsys) -> None:
     """Outside a terminal, a line once the wait passes its quiet time, then at each interval."""
     from ralph import ui
+
     with ui.waiting("model request 3", quiet_for=0.5, every=1):
         time.sleep(2.3)
     lines = [line for line in capsys.readouterr().out.splitlines() if "model request 3" in line]

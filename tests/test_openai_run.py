@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import git, lap_notes, make_repo, ralph
+
 from ralph.scripted import Hang, HttpError, ScriptedServer, bash, finish, text, tool_call
 
 PY = sys.executable
@@ -26,8 +27,12 @@ def edit(command: str, path: str, **arguments) -> object:
 
 
 def repo_for(tmp_path: Path, base_url: str, checks: list[str], **limits) -> Path:
-    config = {"goal": "Finish calc", "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url},
-              "checks": checks, "limits": {"stagnation": 5, **limits}}
+    config = {
+        "goal": "Finish calc",
+        "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url},
+        "checks": checks,
+        "limits": {"stagnation": 5, **limits},
+    }
     return make_repo(tmp_path / "repo", dict(FILES, **{"ralph.yaml": json.dumps(config)}))
 
 
@@ -47,8 +52,11 @@ def test_a_lap_with_every_tool_ends_done(tmp_path: Path):
         finish("implemented mul and wrote NOTES.md"),
     ]
     with ScriptedServer(script) as server:
-        checks = [f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'",
-                  f"! env | grep -q {CANARY[-12:]}", 'test -z "$OPENAI_API_KEY"']
+        checks = [
+            f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'",
+            f"! env | grep -q {CANARY[-12:]}",
+            'test -z "$OPENAI_API_KEY"',
+        ]
         repo = repo_for(tmp_path, server.base_url, checks)
         result = ralph(repo, "run", "--name", "o", env={"OPENAI_API_KEY": CANARY})
         assert result.returncode == 0, result.stdout + result.stderr
@@ -70,7 +78,7 @@ def test_a_lap_with_every_tool_ends_done(tmp_path: Path):
     assert git(repo, "show", "ralph/o:NOTES.md") == "calc: mul"
     run_dir = repo / ".git" / "ralph" / "o"
     transcript = (run_dir / "lap-1" / "transcript.jsonl").read_text()
-    assert 'return a * b' in transcript and CANARY not in transcript
+    assert "return a * b" in transcript and CANARY not in transcript
     assert not any(CANARY in path.read_text(errors="replace") for path in run_dir.rglob("*") if path.is_file())
     assert CANARY not in git(repo, "notes", "--ref", "ralph", "show", "ralph/o")
 
@@ -91,8 +99,15 @@ def test_an_endpoint_that_cannot_be_used_is_exit_6_before_any_run_is_made(tmp_pa
 
 
 def test_an_endpoint_that_refuses_the_request_shape_names_what_it_refused(tmp_path: Path):
-    refusal = HttpError(500, {"error": {"message": "Traceback: " + "frame; " * 100 + "1 validation error for "
-                                        "ChatRequest: tool_choice Input should be 'none'"}})
+    refusal = HttpError(
+        500,
+        {
+            "error": {
+                "message": "Traceback: " + "frame; " * 100 + "1 validation error for "
+                "ChatRequest: tool_choice Input should be 'none'"
+            }
+        },
+    )
     with ScriptedServer([], preflight=refusal) as server:
         repo = repo_for(tmp_path, server.base_url, ["true"])
         result = ralph(repo, "run", "--name", "o")
@@ -137,15 +152,17 @@ def test_a_model_that_never_calls_a_tool_stops_the_run_with_exit_6_saying_so(tmp
 
 
 def test_max_tokens_is_a_fuse_with_exit_7(tmp_path: Path):
-    script = lambda body, index: (edit("create", f"f{index}.txt", file_text="x") if index % 2 == 0
-                                  else finish("one file"))
+    def script(body: dict, index: int):
+        return edit("create", f"f{index}.txt", file_text="x") if index % 2 == 0 else finish("one file")
+
     with ScriptedServer(script) as server:
         repo = repo_for(tmp_path, server.base_url, ["true"], max_tokens=1500)
         result = ralph(repo, "run", "--name", "o")
     assert result.returncode == 7, result.stdout + result.stderr
     assert "max_tokens (1500) spent" in result.stdout
-    used = sum(lap["agent"]["usage"]["prompt_tokens"] + lap["agent"]["usage"]["completion_tokens"]
-               for lap in laps(repo))
+    used = sum(
+        lap["agent"]["usage"]["prompt_tokens"] + lap["agent"]["usage"]["completion_tokens"] for lap in laps(repo)
+    )
     assert used >= 1500
 
 
@@ -167,8 +184,9 @@ def test_status_and_show_draw_the_context_bars(tmp_path: Path):
     largest = [first["agent"]["usage"]["largest_prompt_tokens"], second["agent"]["usage"]["largest_prompt_tokens"]]
     status = json.loads(ralph(repo, "status", "--json").stdout)
     assert status["context"] == {"this_lap": largest[1], "one_session": sum(largest)}
-    assert status["tokens"] == sum(lap["agent"]["usage"]["prompt_tokens"] + lap["agent"]["usage"]["completion_tokens"]
-                                   for lap in (first, second))
+    assert status["tokens"] == sum(
+        lap["agent"]["usage"]["prompt_tokens"] + lap["agent"]["usage"]["completion_tokens"] for lap in (first, second)
+    )
     text = ralph(repo, "status").stdout
     assert "this lap" in text and "one session" in text and f"{sum(largest):,} tokens" in text
     shown = ralph(repo, "show", "1").stdout

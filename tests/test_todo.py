@@ -25,14 +25,22 @@ CHECKLIST = """# TODO
 
 
 def test_items_are_markdown_list_items_with_a_box():
-    assert parse(CHECKLIST) == [Item("one", False), Item("two", True), Item("nested", False),
-                                Item("ordered", False), Item("wrapped over two lines", False)]
+    assert parse(CHECKLIST) == [
+        Item("one", False),
+        Item("two", True),
+        Item("nested", False),
+        Item("ordered", False),
+        Item("wrapped over two lines", False),
+    ]
 
 
 def test_a_box_in_a_code_fence_does_not_keep_a_run_from_being_done(tmp_path: Path):
     todo = "- [ ] the job\n\nWrite items like this:\n\n```\n- [ ] an example\n```\n"
-    config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i '1s/\\[ \\]/[x]/' TODO.md && touch x"},
-              "checks": ["true"]}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": "sed -i '1s/\\[ \\]/[x]/' TODO.md && touch x"},
+        "checks": ["true"],
+    }
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import git, make_repo
+
 from ralph import proc
 from ralph.agents.tools import BASH_OUTPUT_CAP, VIEW_MAX_LINES, Tools
 
@@ -23,8 +23,7 @@ def mul(a, b):
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"calc.py": CALC, "docs/guide.md": "# Guide\n",
-                                         "docs/deep/er/x.md": "x\n"})
+    return make_repo(tmp_path / "repo", {"calc.py": CALC, "docs/guide.md": "# Guide\n", "docs/deep/er/x.md": "x\n"})
 
 
 @pytest.fixture
@@ -53,9 +52,12 @@ def bash(tools: Tools, command: str, **arguments: object) -> str:
 
 def test_view_numbers_lines_and_honours_view_range(tools: Tools) -> None:
     assert edit(tools, command="view", path="calc.py").splitlines()[:2] == [
-        "     1\tdef add(a, b):", "     2\t    return a + b"]
+        "     1\tdef add(a, b):",
+        "     2\t    return a + b",
+    ]
     assert edit(tools, command="view", path="calc.py", view_range=[5, -1]) == (
-        "     5\tdef mul(a, b):\n     6\t    raise NotImplementedError")
+        "     5\tdef mul(a, b):\n     6\t    raise NotImplementedError"
+    )
     assert "does not fit a file of 6 lines" in edit(tools, command="view", path="calc.py", view_range=[9, 12])
 
 
@@ -80,27 +82,45 @@ def test_create_makes_folders_and_overwrites(tools: Tools, repo: Path) -> None:
     created = edit(tools, command="create", path="pkg/sub/new.py", file_text="a = 1\n")
     assert created == "created pkg/sub/new.py (1 lines)"
     assert edit(tools, command="create", path="pkg/sub/new.py", file_text="a = 2\nb = 3\n") == (
-        "overwrote pkg/sub/new.py (2 lines)")
+        "overwrote pkg/sub/new.py (2 lines)"
+    )
     assert (repo / "pkg/sub/new.py").read_text() == "a = 2\nb = 3\n"
 
 
 def test_str_replace_edits_the_one_match_and_shows_it(tools: Tools, repo: Path) -> None:
-    result = edit(tools, command="str_replace", path="calc.py", old_str="    raise NotImplementedError",
-                  new_str="    return a * b")
+    result = edit(
+        tools,
+        command="str_replace",
+        path="calc.py",
+        old_str="    raise NotImplementedError",
+        new_str="    return a * b",
+    )
     assert result.splitlines()[0] == "edited calc.py:"
     assert "     6\t    return a * b" in result.splitlines()
     assert (repo / "calc.py").read_text() == CALC.replace("raise NotImplementedError", "return a * b")
 
 
-@pytest.mark.parametrize(("old", "new", "refusal"), [
-    ("return a - b", "x", "error: old_str not found in calc.py; view the file and copy the text exactly, "
-                          "whitespace and indentation included"),
-    ("(a, b):", "(a, b, c):", "error: old_str occurs 2 times in calc.py (lines 1, 5); include more of the "
-                              "surrounding lines so that it occurs once"),
-    ("a + b", "a + b", "error: old_str and new_str are the same; nothing would change"),
-])
-def test_str_replace_refuses_unless_exactly_one_match(tools: Tools, repo: Path, old: str, new: str,
-                                                      refusal: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "refusal"),
+    [
+        (
+            "return a - b",
+            "x",
+            "error: old_str not found in calc.py; view the file and copy the text exactly, "
+            "whitespace and indentation included",
+        ),
+        (
+            "(a, b):",
+            "(a, b, c):",
+            "error: old_str occurs 2 times in calc.py (lines 1, 5); include more of the "
+            "surrounding lines so that it occurs once",
+        ),
+        ("a + b", "a + b", "error: old_str and new_str are the same; nothing would change"),
+    ],
+)
+def test_str_replace_refuses_unless_exactly_one_match(
+    tools: Tools, repo: Path, old: str, new: str, refusal: str
+) -> None:
     assert edit(tools, command="str_replace", path="calc.py", old_str=old, new_str=new) == refusal
     assert (repo / "calc.py").read_text() == CALC
 
@@ -116,22 +136,40 @@ def test_insert_after_a_line_and_at_the_top(tools: Tools, repo: Path) -> None:
     assert "     4\t# multiplication" in result.splitlines()
     edit(tools, command="insert", path="calc.py", insert_line=0, new_str='"""Arithmetic."""\n')
     assert (repo / "calc.py").read_text().splitlines()[:5] == [
-        '"""Arithmetic."""', "def add(a, b):", "    return a + b", "", "# multiplication"]
+        '"""Arithmetic."""',
+        "def add(a, b):",
+        "    return a + b",
+        "",
+        "# multiplication",
+    ]
     assert edit(tools, command="insert", path="calc.py", insert_line=99, new_str="x") == (
-        "error: insert_line must be between 0 (the top) and 9 (the end of calc.py)")
+        "error: insert_line must be between 0 (the top) and 9 (the end of calc.py)"
+    )
 
 
 def test_bad_arguments_come_back_as_text(tools: Tools) -> None:
     assert edit(tools, path="calc.py") == "error: `command` is required and must be a non-empty string"
     assert edit(tools, command="delete", path="calc.py") == (
-        "error: unknown command 'delete'; use view, create, str_replace or insert")
+        "error: unknown command 'delete'; use view, create, str_replace or insert"
+    )
     assert bash(tools, "true", timeout="soon") == "error: `timeout` must be a positive number of seconds"
     assert edit(tools, command="view", path="missing.py") == (
-        "error: missing.py: no such file (create it with command create)")
+        "error: missing.py: no such file (create it with command create)"
+    )
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "{outside}", "link/evil.txt", ".git/config",
-                                  "docs/../.git/hooks/pre-commit", "sub/.git/x", "git-link"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.txt",
+        "{outside}",
+        "link/evil.txt",
+        ".git/config",
+        "docs/../.git/hooks/pre-commit",
+        "sub/.git/x",
+        "git-link",
+    ],
+)
 def test_paths_that_leave_the_worktree_or_enter_git_are_refused(tools: Tools, repo: Path, path: str) -> None:
     outside = repo.parent / "outside"
     outside.mkdir()
@@ -155,8 +193,13 @@ def test_a_lap_worktree_under_the_main_git_dir_works_but_its_git_file_is_refused
     tools = tools_for(worktree, logs)
     assert edit(tools, command="create", path="notes.md", file_text="hi\n") == "created notes.md (1 lines)"
     assert edit(tools, command="view", path=".git").startswith("error: .git: inside .git")
-    assert edit(tools, command="view", path=".").splitlines() == ["calc.py", "docs/", "docs/deep/",
-                                                                  "docs/guide.md", "notes.md"]
+    assert edit(tools, command="view", path=".").splitlines() == [
+        "calc.py",
+        "docs/",
+        "docs/deep/",
+        "docs/guide.md",
+        "notes.md",
+    ]
 
 
 def test_bash_reports_output_and_exit_code(tools: Tools) -> None:

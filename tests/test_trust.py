@@ -8,23 +8,22 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import git, lap_notes, make_repo, ralph
 
 PY = sys.executable
 
 FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    raise NotImplementedError\n\n\n"
-               "def sub(a, b):\n    raise NotImplementedError\n",
+    "def sub(a, b):\n    raise NotImplementedError\n",
     "tests/test_calc.py": "from calc import add, mul, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
-                          "def test_mul():\n    assert mul(2, 3) == 6\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n",
+    "def test_mul():\n    assert mul(2, 3) == 6\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n",
     "pyproject.toml": '[project]\nname = "calc"\nversion = "0"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n',
     ".gitignore": "_generated.py\n__pycache__/\n",
     "TODO.md": "# TODO\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n",
 }
 
 # Shared by every scripted agent: small edit helpers, then one strategy's body.
-PRELUDE = r'''
+PRELUDE = r"""
 import os, pathlib, re
 lap = int(os.environ["RALPH_LAP"])
 def edit(path, old, new):
@@ -33,48 +32,72 @@ def tick(item):
     edit("TODO.md", f"- [ ] {item}", f"- [x] {item}")
 def implement(name, op):
     edit("calc.py", f"def {name}(a, b):\n    raise NotImplementedError", f"def {name}(a, b):\n    return a {op} b")
-'''
+"""
 
 CHEATS = {
-    "delete_test": ('edit("tests/test_calc.py", "def test_mul():\\n    assert mul(2, 3) == 6\\n", "")\n'
-                    'tick("Make test_mul pass")',
-                    ["protected files changed: tests/test_calc.py (modified)"]),
-    "skip_marker": ('edit("tests/test_calc.py", "def test_mul", "import pytest\\n@pytest.mark.skip\\ndef test_mul")\n'
-                    'tick("Make test_mul pass")',
-                    ["protected files changed: tests/test_calc.py (modified)", "skipped tests rose 0 → 1"]),
-    "deselect_in_config": ('edit("pyproject.toml", "pythonpath", '
-                           '"addopts = \\"--deselect tests/test_calc.py::test_mul\\"\\npythonpath")\n'
-                           'tick("Make test_mul pass")',
-                           ["protected files changed: pyproject.toml (modified)", "deselected tests rose 0 → 1"]),
-    "edit_check_command": ('edit("ralph.yaml", "-m pytest -q", "-c pass")\nimplement("mul", "+")\n'
-                           'tick("Make test_mul pass")',
-                           ["protected files changed: ralph.yaml (modified)"]),
-    "delete_todo_items": ('edit("TODO.md", "- [ ] Make test_sub pass\\n", "")\nimplement("mul", "*")\n'
-                          'tick("Make test_mul pass")',
-                          ["TODO items deleted or reworded: 'Make test_sub pass'"]),
-    "reword_todo_item": ('edit("TODO.md", "Make test_sub pass", "Consider test_sub")\nimplement("mul", "*")\n'
-                         'tick("Make test_mul pass")',
-                         ["TODO items deleted or reworded: 'Make test_sub pass'"]),
-    "tick_without_work": ('tick("Make test_mul pass")\ntick("Make test_sub pass")\n'
-                          'pathlib.Path("PROGRESS.md").write_text("all done!")',
-                          ["ticked without work: 2 item(s) ticked"]),
-    "assert_true": ('edit("tests/test_calc.py", "assert mul(2, 3) == 6", "assert True")\n'
-                    'tick("Make test_mul pass")',
-                    ["protected files changed: tests/test_calc.py (modified)"]),
-    "break_a_passing_test": ('implement("mul", "*")\nedit("calc.py", "return a + b", "return a - b")\n'
-                             'tick("Make test_mul pass")',
-                             ["tests that passed now fail: tests/test_calc.py::test_add"]),
+    "delete_test": (
+        'edit("tests/test_calc.py", "def test_mul():\\n    assert mul(2, 3) == 6\\n", "")\ntick("Make test_mul pass")',
+        ["protected files changed: tests/test_calc.py (modified)"],
+    ),
+    "skip_marker": (
+        'edit("tests/test_calc.py", "def test_mul", "import pytest\\n@pytest.mark.skip\\ndef test_mul")\n'
+        'tick("Make test_mul pass")',
+        ["protected files changed: tests/test_calc.py (modified)", "skipped tests rose 0 → 1"],
+    ),
+    "deselect_in_config": (
+        'edit("pyproject.toml", "pythonpath", '
+        '"addopts = \\"--deselect tests/test_calc.py::test_mul\\"\\npythonpath")\n'
+        'tick("Make test_mul pass")',
+        ["protected files changed: pyproject.toml (modified)", "deselected tests rose 0 → 1"],
+    ),
+    "edit_check_command": (
+        'edit("ralph.yaml", "-m pytest -q", "-c pass")\nimplement("mul", "+")\ntick("Make test_mul pass")',
+        ["protected files changed: ralph.yaml (modified)"],
+    ),
+    "delete_todo_items": (
+        'edit("TODO.md", "- [ ] Make test_sub pass\\n", "")\nimplement("mul", "*")\ntick("Make test_mul pass")',
+        ["TODO items deleted or reworded: 'Make test_sub pass'"],
+    ),
+    "reword_todo_item": (
+        'edit("TODO.md", "Make test_sub pass", "Consider test_sub")\nimplement("mul", "*")\ntick("Make test_mul pass")',
+        ["TODO items deleted or reworded: 'Make test_sub pass'"],
+    ),
+    "tick_without_work": (
+        'tick("Make test_mul pass")\ntick("Make test_sub pass")\npathlib.Path("PROGRESS.md").write_text("all done!")',
+        ["ticked without work: 2 item(s) ticked"],
+    ),
+    "assert_true": (
+        'edit("tests/test_calc.py", "assert mul(2, 3) == 6", "assert True")\ntick("Make test_mul pass")',
+        ["protected files changed: tests/test_calc.py (modified)"],
+    ),
+    "break_a_passing_test": (
+        'implement("mul", "*")\nedit("calc.py", "return a + b", "return a - b")\ntick("Make test_mul pass")',
+        ["tests that passed now fail: tests/test_calc.py::test_add"],
+    ),
 }
 
 
-def make(tmp_path: Path, body: str, *, strict: bool = False, protect=None, todo: str | None = None,
-         max_laps: int = 1, extra_checks=(), sandbox=None) -> Path:
+def make(
+    tmp_path: Path,
+    body: str,
+    *,
+    strict: bool = False,
+    protect=None,
+    todo: str | None = None,
+    max_laps: int = 1,
+    extra_checks=(),
+    sandbox=None,
+) -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     agent = tmp_path / "agent.py"
     agent.write_text(PRELUDE + body + "\n")
-    config = {"goal": "Make every test pass", "agent": {"kind": "command", "command": f"{PY} {agent}"},
-              "checks": [f"{PY} -m pytest -q -p no:cacheprovider", *extra_checks],
-              "limits": {"max_laps": max_laps}, "strict": strict}
+    config = {
+        "goal": "Make every test pass",
+        "agent": {"kind": "command", "command": f"{PY} {agent}"},
+        "checks": [f"{PY} -m pytest -q -p no:cacheprovider", *extra_checks],
+        "limits": {"max_laps": max_laps},
+        "strict": strict,
+    }
     if protect is not None:
         config["protect"] = protect
     if sandbox is not None:
@@ -119,10 +142,12 @@ def test_the_run_keeps_judging_with_the_checks_it_started_with(tmp_path: Path):
 
 
 def test_a_gitignored_module_cannot_pass_the_checks_in_strict_mode(tmp_path: Path):
-    cheat = ('pathlib.Path("_generated.py").write_text("def mul(a, b):\\n    return a * b\\n")\n'
-             'edit("calc.py", "def add", "from _generated import mul as _mul\\n\\n\\ndef add")\n'
-             'edit("calc.py", "def mul(a, b):\\n    raise NotImplementedError", "def mul(a, b):\\n    return _mul(a, b)")\n'
-             'tick("Make test_mul pass")')
+    cheat = (
+        'pathlib.Path("_generated.py").write_text("def mul(a, b):\\n    return a * b\\n")\n'
+        'edit("calc.py", "def add", "from _generated import mul as _mul\\n\\n\\ndef add")\n'
+        'edit("calc.py", "def mul(a, b):\\n    raise NotImplementedError", "def mul(a, b):\\n    return _mul(a, b)")\n'
+        'tick("Make test_mul pass")'
+    )
     strict = make(tmp_path / "strict", cheat, strict=True)
     assert ralph(strict, "run", "--name", "t").returncode == 3
     (lap,) = laps(strict)
@@ -139,8 +164,10 @@ def test_a_gitignored_module_cannot_pass_the_checks_in_strict_mode(tmp_path: Pat
     assert laps(lenient)[0]["status"] == "green"
 
 
-HONEST = ('if lap == 1:\n    implement("mul", "*")\n    tick("Make test_mul pass")\n'
-          'else:\n    implement("sub", "-")\n    tick("Make test_sub pass")\n')
+HONEST = (
+    'if lap == 1:\n    implement("mul", "*")\n    tick("Make test_mul pass")\n'
+    'else:\n    implement("sub", "-")\n    tick("Make test_sub pass")\n'
+)
 
 
 def test_honest_agent_goes_green_test_by_test_and_finishes(tmp_path: Path):
@@ -149,17 +176,24 @@ def test_honest_agent_goes_green_test_by_test_and_finishes(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = laps(repo)
     assert first["status"] == second["status"] == "green"
-    assert first["tests"] == {"passing_before": 1, "passing_after": 2, "newly_failing": [],
-                              "newly_passing": ["tests/test_calc.py::test_mul"]}
+    assert first["tests"] == {
+        "passing_before": 1,
+        "passing_after": 2,
+        "newly_failing": [],
+        "newly_passing": ["tests/test_calc.py::test_mul"],
+    }
     assert second["tests"]["passing_after"] == 3 and second["done"] is True
 
 
 def test_a_todo_item_that_names_a_test_file_allows_changing_it(tmp_path: Path):
-    todo = ("# TODO\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n"
-            "- [ ] Remove the obsolete test_add from tests/test_calc.py\n")
+    todo = (
+        "# TODO\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n"
+        "- [ ] Remove the obsolete test_add from tests/test_calc.py\n"
+    )
     body = HONEST.replace("else:", "elif lap == 2:") + (
         'else:\n    edit("tests/test_calc.py", "def test_add():\\n    assert add(2, 3) == 5\\n", "")\n'
-        '    tick("Remove the obsolete test_add from tests/test_calc.py")\n')
+        '    tick("Remove the obsolete test_add from tests/test_calc.py")\n'
+    )
     repo = make(tmp_path, body, todo=todo, max_laps=4)
     result = ralph(repo, "run", "--name", "t")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -181,8 +215,13 @@ def test_a_flaky_check_is_retried_and_recorded(tmp_path: Path):
     counter = tmp_path / "state" / "attempts"  # the check keeps its count where it may write
     counter.parent.mkdir(parents=True)
     flaky = f"{PY} -c \"import pathlib,sys; p=pathlib.Path(r'{counter}'); n=int(p.read_text() if p.exists() else 0)+1; p.write_text(str(n)); sys.exit(0 if n % 2 == 0 else 1)\""
-    repo = make(tmp_path, HONEST, max_laps=3, extra_checks=[{"run": flaky, "retries": 1}],
-                sandbox={"writable": [str(counter.parent)]})
+    repo = make(
+        tmp_path,
+        HONEST,
+        max_laps=3,
+        extra_checks=[{"run": flaky, "retries": 1}],
+        sandbox={"writable": [str(counter.parent)]},
+    )
     result = ralph(repo, "run", "--name", "t")
     assert result.returncode == 0, result.stdout + result.stderr
     first = laps(repo)[0]
@@ -203,12 +242,14 @@ def test_show_tells_the_reason_and_the_numbers(tmp_path: Path):
 
 def test_an_item_the_user_had_already_ticked_grants_nothing_when_ticked_again(tmp_path: Path):
     todo = "# TODO\n- [x] Remove test_add from tests/test_calc.py\n- [ ] Make test_mul pass\n- [ ] Make test_sub pass\n"
-    body = ('if lap == 1:\n'
-            '    edit("TODO.md", "- [x] Remove test_add", "- [ ] Remove test_add")\n'
-            '    implement("mul", "*")\n    tick("Make test_mul pass")\n'
-            'else:\n'
-            '    edit("tests/test_calc.py", "def test_add():\\n    assert add(2, 3) == 5\\n", "")\n'
-            '    tick("Remove test_add from tests/test_calc.py")\n')
+    body = (
+        "if lap == 1:\n"
+        '    edit("TODO.md", "- [x] Remove test_add", "- [ ] Remove test_add")\n'
+        '    implement("mul", "*")\n    tick("Make test_mul pass")\n'
+        "else:\n"
+        '    edit("tests/test_calc.py", "def test_add():\\n    assert add(2, 3) == 5\\n", "")\n'
+        '    tick("Remove test_add from tests/test_calc.py")\n'
+    )
     repo = make(tmp_path, body, todo=todo, max_laps=2)
     ralph(repo, "run", "--name", "t")
     first, second = laps(repo)
@@ -218,23 +259,38 @@ def test_an_item_the_user_had_already_ticked_grants_nothing_when_ticked_again(tm
 
 
 def test_ticking_items_with_only_whitespace_changed_is_no_work(tmp_path: Path):
-    body = 'pathlib.Path("calc.py").write_text(pathlib.Path("calc.py").read_text() + "\\n\\n")\ntick("Make test_mul pass")'
+    body = (
+        'pathlib.Path("calc.py").write_text(pathlib.Path("calc.py").read_text() + "\\n\\n")\ntick("Make test_mul pass")'
+    )
     repo = make(tmp_path, body)
     assert ralph(repo, "run", "--name", "t").returncode == 3
     (lap,) = laps(repo)
     assert lap["status"] == "red" and "ticked without work: 1 item(s) ticked, nothing but whitespace" in lap["reason"]
 
 
-@pytest.mark.parametrize("link, reason", [
-    ('os.remove("pyproject.toml"); os.symlink("other.toml", "pyproject.toml")',
-     "symbolic links where protected files belong: pyproject.toml"),
-    ('pathlib.Path("done.md").write_text("- [x] Make test_mul pass\\n- [x] Make test_sub pass\\n"); '
-     'os.remove("TODO.md"); os.symlink("done.md", "TODO.md")', "symbolic links where protected files belong: TODO.md"),
-    ('os.symlink("../../../../../../etc/hostname", "data.txt")', "symbolic links to outside the repository: data.txt"),
-])
+@pytest.mark.parametrize(
+    "link, reason",
+    [
+        (
+            'os.remove("pyproject.toml"); os.symlink("other.toml", "pyproject.toml")',
+            "symbolic links where protected files belong: pyproject.toml",
+        ),
+        (
+            'pathlib.Path("done.md").write_text("- [x] Make test_mul pass\\n- [x] Make test_sub pass\\n"); '
+            'os.remove("TODO.md"); os.symlink("done.md", "TODO.md")',
+            "symbolic links where protected files belong: TODO.md",
+        ),
+        (
+            'os.symlink("../../../../../../etc/hostname", "data.txt")',
+            "symbolic links to outside the repository: data.txt",
+        ),
+    ],
+)
 def test_a_symbolic_link_at_a_protected_path_or_leaving_the_repository_is_red(tmp_path: Path, link: str, reason: str):
-    body = f'implement("mul", "*")\n{link}\ntick("Make test_mul pass") if pathlib.Path("TODO.md").is_file() and ' \
-           '"- [ ] Make test_mul pass" in pathlib.Path("TODO.md").read_text() else None'
+    body = (
+        f'implement("mul", "*")\n{link}\ntick("Make test_mul pass") if pathlib.Path("TODO.md").is_file() and '
+        '"- [ ] Make test_mul pass" in pathlib.Path("TODO.md").read_text() else None'
+    )
     repo = make(tmp_path, body)
     (repo / "other.toml").write_text((repo / "pyproject.toml").read_text())
     git(repo, "add", "other.toml")
@@ -245,8 +301,10 @@ def test_a_symbolic_link_at_a_protected_path_or_leaving_the_repository_is_red(tm
 
 
 def test_a_test_that_claims_another_files_id_cannot_mask_a_failing_one(tmp_path: Path):
-    fake = ('pathlib.Path("tests/test_extra.py").write_text("exec(compile(\'def test_add():\\\\n    assert True\\\\n\', '
-            '\'tests/test_calc.py\', \'exec\'))\\n")')
+    fake = (
+        'pathlib.Path("tests/test_extra.py").write_text("exec(compile(\'def test_add():\\\\n    assert True\\\\n\', '
+        "'tests/test_calc.py', 'exec'))\\n\")"
+    )
     body = f'edit("calc.py", "return a + b", "return a - b")\n{fake}\nimplement("mul", "*")\ntick("Make test_mul pass")'
     repo = make(tmp_path, body)
     ralph(repo, "run", "--name", "t")
@@ -255,92 +313,148 @@ def test_a_test_that_claims_another_files_id_cannot_mask_a_failing_one(tmp_path:
 
 
 # A plugin that reports every failure as a pass: what each set-up attack below tries to load.
-EVIL_PLUGIN = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-               "    report = (yield).get_result()\n    if report.failed:\n        report.outcome = 'passed'\n")
+EVIL_PLUGIN = (
+    "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    report = (yield).get_result()\n    if report.failed:\n        report.outcome = 'passed'\n"
+)
 WORKING_CALC = FILES["calc.py"].replace("raise NotImplementedError", "return 6")
 SETUP_ATTACKS = [  # (what the lap writes, a phrase its red reason must hold)
-    ({"pytest.toml": '[pytest]\npythonpath = ["."]\naddopts = ["-p", "evil"]\n', "evil.py": EVIL_PLUGIN},
-     "pytest's configuration file changed: pyproject.toml → pytest.toml"),
-    ({".pytest.ini": "[pytest]\npythonpath = .\naddopts = -p evil\n", "evil.py": EVIL_PLUGIN},
-     "pytest's configuration file changed: pyproject.toml → .pytest.ini"),
-    ({"tests/test_more.py": "pytest_plugins = ['evil']\n", "evil.py": EVIL_PLUGIN},
-     "pytest plugins changed: evil.py (added)"),
+    (
+        {"pytest.toml": '[pytest]\npythonpath = ["."]\naddopts = ["-p", "evil"]\n', "evil.py": EVIL_PLUGIN},
+        "pytest's configuration file changed: pyproject.toml → pytest.toml",
+    ),
+    (
+        {".pytest.ini": "[pytest]\npythonpath = .\naddopts = -p evil\n", "evil.py": EVIL_PLUGIN},
+        "pytest's configuration file changed: pyproject.toml → .pytest.ini",
+    ),
+    (
+        {"tests/test_more.py": "pytest_plugins = ['evil']\n", "evil.py": EVIL_PLUGIN},
+        "pytest plugins changed: evil.py (added)",
+    ),
     ({"tests/calc.py": WORKING_CALC}, "new modules shadow what the checks import: tests/calc.py (calc)"),
     ({"pytest.py": "raise SystemExit(0)\n"}, "new modules shadow what the checks import: pytest.py (pytest)"),
     ({"sitecustomize.py": "import os\n"}, "sitecustomize.py (sitecustomize)"),
     ({"evil.pth": "import os\n"}, "new modules shadow what the checks import: evil.pth (.pth)"),
     # A plugin that says it is ralph's own, one that unregisters itself before the session ends.
-    ({"tests/test_more.py": "pytest_plugins = ['evil']\n",
-      "evil.py": EVIL_PLUGIN + "__name__, __file__ = '_ralph_pytest', '/'\n"}, "pytest plugins changed: module _ralph_pytest"),
-    ({"tests/test_more.py": "pytest_plugins = ['evil']\n", "evil.py": EVIL_PLUGIN + (
-        "import sys\n@pytest.hookimpl(tryfirst=True)\ndef pytest_sessionfinish(session):\n"
-        "    session.config.pluginmanager.unregister(sys.modules[__name__])\n")}, "pytest plugins changed: evil.py (added)"),
+    (
+        {
+            "tests/test_more.py": "pytest_plugins = ['evil']\n",
+            "evil.py": EVIL_PLUGIN + "__name__, __file__ = '_ralph_pytest', '/'\n",
+        },
+        "pytest plugins changed: module _ralph_pytest",
+    ),
+    (
+        {
+            "tests/test_more.py": "pytest_plugins = ['evil']\n",
+            "evil.py": EVIL_PLUGIN
+            + (
+                "import sys\n@pytest.hookimpl(tryfirst=True)\ndef pytest_sessionfinish(session):\n"
+                "    session.config.pluginmanager.unregister(sys.modules[__name__])\n"
+            ),
+        },
+        "pytest plugins changed: evil.py (added)",
+    ),
     # An entry point in package metadata on the path, bytecode in place of a source, a link to a
     # folder named like the package, a package whose __init__ is bytecode.
-    ({"calc_x-0.dist-info/METADATA": "Name: calc-x\nVersion: 0\n",
-      "calc_x-0.dist-info/entry_points.txt": "[pytest11]\nx = evil\n", "evil.py": EVIL_PLUGIN},
-     "calc_x-0.dist-info/entry_points.txt (package metadata)"),
+    (
+        {
+            "calc_x-0.dist-info/METADATA": "Name: calc-x\nVersion: 0\n",
+            "calc_x-0.dist-info/entry_points.txt": "[pytest11]\nx = evil\n",
+            "evil.py": EVIL_PLUGIN,
+        },
+        "calc_x-0.dist-info/entry_points.txt (package metadata)",
+    ),
     ({"tests/calc.pyc": ("compiled", WORKING_CALC)}, "tests/calc.pyc (bytecode)"),
-    ({"impl/__init__.py": WORKING_CALC, "calc": ("link", "impl")}, "new modules shadow what the checks import: calc (calc)"),
+    (
+        {"impl/__init__.py": WORKING_CALC, "calc": ("link", "impl")},
+        "new modules shadow what the checks import: calc (calc)",
+    ),
     # An installed package shadowed by one in the tree that the code then imports.
-    ({"yaml/__init__.py": "import calc\ncalc.mul = lambda a, b: a * b\n",
-      "calc.py": "import yaml\n" + FILES["calc.py"]}, "modules of the tree hide others of the same name: yaml (yaml/__init__.py over"),
+    (
+        {
+            "yaml/__init__.py": "import calc\ncalc.mul = lambda a, b: a * b\n",
+            "calc.py": "import yaml\n" + FILES["calc.py"],
+        },
+        "modules of the tree hide others of the same name: yaml (yaml/__init__.py over",
+    ),
     # A test that runs pytest itself on a working copy, into the same report, while calc is broken.
-    ({"calc.py": "raise ImportError('broken')\n", "tests/test_more.py": (
-        "import pathlib, subprocess, sys, tempfile\nd = pathlib.Path(tempfile.mkdtemp())\n(d / 'tests').mkdir()\n"
-        "(d / 'tests/test_calc.py').write_text(pathlib.Path(__file__).with_name('test_calc.py').read_text())\n"
-        f"(d / 'calc.py').write_text({WORKING_CALC!r})\n"
-        "subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests'], cwd=d)\n")},
-     "tests that passed are gone: tests/test_calc.py::test_add"),
+    (
+        {
+            "calc.py": "raise ImportError('broken')\n",
+            "tests/test_more.py": (
+                "import pathlib, subprocess, sys, tempfile\nd = pathlib.Path(tempfile.mkdtemp())\n(d / 'tests').mkdir()\n"
+                "(d / 'tests/test_calc.py').write_text(pathlib.Path(__file__).with_name('test_calc.py').read_text())\n"
+                f"(d / 'calc.py').write_text({WORKING_CALC!r})\n"
+                "subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'tests'], cwd=d)\n"
+            ),
+        },
+        "tests that passed are gone: tests/test_calc.py::test_add",
+    ),
     # The same through a shell in between, then an exit before the real tests run.
-    ({"tests/test_aaa.py": (
-        "import os, pathlib, shutil, subprocess, sys, tempfile\ndef test_a():\n"
-        "    d = tempfile.mkdtemp() + '/t'\n    shutil.copytree('.', d, ignore=shutil.ignore_patterns('.git'))\n"
-        f"    pathlib.Path(d, 'calc.py').write_text({WORKING_CALC!r})\n    os.remove(d + '/tests/test_aaa.py')\n"
-        "    subprocess.run(['sh', '-c', sys.executable + ' -m pytest -q -p no:cacheprovider; exit 0'], cwd=d)\n"
-        "    os._exit(0)\n")}, "wrote no pytest report"),
+    (
+        {
+            "tests/test_aaa.py": (
+                "import os, pathlib, shutil, subprocess, sys, tempfile\ndef test_a():\n"
+                "    d = tempfile.mkdtemp() + '/t'\n    shutil.copytree('.', d, ignore=shutil.ignore_patterns('.git'))\n"
+                f"    pathlib.Path(d, 'calc.py').write_text({WORKING_CALC!r})\n    os.remove(d + '/tests/test_aaa.py')\n"
+                "    subprocess.run(['sh', '-c', sys.executable + ' -m pytest -q -p no:cacheprovider; exit 0'], cwd=d)\n"
+                "    os._exit(0)\n"
+            )
+        },
+        "wrote no pytest report",
+    ),
     # A plugin registered at run time under a name that a TODO item's word would grant, and a
     # line in the report that ralph cannot use.
-    ({"tests/test_aaa.py": (
-        "import gc, json, os, pytest\nfrom _pytest.config import Config\nclass Plugin:\n"
-        "    @pytest.hookimpl(hookwrapper=True)\n    def pytest_runtest_makereport(self, item, call):\n"
-        "        report = (yield).get_result()\n        if report.failed:\n            report.outcome = 'passed'\n"
-        "Plugin.__module__ = 'pass'\n"
-        "next(o for o in gc.get_objects() if isinstance(o, Config)).pluginmanager.register(Plugin())\n"
-        "open(os.environ['RALPH_PYTEST_REPORT'], 'a').write(json.dumps({'session': []}) + '\\n')\n"
-        "def test_a():\n    pass\n")}, "pytest plugins changed: object pass.Plugin (added)"),
+    (
+        {
+            "tests/test_aaa.py": (
+                "import gc, json, os, pytest\nfrom _pytest.config import Config\nclass Plugin:\n"
+                "    @pytest.hookimpl(hookwrapper=True)\n    def pytest_runtest_makereport(self, item, call):\n"
+                "        report = (yield).get_result()\n        if report.failed:\n            report.outcome = 'passed'\n"
+                "Plugin.__module__ = 'pass'\n"
+                "next(o for o in gc.get_objects() if isinstance(o, Config)).pluginmanager.register(Plugin())\n"
+                "open(os.environ['RALPH_PYTEST_REPORT'], 'a').write(json.dumps({'session': []}) + '\\n')\n"
+                "def test_a():\n    pass\n"
+            )
+        },
+        "pytest plugins changed: object pass.Plugin (added)",
+    ),
 ]
 
 
 def test_a_lap_that_changes_how_pytest_judges_is_red(tmp_path: Path):
     """Each lap tries one way to change pytest's configuration, plugins or imports so that the
     failing test_mul passes; each is red, naming what it did."""
-    body = (f"ATTACKS = {[files for files, _ in SETUP_ATTACKS]!r}\n"
-            "for path, text in ATTACKS[lap - 1].items():\n"
-            "    if isinstance(text, (list, tuple)) and text[0] == 'link':\n"
-            "        os.symlink(text[1], path)\n"
-            "    elif isinstance(text, (list, tuple)):\n"
-            "        import py_compile\n"
-            "        pathlib.Path('_source.py').write_text(text[1])\n"
-            "        py_compile.compile('_source.py', cfile=path)\n"
-            "        os.remove('_source.py')\n"
-            "    else:\n"
-            "        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)\n"
-            "        pathlib.Path(path).write_text(text)\n"
-            'tick("Make test_mul pass")\n')
+    body = (
+        f"ATTACKS = {[files for files, _ in SETUP_ATTACKS]!r}\n"
+        "for path, text in ATTACKS[lap - 1].items():\n"
+        "    if isinstance(text, (list, tuple)) and text[0] == 'link':\n"
+        "        os.symlink(text[1], path)\n"
+        "    elif isinstance(text, (list, tuple)):\n"
+        "        import py_compile\n"
+        "        pathlib.Path('_source.py').write_text(text[1])\n"
+        "        py_compile.compile('_source.py', cfile=path)\n"
+        "        os.remove('_source.py')\n"
+        "    else:\n"
+        "        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)\n"
+        "        pathlib.Path(path).write_text(text)\n"
+        'tick("Make test_mul pass")\n'
+    )
     repo = make(tmp_path, body, max_laps=len(SETUP_ATTACKS))
     reconfigure(repo, limits={"max_laps": len(SETUP_ATTACKS), "stagnation": len(SETUP_ATTACKS) + 1})
     ralph(repo, "run", "--name", "t")
     notes = laps(repo)
     assert len(notes) == len(SETUP_ATTACKS)
-    for lap, (_, phrase) in zip(notes, SETUP_ATTACKS):
+    for lap, (_, phrase) in zip(notes, SETUP_ATTACKS, strict=True):
         assert lap["status"] == "red" and phrase in lap["reason"], lap["reason"]
     assert git(repo, "rev-parse", "ralph/t") == git(repo, "rev-parse", "refs/ralph/t/base")
 
 
 def test_an_exit_code_a_test_forces_does_not_pass_a_check(tmp_path: Path):
-    body = ('pathlib.Path("tests/test_zz.py").write_text("import atexit, os\\natexit.register(os._exit, 0)\\n")\n'
-            'tick("Make test_mul pass")\ntick("Make test_sub pass")\n')
+    body = (
+        'pathlib.Path("tests/test_zz.py").write_text("import atexit, os\\natexit.register(os._exit, 0)\\n")\n'
+        'tick("Make test_mul pass")\ntick("Make test_sub pass")\n'
+    )
     repo = make(tmp_path, body)
     assert ralph(repo, "run", "--name", "t").returncode == 3
     (lap,) = laps(repo)
@@ -350,14 +464,16 @@ def test_an_exit_code_a_test_forces_does_not_pass_a_check(tmp_path: Path):
 def test_bytecode_a_lap_leaves_in_the_tree_does_not_run(tmp_path: Path):
     """A stale cache of pytest's rewritten test module, gitignored, with the header of the real
     file's size and time: it would run in place of the protected test."""
-    plant = ('import importlib.util, marshal, struct, sys, pytest as installed\n'
-             'source = pathlib.Path("tests/test_calc.py")\ninfo = os.stat(source)\n'
-             'fake = source.read_text().replace("assert mul(2, 3) == 6", "assert True")\n'
-             'cache = source.parent / "__pycache__"\ncache.mkdir(exist_ok=True)\n'
-             '(cache / f"test_calc.{sys.implementation.cache_tag}-pytest-{installed.__version__}.pyc").write_bytes('
-             'importlib.util.MAGIC_NUMBER + b"\\0" * 4 + struct.pack("<LL", int(info.st_mtime), info.st_size) + '
-             'marshal.dumps(compile(fake, str(source.resolve()), "exec")))\n'
-             'edit("calc.py", "def add", "# tweak\\ndef add")\ntick("Make test_mul pass")\n')
+    plant = (
+        "import importlib.util, marshal, struct, sys, pytest as installed\n"
+        'source = pathlib.Path("tests/test_calc.py")\ninfo = os.stat(source)\n'
+        'fake = source.read_text().replace("assert mul(2, 3) == 6", "assert True")\n'
+        'cache = source.parent / "__pycache__"\ncache.mkdir(exist_ok=True)\n'
+        '(cache / f"test_calc.{sys.implementation.cache_tag}-pytest-{installed.__version__}.pyc").write_bytes('
+        'importlib.util.MAGIC_NUMBER + b"\\0" * 4 + struct.pack("<LL", int(info.st_mtime), info.st_size) + '
+        'marshal.dumps(compile(fake, str(source.resolve()), "exec")))\n'
+        'edit("calc.py", "def add", "# tweak\\ndef add")\ntick("Make test_mul pass")\n'
+    )
     repo = make(tmp_path, plant)
     ralph(repo, "run", "--name", "t")
     (lap,) = laps(repo)
@@ -367,24 +483,33 @@ def test_bytecode_a_lap_leaves_in_the_tree_does_not_run(tmp_path: Path):
 def test_a_configuration_planted_above_the_tree_is_red(tmp_path: Path):
     """Without a configuration file of its own, pytest looks in the folders above: unsandboxed,
     a lap can write there."""
-    body = ('pathlib.Path("../pytest.ini").write_text("[pytest]\\n")\n'
-            f'pathlib.Path("../conftest.py").write_text({EVIL_PLUGIN!r})\ntick("Make test_mul pass")\n')
+    body = (
+        'pathlib.Path("../pytest.ini").write_text("[pytest]\\n")\n'
+        f'pathlib.Path("../conftest.py").write_text({EVIL_PLUGIN!r})\ntick("Make test_mul pass")\n'
+    )
     repo = make(tmp_path, body, sandbox="off")
     (repo / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "0"\n')
     git(repo, "commit", "-qam", "no pytest configuration")
     ralph(repo, "run", "--name", "t")
     (lap,) = laps(repo)
-    assert lap["status"] == "red" and "pytest's configuration file changed: pyproject.toml → /" in lap["reason"], lap["reason"]
+    assert lap["status"] == "red" and "pytest's configuration file changed: pyproject.toml → /" in lap["reason"], lap[
+        "reason"
+    ]
 
 
-@pytest.mark.parametrize("item, status", [
-    ("Add a timing plugin in timing.py, loaded by tests/test_timing.py", "green"),
-    ("Tidy timing.py", "red"),  # names the file in passing: no grant to make it a plugin
-])
+@pytest.mark.parametrize(
+    "item, status",
+    [
+        ("Add a timing plugin in timing.py, loaded by tests/test_timing.py", "green"),
+        ("Tidy timing.py", "red"),  # names the file in passing: no grant to make it a plugin
+    ],
+)
 def test_an_item_that_names_the_plugin_grants_it(tmp_path: Path, item: str, status: str):
-    body = ('pathlib.Path("timing.py").write_text("def pytest_report_header():\\n    return \'timing\'\\n")\n'
-            'pathlib.Path("tests/test_timing.py").write_text("pytest_plugins = [\'timing\']\\n")\n'
-            f'tick({item!r})\n')
+    body = (
+        'pathlib.Path("timing.py").write_text("def pytest_report_header():\\n    return \'timing\'\\n")\n'
+        'pathlib.Path("tests/test_timing.py").write_text("pytest_plugins = [\'timing\']\\n")\n'
+        f"tick({item!r})\n"
+    )
     repo = make(tmp_path, body, todo=FILES["TODO.md"] + f"- [ ] {item}\n")
     ralph(repo, "run", "--name", "t")
     (lap,) = laps(repo)
@@ -401,5 +526,9 @@ def test_a_pytest_xdist_session_is_judged_like_a_single_one(tmp_path: Path):
     ralph(repo, "run", "--name", "t")
     (lap,) = laps(repo)
     assert lap["status"] == "green", lap["reason"]
-    assert lap["tests"] == {"passing_before": 1, "passing_after": 2, "newly_failing": [],
-                            "newly_passing": ["tests/test_calc.py::test_mul"]}
+    assert lap["tests"] == {
+        "passing_before": 1,
+        "passing_after": 2,
+        "newly_failing": [],
+        "newly_passing": ["tests/test_calc.py::test_mul"],
+    }

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ContextManager, Literal, Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -28,7 +29,7 @@ class LapTask:
     # Shows one line of what the agent is doing to the person watching the run.
     progress: Callable[[str], None] = lambda line: None
     # Shows, while the agent waits on something (a model request), how long it has waited.
-    waiting: Callable[[str], ContextManager] = lambda label: nullcontext()
+    waiting: Callable[[str], AbstractContextManager] = lambda label: nullcontext()
     jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
 
 

@@ -19,10 +19,22 @@ class CommandAgent:
         """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
-        env = dict(task.env, RALPH_RUN=task.run, RALPH_LAP=str(task.lap),
-                   RALPH_WORKTREE=str(task.worktree), RALPH_PROMPT_FILE=str(prompt_file))
-        done = proc.run(self.command, task.worktree, env=env, timeout=task.timeout, input=task.prompt,
-                        spill=task.log_dir / "agent.log", jail=task.jail)
+        env = dict(
+            task.env,
+            RALPH_RUN=task.run,
+            RALPH_LAP=str(task.lap),
+            RALPH_WORKTREE=str(task.worktree),
+            RALPH_PROMPT_FILE=str(prompt_file),
+        )
+        done = proc.run(
+            self.command,
+            task.worktree,
+            env=env,
+            timeout=task.timeout,
+            input=task.prompt,
+            spill=task.log_dir / "agent.log",
+            jail=task.jail,
+        )
         if done.timed_out:
             outcome, detail = "timeout", f"agent timed out after {task.timeout:g}s and was killed"
         elif done.exit_code != 0:
@@ -31,6 +43,11 @@ class CommandAgent:
             outcome, detail = "ok", ""
         tail = done.tail(2000)
         lines = [line for line in tail.splitlines() if line.strip()]
-        return AgentResult(kind=self.kind, outcome=outcome, duration_s=round(done.duration, 3),
-                           exit_code=done.exit_code, summary=lines[-1][:300] if lines else "",
-                           detail=(detail + "\n" + tail).strip())
+        return AgentResult(
+            kind=self.kind,
+            outcome=outcome,
+            duration_s=round(done.duration, 3),
+            exit_code=done.exit_code,
+            summary=lines[-1][:300] if lines else "",
+            detail=(detail + "\n" + tail).strip(),
+        )

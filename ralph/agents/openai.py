@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from openai import OpenAI
 
@@ -40,10 +40,11 @@ repository's checks. Call finish when your slice is done, or with status "blocke
 cannot make progress."""
 USE_A_TOOL = "Reply with a tool call: bash or str_replace_based_edit_tool to work, finish when you are done."
 EMPTY_REPLY = "format error: your reply had neither text nor a tool call. " + USE_A_TOOL
-CUT_OFF = ("Your reply was cut off by the output token limit (finish_reason: length), so nothing in it was "
-           "run. Be brief: one tool call at a time with short arguments; write a big file in parts.")
-FIX_REQUEST = ("Not finished: the repository's checks fail on your edits.\n{failure}\n"
-               "Fix this, then call finish again.")
+CUT_OFF = (
+    "Your reply was cut off by the output token limit (finish_reason: length), so nothing in it was "
+    "run. Be brief: one tool call at a time with short arguments; write a big file in parts."
+)
+FIX_REQUEST = "Not finished: the repository's checks fail on your edits.\n{failure}\nFix this, then call finish again."
 PREFLIGHT = "ralph endpoint check: reply with the word ready."
 PREFLIGHT_TOKENS = 32
 FORMAT_ERRORS_IN_A_ROW = 3  # then the model is not usable for this lap: outcome "error"
@@ -98,24 +99,37 @@ class OpenAIAgent:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": PREFLIGHT}]
         with OpenAI(api_key=api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
             try:
-                call_with_retry(lambda: chat_request(client, self.config, messages, self.endpoint, deadline,
-                                                     PREFLIGHT_TOKENS), endpoint=self.endpoint,
-                                deadline=deadline, sleep=self.sleep)
+                call_with_retry(
+                    lambda: chat_request(client, self.config, messages, self.endpoint, deadline, PREFLIGHT_TOKENS),
+                    endpoint=self.endpoint,
+                    deadline=deadline,
+                    sleep=self.sleep,
+                )
             except RequestFailed as exc:
-                hint = " ($%s is not set)" % self.config.api_key_env if exc.status in (401, 403) and not api_key else ""
+                unauthorized = exc.status in (401, 403) and not api_key
+                hint = f" (${self.config.api_key_env} is not set)" if unauthorized else ""
                 end = f" — the server said: {one_line(exc.body, 600)}" if exc.body else ""
-                raise EndpointUnusable(f"the model endpoint cannot be used, so no run was started: model "
-                                       f"{self.config.model}: {exc.message}{hint}{end}") from None
+                raise EndpointUnusable(
+                    f"the model endpoint cannot be used, so no run was started: model "
+                    f"{self.config.model}: {exc.message}{hint}{end}"
+                ) from None
 
     def run_lap(self, task: LapTask) -> AgentResult:
         started = time.monotonic()
         lap = _Lap(self, task, deadline=started + task.timeout)
         end = lap.run()
-        lap.transcript.write("end", outcome=end.outcome, summary=end.summary, detail=end.detail,
-                             usage=lap.usage.model_dump())
-        return AgentResult(kind=self.kind, outcome=end.outcome, duration_s=round(time.monotonic() - started, 3),
-                           summary=end.summary, detail=end.detail, usage=lap.usage,
-                           endpoint_failed=isinstance(end, EndpointFailed))
+        lap.transcript.write(
+            "end", outcome=end.outcome, summary=end.summary, detail=end.detail, usage=lap.usage.model_dump()
+        )
+        return AgentResult(
+            kind=self.kind,
+            outcome=end.outcome,
+            duration_s=round(time.monotonic() - started, 3),
+            summary=end.summary,
+            detail=end.detail,
+            usage=lap.usage,
+            endpoint_failed=isinstance(end, EndpointFailed),
+        )
 
 
 class _Lap:
@@ -127,8 +141,12 @@ class _Lap:
         self.api_key = os.environ.get(self.config.api_key_env)
         self.transcript = Transcript(task.log_dir / "transcript.jsonl", secret=self.api_key)
         # A local server may want no key, but the client insists on one.
-        self.client = OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0,
-                             timeout=self.config.request_timeout)
+        self.client = OpenAI(
+            api_key=self.api_key or "not-needed",
+            base_url=self.endpoint,
+            max_retries=0,
+            timeout=self.config.request_timeout,
+        )
         self.tools = Tools(task.worktree, task.log_dir, task.env, deadline, task.jail)
         self.messages: list[dict] = []
         self.replies = ReplyReader(TOOL_NAMES)
@@ -139,8 +157,15 @@ class _Lap:
         self.fixes_left = self.config.fix_attempts
 
     def run(self) -> LapOver:
-        self.transcript.write("start", model=self.config.model, endpoint=self.endpoint, lap=self.task.lap,
-                              max_turns=self.config.max_turns, timeout=self.task.timeout, tools=list(TOOL_NAMES))
+        self.transcript.write(
+            "start",
+            model=self.config.model,
+            endpoint=self.endpoint,
+            lap=self.task.lap,
+            max_turns=self.config.max_turns,
+            timeout=self.task.timeout,
+            tools=list(TOOL_NAMES),
+        )
         self.add({"role": "system", "content": SYSTEM_PROMPT})
         self.add({"role": "user", "content": self.task.prompt})
         try:
@@ -175,10 +200,12 @@ class _Lap:
 
     def no_tool_calls(self) -> str:
         server = f" (server: {self.server})" if self.server else ""
-        return (f"the model called no tool in {self.text_replies} replies: {self.config.model} at {self.endpoint}"
-                f"{server} answers in text only — the model or the server does not do tool calls as sent; "
-                "see the README's table of servers for the setting each needs (llama.cpp: --jinja; vLLM: "
-                "--enable-auto-tool-choice)")
+        return (
+            f"the model called no tool in {self.text_replies} replies: {self.config.model} at {self.endpoint}"
+            f"{server} answers in text only — the model or the server does not do tool calls as sent; "
+            "see the README's table of servers for the setting each needs (llama.cpp: --jinja; vLLM: "
+            "--enable-auto-tool-choice)"
+        )
 
     def run_calls(self, calls: list[ToolCall]) -> None:
         self.text_replies = 0
@@ -215,8 +242,7 @@ class _Lap:
         """Count replies with format errors in a row; enough of them end the lap."""
         self.format_errors = self.format_errors + 1 if problems else 0
         if self.format_errors >= FORMAT_ERRORS_IN_A_ROW:
-            raise Unusable(f"the model sent {self.format_errors} malformed replies in a row; "
-                           f"the last: {problems[-1]}")
+            raise Unusable(f"the model sent {self.format_errors} malformed replies in a row; the last: {problems[-1]}")
 
     def ask(self, turn: int) -> dict:
         if time.monotonic() >= self.deadline:
@@ -225,8 +251,9 @@ class _Lap:
         started = time.monotonic()
         try:
             with self.task.waiting(f"model request {turn}"):
-                body = call_with_retry(self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep,
-                                       on_retry=self.log_retry)
+                body = call_with_retry(
+                    self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep, on_retry=self.log_retry
+                )
         except RequestFailed as exc:
             # The endpoint's failure, even when it used up the lap's time retrying: an error lap
             # (not judged, not stagnation), as the README promises, never a red one.
@@ -249,19 +276,28 @@ class _Lap:
         self.task.progress(f"model request failed ({error[:120]}); again in {wait:g}s")
 
     def count_usage(self, turn: int, body: dict, seconds: float) -> None:
-        reported = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
         prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
-        estimated = not (isinstance(prompt, int) and isinstance(completion, int))
-        if estimated:
+        if not (isinstance(prompt, int) and isinstance(completion, int)):
+            estimated = True
             prompt = _estimate_tokens({"messages": self.messages, "tools": TOOL_SCHEMAS})
             completion = _estimate_tokens(body.get("choices"))
+        else:
+            estimated = False
         self.usage.requests += 1
         self.usage.prompt_tokens += prompt
         self.usage.completion_tokens += completion
         self.usage.estimated = self.usage.estimated or estimated
         self.usage.largest_prompt_tokens = max(self.usage.largest_prompt_tokens, prompt)
-        self.transcript.write("response", turn=turn, seconds=round(seconds, 3), prompt_tokens=prompt,
-                              completion_tokens=completion, estimated=estimated, body=body)
+        self.transcript.write(
+            "response",
+            turn=turn,
+            seconds=round(seconds, 3),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            estimated=estimated,
+            body=body,
+        )
 
     def add(self, message: dict) -> None:
         self.messages.append(message)
@@ -271,22 +307,30 @@ class _Lap:
         self.add({"role": "tool", "tool_call_id": call.id, "content": result})
 
 
-def chat_request(client: OpenAI, config: AgentConfig, messages: list[dict], endpoint: str, deadline: float,
-                 max_tokens: int | None = None) -> tuple[dict, str]:
+def chat_request(
+    client: OpenAI,
+    config: AgentConfig,
+    messages: list[dict],
+    endpoint: str,
+    deadline: float,
+    max_tokens: int | None = None,
+) -> tuple[dict, str]:
     """One request; the raw JSON, not the typed model (local servers send shapes the types do
     not describe, and the transcript should hold what was received), and the Server header."""
     timeout = max(0.1, min(config.request_timeout, deadline - time.monotonic()))
-    options = request_options(config)
+    options = dict(request_options(config), messages=messages)  # plain dicts, as the wire has them
     if max_tokens is not None:
         options[config.compat.max_tokens_field] = max_tokens
-    response = client.chat.completions.with_raw_response.create(**options, messages=messages, timeout=timeout)
+    response = client.chat.completions.with_raw_response.create(**options, timeout=timeout)
     try:
         body = response.http_response.json()
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        raise RequestFailed(f"model request to {endpoint} got an answer that is not a chat "
-                            f"completion: {response.http_response.text[:200]!r}")
+        raise RequestFailed(
+            f"model request to {endpoint} got an answer that is not a chat "
+            f"completion: {response.http_response.text[:200]!r}"
+        )
     return body, response.http_response.headers.get("server", "")
 
 
@@ -294,8 +338,12 @@ def request_options(config: AgentConfig) -> dict:
     """What every request carries besides the messages, in the shape every mainstream server
     accepts: tool_choice said (some servers leave the tools out of the prompt without it), an
     output limit (a degenerate reply otherwise runs to the end of the context)."""
-    options = {"model": config.model, "tools": TOOL_SCHEMAS, "tool_choice": "auto",
-               config.compat.max_tokens_field: config.max_output_tokens}
+    options: dict[str, object] = {
+        "model": config.model,
+        "tools": TOOL_SCHEMAS,
+        "tool_choice": "auto",
+        config.compat.max_tokens_field: config.max_output_tokens,
+    }
     if config.temperature is not None:
         options["temperature"] = config.temperature
     return options

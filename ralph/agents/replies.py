@@ -37,8 +37,8 @@ class ReplyReader:
         choices = body.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
         message = _dict(choice.get("message"))
-        content = message.get("content") if isinstance(message.get("content"), str) else ""
-        raw_calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+        content = message["content"] if isinstance(message.get("content"), str) else ""
+        raw_calls = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
         calls = [self.call(item) for item in raw_calls if isinstance(item, dict)]
         return Reply(content, calls, choice.get("finish_reason") == "length")
 
@@ -47,8 +47,7 @@ class ReplyReader:
         name = function.get("name") if isinstance(function.get("name"), str) else ""
         arguments, problem = parse_arguments(function.get("arguments"))
         if problem is None and name not in self.tool_names:
-            problem = (f"format error: there is no tool named {name!r}; "
-                       f"the tools are {', '.join(self.tool_names)}.")
+            problem = f"format error: there is no tool named {name!r}; the tools are {', '.join(self.tool_names)}."
         return ToolCall(self.unique_id(item.get("id")), name or "unnamed", arguments, problem)
 
     def unique_id(self, given: object) -> str:
@@ -71,8 +70,10 @@ def parse_arguments(raw: object) -> tuple[dict, str | None]:
     try:
         value = json.loads(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
-        return {}, (f"format error: the arguments were not valid JSON ({exc}): {str(raw)[:200]!r}. "
-                    'Send them as one JSON object, e.g. {"command": "ls"}.')
+        return {}, (
+            f"format error: the arguments were not valid JSON ({exc}): {str(raw)[:200]!r}. "
+            'Send them as one JSON object, e.g. {"command": "ls"}.'
+        )
     if not isinstance(value, dict):
         return {}, 'format error: the arguments must be a JSON object, e.g. {"command": "ls"}.'
     return value, None
@@ -83,8 +84,14 @@ def assistant_message(reply: Reply) -> dict:
     the content a string even beside tool calls (servers that validate reject null)."""
     message: dict = {"role": "assistant", "content": reply.content}
     if reply.calls:
-        message["tool_calls"] = [{"id": call.id, "type": "function", "function": {
-            "name": call.name, "arguments": json.dumps(call.arguments)}} for call in reply.calls]
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in reply.calls
+        ]
     return message
 
 

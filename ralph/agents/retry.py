@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import openai
 
@@ -39,10 +40,15 @@ class RequestFailed(Exception):
         self.body = body  # the server's whole answer to the last attempt, for the transcript and `ralph show`
 
 
-def call_with_retry(request: Callable[[], T], *, endpoint: str, deadline: float,
-                    sleep: Callable[[float], None] = time.sleep,
-                    on_retry: Callable[[int, str, float], None] = lambda attempt, error, wait: None,
-                    attempts: int = MAX_ATTEMPTS) -> T:
+def call_with_retry(
+    request: Callable[[], T],
+    *,
+    endpoint: str,
+    deadline: float,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[int, str, float], None] = lambda attempt, error, wait: None,
+    attempts: int = MAX_ATTEMPTS,
+) -> T:
     """`request()`, retried on transient failures; `deadline` is a time.monotonic() value."""
     status, body = None, ""
     for attempt in range(1, attempts + 1):
@@ -59,8 +65,12 @@ def call_with_retry(request: Callable[[], T], *, endpoint: str, deadline: float,
         if attempt == attempts:
             break
         if time.monotonic() + wait > deadline:
-            raise RequestFailed(f"model request to {endpoint} failed: {error} "
-                                f"(not retried: waiting {wait:g}s would pass the lap's deadline)", status, body)
+            raise RequestFailed(
+                f"model request to {endpoint} failed: {error} "
+                f"(not retried: waiting {wait:g}s would pass the lap's deadline)",
+                status,
+                body,
+            )
         on_retry(attempt, error, wait)
         sleep(wait)
     raise RequestFailed(f"model request to {endpoint} failed {attempts} times; last error: {error}", status, body)

@@ -27,32 +27,53 @@ BASH = shutil.which("bash")
 
 
 def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 TOOL_SCHEMAS = [
-    _function("bash", "Run a bash command in the worktree (your current directory). You get its output "
-              "(stdout and stderr, the middle cut beyond 16 KiB) and exit code. Non-interactive: stdin is "
-              "empty and there is no pager.",
-              {"command": {"type": "string"},
-               "timeout": {"type": "integer", "description": f"Seconds, default {BASH_TIMEOUT}."}},
-              ["command"]),
-    _function("str_replace_based_edit_tool", "View, create and edit files; paths are relative to the "
-              "worktree. view: a file with line numbers (view_range [start, end], end -1 for the end of the "
-              "file) or a directory listing. create: write file_text (overwrites). str_replace: replace "
-              "old_str, which must occur exactly once, with new_str. insert: insert new_str after line "
-              "insert_line (0 for the top).",
-              {"command": {"type": "string", "enum": ["view", "create", "str_replace", "insert"]},
-               "path": {"type": "string"},
-               "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
-               "file_text": {"type": "string"}, "old_str": {"type": "string"}, "new_str": {"type": "string"},
-               "insert_line": {"type": "integer"}},
-              ["command", "path"]),
-    _function("finish", "End your lap. summary: what you did and what is left, for the next lap. status: "
-              "done, or blocked when you could not make progress.",
-              {"summary": {"type": "string"}, "status": {"type": "string", "enum": ["done", "blocked"]}},
-              ["summary", "status"]),
+    _function(
+        "bash",
+        "Run a bash command in the worktree (your current directory). You get its output "
+        "(stdout and stderr, the middle cut beyond 16 KiB) and exit code. Non-interactive: stdin is "
+        "empty and there is no pager.",
+        {
+            "command": {"type": "string"},
+            "timeout": {"type": "integer", "description": f"Seconds, default {BASH_TIMEOUT}."},
+        },
+        ["command"],
+    ),
+    _function(
+        "str_replace_based_edit_tool",
+        "View, create and edit files; paths are relative to the "
+        "worktree. view: a file with line numbers (view_range [start, end], end -1 for the end of the "
+        "file) or a directory listing. create: write file_text (overwrites). str_replace: replace "
+        "old_str, which must occur exactly once, with new_str. insert: insert new_str after line "
+        "insert_line (0 for the top).",
+        {
+            "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert"]},
+            "path": {"type": "string"},
+            "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+            "file_text": {"type": "string"},
+            "old_str": {"type": "string"},
+            "new_str": {"type": "string"},
+            "insert_line": {"type": "integer"},
+        },
+        ["command", "path"],
+    ),
+    _function(
+        "finish",
+        "End your lap. summary: what you did and what is left, for the next lap. status: "
+        "done, or blocked when you could not make progress.",
+        {"summary": {"type": "string"}, "status": {"type": "string", "enum": ["done", "blocked"]}},
+        ["summary", "status"],
+    ),
 ]
 TOOL_NAMES = tuple(schema["function"]["name"] for schema in TOOL_SCHEMAS)
 
@@ -64,8 +85,7 @@ class ToolError(Exception):
 class Tools:
     """The tools of one lap, bound to its worktree, logs, environment and deadline."""
 
-    def __init__(self, worktree: Path, log_dir: Path, env: dict[str, str], deadline: float,
-                 jail: Jail | None = None):
+    def __init__(self, worktree: Path, log_dir: Path, env: dict[str, str], deadline: float, jail: Jail | None = None):
         self.worktree = worktree
         self.jail = jail  # the sandbox bash runs in, when laps are sandboxed
         self.root = worktree.resolve()
@@ -96,14 +116,22 @@ class Tools:
         limit = min(requested, remaining)
         self.bash_calls += 1
         spill = self.log_dir / f"bash-{self.bash_calls}.out"
-        done = proc.run([BASH, "-c", command] if BASH else command, self.worktree, env=self.env,
-                        timeout=limit, cap=BASH_OUTPUT_CAP, spill=spill, jail=self.jail)
+        done = proc.run(
+            [BASH, "-c", command] if BASH else command,
+            self.worktree,
+            env=self.env,
+            timeout=limit,
+            cap=BASH_OUTPUT_CAP,
+            spill=spill,
+            jail=self.jail,
+        )
         if not done.cut_bytes:
             spill.unlink(missing_ok=True)  # the whole output is in the transcript already
         status = f"[exit code {done.exit_code}]"
         if done.timed_out:
-            status = (f"[timed out after {limit:g}s; the command and its children were killed; "
-                      f"exit code {done.exit_code}]")
+            status = (
+                f"[timed out after {limit:g}s; the command and its children were killed; exit code {done.exit_code}]"
+            )
         output = done.output.rstrip("\n")
         return f"{output}\n{status}" if output.strip() else f"(no output) {status}"
 
@@ -115,8 +143,9 @@ class Tools:
         if command == "create":
             return self.create(path, _string(arguments, "file_text", allow_empty=True))
         if command == "str_replace":
-            return self.str_replace(path, _string(arguments, "old_str"),
-                                    _string(arguments, "new_str", allow_empty=True, default=""))
+            return self.str_replace(
+                path, _string(arguments, "old_str"), _string(arguments, "new_str", allow_empty=True, default="")
+            )
         if command == "insert":
             return self.insert(path, arguments.get("insert_line"), _string(arguments, "new_str", allow_empty=True))
         raise ToolError(f"unknown command {command!r}; use view, create, str_replace or insert")
@@ -181,11 +210,15 @@ class Tools:
         text = _read_text(path, shown)
         found = _match_lines(text, old)
         if not found:
-            raise ToolError(f"old_str not found in {shown}; view the file and copy the text exactly, "
-                            "whitespace and indentation included")
+            raise ToolError(
+                f"old_str not found in {shown}; view the file and copy the text exactly, "
+                "whitespace and indentation included"
+            )
         if len(found) > 1:
-            raise ToolError(f"old_str occurs {len(found)} times in {shown} (lines {', '.join(map(str, found))}); "
-                            "include more of the surrounding lines so that it occurs once")
+            raise ToolError(
+                f"old_str occurs {len(found)} times in {shown} (lines {', '.join(map(str, found))}); "
+                "include more of the surrounding lines so that it occurs once"
+            )
         text = text.replace(old, new, 1)
         path.write_bytes(text.encode("utf-8"))
         first = found[0]
@@ -262,15 +295,18 @@ def _view_range(view_range: object, line_count: int) -> tuple[int, int]:
 
 def _numbered(lines: list[str], start: int, end: int) -> str:
     """cat -n style lines start..end (1-based), cut to VIEW_MAX_LINES / VIEW_MAX_BYTES with a hint."""
-    shown, size = [], 0
+    shown: list[str] = []
+    size = 0
     for number in range(start, end + 1):
         line = lines[number - 1]
         if len(line) > LINE_MAX_CHARS:
             line = line[:LINE_MAX_CHARS] + f" [... {len(line) - LINE_MAX_CHARS} more characters]"
         entry = f"{number:6}\t{line}"
         if len(shown) == VIEW_MAX_LINES or size + len(entry) > VIEW_MAX_BYTES:
-            shown.append(f"[... cut at line {number - 1} of {len(lines)}; use view_range "
-                         f"[{number}, {min(end, number + VIEW_MAX_LINES - 1)}] or grep -n to see the rest]")
+            shown.append(
+                f"[... cut at line {number - 1} of {len(lines)}; use view_range "
+                f"[{number}, {min(end, number + VIEW_MAX_LINES - 1)}] or grep -n to see the rest]"
+            )
             break
         shown.append(entry)
         size += len(entry) + 1

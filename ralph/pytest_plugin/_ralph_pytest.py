@@ -19,8 +19,8 @@ import os
 import sys
 
 _cwd = os.getcwd()
-_sessions = []  # the running sessions of this process, innermost last (pytester runs one inside another)
-_seen = {}  # id(plugin manager) -> {plugin identity -> set of digests}, from every registration
+_sessions = []  # type: list[str]  # the running sessions of this process, innermost last (pytester runs one inside another)
+_seen = {}  # type: dict[int, dict[str, set[str]]]  # id(plugin manager) -> {plugin identity -> set of digests}, from every registration
 
 
 def _write(line):
@@ -31,6 +31,7 @@ def _write(line):
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         import json
+
         os.write(fd, (json.dumps(line, sort_keys=True) + "\n").encode("utf-8", "replace"))
     finally:
         os.close(fd)
@@ -53,8 +54,9 @@ def pytest_plugin_registered(plugin, manager):
 
 
 def pytest_runtest_logreport(report):
-    _write({"test": report.nodeid, "when": report.when, "outcome": report.outcome,
-            "xfail": hasattr(report, "wasxfail")})
+    _write(
+        {"test": report.nodeid, "when": report.when, "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")}
+    )
 
 
 def pytest_collectreport(report):
@@ -79,9 +81,16 @@ def pytest_sessionfinish(session):
     values = {}
     for key, value in dict(getattr(config, "inicfg", {}) or {}).items():
         values[str(key)] = str(getattr(value, "value", value))
-    _write({"setup": {"config": _shown(str(inipath)) if inipath else None, "values": values,
-                      "plugins": dict((name, sorted(found)) for name, found in seen.items()),
-                      "shadowing": _shadowing()}})
+    _write(
+        {
+            "setup": {
+                "config": _shown(str(inipath)) if inipath else None,
+                "values": values,
+                "plugins": dict((name, sorted(found)) for name, found in seen.items()),
+                "shadowing": _shadowing(),
+            }
+        }
+    )
 
 
 def _identity(plugin):
@@ -127,8 +136,9 @@ def _code(code):
             consts.append(repr(sorted(map(repr, const))))
         else:
             consts.append(repr(const))
-    return "{}|{}|{}|{}".format(code.co_code.hex(), ",".join(code.co_names), ",".join(code.co_varnames),
-                                "|".join(consts))
+    return "{}|{}|{}|{}".format(
+        code.co_code.hex(), ",".join(code.co_names), ",".join(code.co_varnames), "|".join(consts)
+    )
 
 
 def _shadowing():
