@@ -8,11 +8,12 @@ no long-lived `Repo`, no `cat-file` processes left behind).
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import git as gitpython
 
 from ralph import proc
 from ralph.errors import RalphError
@@ -83,12 +84,15 @@ class RepoInfo:
 def open_repo(path: Path) -> RepoInfo:
     """Describe the repository at `path`, or say clearly why ralph cannot work there.
 
-    GitPython only finds the repository and reads HEAD's file; the commit is resolved by
-    git with a clean environment, since GitPython's object readers follow GIT_* variables
-    that a calling hook may have left pointing at another repository.
+    GitPython only finds the repository and reads HEAD's file, once a command; it is imported
+    here, not at start-up (about 65 ms), and runs with the GIT_* variables a calling hook may
+    have left pointing at another repository set aside. The commit is resolved by git.
     """
+    import git as gitpython
+
     try:
-        repo = gitpython.Repo(path, search_parent_directories=True)
+        with _without_git_variables():
+            repo = gitpython.Repo(path, search_parent_directories=True)
     except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
         raise RalphError(f"not a git repository: {path} — run ralph inside a git repository") from None
     try:
@@ -103,6 +107,15 @@ def open_repo(path: Path) -> RepoInfo:
     if head is None:
         raise RalphError("the repository has no commits yet — commit something first (git commit)")
     return RepoInfo(top, common_dir, branch, head)
+
+
+@contextmanager
+def _without_git_variables() -> Iterator[None]:
+    saved = {name: os.environ.pop(name) for name in proc.GIT_LOCAL_VARS if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def rev(cwd: Path, name: str) -> str | None:

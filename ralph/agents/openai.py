@@ -203,8 +203,8 @@ class _Lap:
         return (
             f"the model called no tool in {self.text_replies} replies: {self.config.model} at {self.endpoint}"
             f"{server} answers in text only — the model or the server does not do tool calls as sent; "
-            "see the README's table of servers for the setting each needs (llama.cpp: --jinja; vLLM: "
-            "--enable-auto-tool-choice)"
+            "see the README's table of servers for the setting each needs (llama.cpp: --jinja; "
+            "llama-cpp-python: a --chat_format that does tools; vLLM: --enable-auto-tool-choice)"
         )
 
     def run_calls(self, calls: list[ToolCall]) -> None:
