@@ -11,6 +11,7 @@ from ralph.config import CheckSpec
 from ralph.files import remove_path
 from ralph.pytest_results import TestResults
 from ralph.sandbox import Jail
+from ralph.todo import Counts
 
 TAIL_CHARS = 4000
 
@@ -77,6 +78,11 @@ def _run_one(
 
 def all_pass(results: list[CheckResult]) -> bool:
     return all(result.passed for result in results)
+
+
+def done(results: list[CheckResult], counts: Counts) -> bool:
+    """The one rule for a run's end: every check passes and the TODO has items, none open."""
+    return all_pass(results) and counts.open == 0 and counts.total > 0
 
 
 def passing_tests(results: list[CheckResult]) -> int:

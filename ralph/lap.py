@@ -13,8 +13,9 @@ from ralph import crashpoint, git, ledger, prompt, ratchet, todo, ui, user_state
 from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
+from ralph.checks import done as checks_done
 from ralph.config import Config
-from ralph.ledger import LapRecord, RunState, TestChanges, TodoCounts
+from ralph.ledger import LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.workspace import Workspace, hook_cache
 
@@ -26,7 +27,7 @@ class RunContext:
     """What every lap of one run shares."""
 
     repo: git.RepoInfo
-    run: str
+    run_name: str
     config: Config
     run_dir: Path  # <git-common-dir>/ralph/<run>: logs, transcripts, the lock
     agent: Agent
@@ -90,7 +91,7 @@ def now_iso() -> str:
 
 
 def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
-    log_dir = ctx.run_dir / f"lap-{number}"
+    log_dir = ledger.lap_dir(ctx.run_dir, number)
     if log_dir.exists():  # an attempt a crash cut short: keep its transcript apart from this one's
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
     log_dir.mkdir(parents=True)
@@ -103,7 +104,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress), last_failure(ctx, state)
     )
     task = LapTask(
-        ctx.run,
+        ctx.run_name,
         number,
         ctx.workspace.tree,
         lap_prompt,
@@ -139,7 +140,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     crashpoint.reached("advance")
     for _ in range(MOVED_LINE_RETRIES):
         if record.status != "green" or git.update_ref(
-            ctx.top, ledger.branch_ref(ctx.run), record.commit, record.parent
+            ctx.top, ledger.branch_ref(ctx.run_name), record.commit, record.parent
         ):
             return record
         record = _replay_on_moved_line(ctx, log_dir, facts, record)
@@ -154,7 +155,7 @@ def watching_the_repository(ctx: RunContext, number: int):
     if ctx.sandboxed:
         yield []
         return
-    saved = user_state.saved_at(ctx.repo.common_dir, ctx.run)
+    saved = user_state.saved_at(ctx.repo.common_dir, ctx.run_name)
     before = user_state.snapshot(ctx.top, ctx.repo.common_dir)
     before.save(saved)
     tampered: list[str] = []
@@ -178,11 +179,11 @@ class LapFacts:
 
 
 def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judged: Judged) -> LapRecord:
-    green = judged.status == "green"
+    is_green = judged.status == "green"
     passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
     counts = facts.counts
     return LapRecord(
-        run=ctx.run,
+        run=ctx.run_name,
         lap=facts.number,
         status=judged.status,
         reason=judged.reason,
@@ -190,14 +191,14 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
         duration_s=round(time.monotonic() - facts.started, 3),
         commit=commit,
         parent=state.green,
-        checks=judged.checks if green else [_without_passed_ids(check) for check in judged.checks],
+        checks=judged.checks if is_green else [_without_passed_ids(check) for check in judged.checks],
         agent=facts.agent,
-        todo=TodoCounts(open=counts.open, done=counts.done),
+        todo=counts,
         ticked=facts.ticked,
         files_changed=judged.files_changed,
         output_tail=judged.output_tail[-4000:],
-        progress=green and (bool(facts.ticked) or passing_after > passing_before),
-        done=green and all_pass(judged.checks) and counts.open == 0 and counts.total > 0,
+        progress=is_green and (bool(facts.ticked) or passing_after > passing_before),
+        done=is_green and checks_done(judged.checks, counts),
         protected_touched=judged.guard.protected_touched,
         granted=judged.guard.granted,
         tests=_test_changes(judged, passing_before, passing_after),
@@ -208,7 +209,7 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
 
 def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, record: LapRecord) -> LapRecord:
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
-    state = ledger.load(ctx.top, ctx.run)
+    state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
     commit = git.rebase_commit(ctx.top, record.commit, state.green)
     if commit is None:
@@ -230,7 +231,7 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
         update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)"}
     )
     git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))
-    git.update_ref(ctx.top, ledger.lap_ref(ctx.run, facts.number), commit, record.commit)
+    git.update_ref(ctx.top, ledger.lap_ref(ctx.run_name, facts.number), commit, record.commit)
     return replayed
 
 
@@ -344,12 +345,12 @@ def _commit(
     refusal = None
     if ctx.config.commit.verify:  # the hooks see the message the commit will have
         ticked, _ = _ticked(ctx, items_before, workspace.stage(state.green, timeout)[0])
-        refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run, number, ticked, agent, model))
+        refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run_name, number, ticked, agent, model))
     tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
     ticked, counts = _ticked(ctx, items_before, tree)
-    commit = workspace.commit_tree(tree, state.green, commit_message(ctx.run, number, ticked, agent, model))
+    commit = workspace.commit_tree(tree, state.green, commit_message(ctx.run_name, number, ticked, agent, model))
     return commit, ticked, counts, refusal
 
 

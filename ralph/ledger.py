@@ -23,6 +23,7 @@ from ralph.agents.base import AgentResult
 from ralph.checks import CheckResult
 from ralph.config import Config
 from ralph.errors import RalphError
+from ralph.todo import Counts
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
@@ -51,6 +52,15 @@ def lap_ref(run: str, lap: int) -> str:
     return f"refs/ralph/{run}/laps/{lap}"
 
 
+def run_dir(common_dir: Path, run: str) -> Path:
+    """`<git-common-dir>/ralph/<run>`: the run's lock and its laps' logs and transcripts."""
+    return common_dir / "ralph" / run
+
+
+def lap_dir(run_folder: Path, lap: int) -> Path:
+    return run_folder / f"lap-{lap}"
+
+
 class RunRecord(BaseModel):
     """Written once when a run starts, as a blob that `refs/ralph/<run>/run` points at."""
 
@@ -61,11 +71,6 @@ class RunRecord(BaseModel):
     user_branch: str | None
     config: Config  # the configuration the run is judged by
     baseline: list[CheckResult]  # the checks on the base commit
-
-
-class TodoCounts(BaseModel):
-    open: int
-    done: int
 
 
 class TestChanges(BaseModel):
@@ -91,7 +96,7 @@ class LapRecord(BaseModel):
     parent: str  # the last green commit the lap started from
     checks: list[CheckResult] = []
     agent: AgentResult
-    todo: TodoCounts
+    todo: Counts  # the TODO's items after the lap
     ticked: list[str] = []
     files_changed: int = 0
     progress: bool = False  # objective progress: green, and ticked an item or raised the passing tests

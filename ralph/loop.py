@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from ralph import checks, git, guard, ledger, proc, pytest_results, sandbox, todo, ui, user_state
 from ralph import config as config_module
-from ralph import git, guard, ledger, proc, pytest_results, sandbox, todo, ui, user_state
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
 from ralph.lap import RunContext, now_iso, run_lap
@@ -36,7 +36,7 @@ def run(options: RunOptions) -> Exit:
     _refuse_unsafe_run(repo, name)
     if ledger.load(repo.top, name) is None:  # a resumed run starts from its green line, not from HEAD
         _refuse_bad_start(repo, cfg, options.allow_dirty)
-    run_dir = repo.common_dir / "ralph" / name
+    run_dir = ledger.run_dir(repo.common_dir, name)
     run_dir.mkdir(parents=True, exist_ok=True)
     with ledger.run_lock(run_dir, name):
         state = ledger.load(repo.top, name)
@@ -150,21 +150,21 @@ def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
 
 
 def _resume(ctx: RunContext, state: RunState) -> RunState:
-    ui.say(f"resuming run [bold]{ctx.run}[/] at lap {state.next_lap} (last green {state.green[:10]})")
+    ui.say(f"resuming run [bold]{ctx.run_name}[/] at lap {state.next_lap} (last green {state.green[:10]})")
     return _finish_interrupted_advance(ctx, state)
 
 
 def _start(ctx: RunContext) -> RunState:
     """Baseline checks on the user's HEAD, then the run's refs: base, branch, record (last)."""
     # Refs left by a start that died before its record are this run's own: start over.
-    leftover = git.rev(ctx.top, ledger.base_ref(ctx.run))
-    branch = git.rev(ctx.top, ledger.branch_ref(ctx.run))
+    leftover = git.rev(ctx.top, ledger.base_ref(ctx.run_name))
+    branch = git.rev(ctx.top, ledger.branch_ref(ctx.run_name))
     if branch not in (None, leftover):
         raise RalphError(
-            f"a branch ralph/{ctx.run} already exists and is not this run's — pick another name with --name"
+            f"a branch ralph/{ctx.run_name} already exists and is not this run's — pick another name with --name"
         )
     base = ctx.repo.head
-    ui.say(f"run [bold]{ctx.run}[/]: baseline checks on {base[:10]}")
+    ui.say(f"run [bold]{ctx.run_name}[/]: baseline checks on {base[:10]}")
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
     _warn_unmatched_patterns(ctx, base)
@@ -172,13 +172,18 @@ def _start(ctx: RunContext) -> RunState:
     baseline = ctx.check(log_dir)
     ui.baseline(baseline)
     _refuse_broken_checks(baseline)
-    git.update_ref(ctx.top, ledger.base_ref(ctx.run), base, leftover)
-    git.update_ref(ctx.top, ledger.branch_ref(ctx.run), base, branch)
+    git.update_ref(ctx.top, ledger.base_ref(ctx.run_name), base, leftover)
+    git.update_ref(ctx.top, ledger.branch_ref(ctx.run_name), base, branch)
     record = RunRecord(
-        run=ctx.run, created_at=now_iso(), base=base, user_branch=ctx.repo.branch, config=ctx.config, baseline=baseline
+        run=ctx.run_name,
+        created_at=now_iso(),
+        base=base,
+        user_branch=ctx.repo.branch,
+        config=ctx.config,
+        baseline=baseline,
     )
     ledger.save_record(ctx.top, record)
-    return RunState(ctx.run, record, base)
+    return RunState(ctx.run_name, record, base)
 
 
 def _warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
@@ -228,7 +233,7 @@ def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
     """A lap judged green whose branch update a crash cut off: its checks ran, so advance it."""
     last = state.laps[-1] if state.laps else None
     if last and last.record and last.record.status == "green" and last.record.parent == state.green:
-        if git.update_ref(ctx.top, ledger.branch_ref(ctx.run), last.commit, state.green):
+        if git.update_ref(ctx.top, ledger.branch_ref(ctx.run_name), last.commit, state.green):
             state.green = last.commit
     return state
 
@@ -307,4 +312,4 @@ def _why_stop(ctx: RunContext, state: RunState, started: float, outage: Outage) 
 
 def _done_at_base(ctx: RunContext, state: RunState) -> bool:
     items = todo.parse(git.show_file(ctx.top, state.green, ctx.config.files.todo))
-    return bool(items) and todo.count(items).open == 0 and all(c.passed for c in state.record.baseline)
+    return checks.done(state.record.baseline, todo.count(items))

@@ -47,7 +47,7 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
                 escape(ui.one_line(r.reason, width)),
                 f"{r.duration_s:.1f}s",
                 str(r.files_changed),
-                f"{r.todo.done}/{r.todo.done + r.todo.open}",
+                f"{r.todo.done}/{r.todo.total}",
             ]
         )
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
@@ -237,7 +237,7 @@ def _squash_message(top: Path, state: RunState) -> str:
 def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
     repo = git.open_repo(cwd)
     state = ledger.resolve(repo.top, run)
-    run_dir = repo.common_dir / "ralph" / state.name
+    run_dir = ledger.run_dir(repo.common_dir, state.name)
     where = git.worktree_branches(repo.top).get(ledger.branch_ref(state.name))
     if refs and where is not None:
         raise RalphError(f"ralph/{state.name} is checked out in {where} — switch to another branch first")

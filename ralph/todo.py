@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
+from pydantic import BaseModel
 
 _MARKDOWN = MarkdownIt("commonmark")
 _BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
@@ -34,8 +35,9 @@ def parse(text: str | None) -> list[Item]:
     return items
 
 
-@dataclass(frozen=True)
-class Counts:
+class Counts(BaseModel):
+    """How many items are open and done; a lap's note keeps these (`todo`)."""
+
     open: int
     done: int
 
