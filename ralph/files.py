@@ -19,7 +19,10 @@ def remove_path(path: Path) -> None:
         # (Go's module cache, a lap's chmod -R a-w) is made writable, never a link's target.
         shutil.rmtree(path, onerror=_writable_and_again)
     else:
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except PermissionError as error:
+            _writable_and_again(os.unlink, str(path), error)
 
 
 def _writable_and_again(function, path: str, _error) -> None:
@@ -33,18 +36,18 @@ def _writable_and_again(function, path: str, _error) -> None:
         shutil.rmtree(path, onerror=_writable_and_again)
 
 
-def remove_bytecode(root: Path) -> None:
-    """Every `__pycache__` folder and `.pyc` file under `root`, except in virtualenvs (a folder
-    with a pyvenv.cfg), node_modules and .git: a lap could leave bytecode that Python (and
-    pytest, for rewritten test modules) would run in place of a source it trusts as current."""
+def remove_bytecode(root: Path, keep: set[str]) -> None:
+    """Every `.pyc` file under `root`, in `__pycache__` folders or not, but those at the paths
+    in `keep` (committed ones, relative to `root`) and those in virtualenvs (a folder with a
+    pyvenv.cfg), node_modules and .git: a lap could leave bytecode that Python (and pytest,
+    for rewritten test modules) would run in place of a source it trusts as current."""
     for folder, folders, files in os.walk(root):
         if "pyvenv.cfg" in files:
             folders.clear()
             continue
-        for name in [name for name in folders if name in (".git", "node_modules", "__pycache__")]:
-            folders.remove(name)
-            if name == "__pycache__":
-                remove_path(Path(folder, name))
+        folders[:] = [name for name in folders if name not in (".git", "node_modules")]
+        cache = os.path.basename(folder) == "__pycache__"
         for name in files:
-            if name.endswith((".pyc", ".pyo")):
-                remove_path(Path(folder, name))
+            path = Path(folder, name)
+            if (cache or name.endswith((".pyc", ".pyo"))) and path.relative_to(root).as_posix() not in keep:
+                remove_path(path)

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ralph import crashpoint, git
+from ralph import crashpoint, git, ui
 from ralph.agents.base import AgentResult
 from ralph.checks import CheckResult
 from ralph.config import Config
@@ -194,8 +194,12 @@ class RunState:
         return this_lap, sum(record.agent.usage.largest_prompt_tokens for record in records)
 
     def errors_in_a_row(self) -> int:
+        """Error laps in a row, from the latest, that the model caused: an endpoint failure is
+        waited out (limits.outage_wait), neither counted nor breaking the streak."""
         count = 0
         for lap in reversed(self.laps):
+            if lap.record and lap.record.status == "error" and lap.record.agent.endpoint_failed:
+                continue
             if not (lap.record and lap.record.status == "error"):
                 break
             count += 1
@@ -273,7 +277,12 @@ def run_records(cwd: Path) -> list[RunRecord]:
         for ref, sha in git.refs(cwd, "refs/ralph/").items()
         if ref.endswith("/run") and ref.count("/") == 3
     }
-    records = [_read_run_record(git.read_blob(cwd, sha), run) for run, sha in blobs.items()]
+    records = []
+    for run, sha in blobs.items():
+        try:
+            records.append(_read_run_record(git.read_blob(cwd, sha), run))
+        except RalphError as exc:  # one unreadable run does not hide the others; naming it says why
+            ui.warn(str(exc))
     return sorted(records, key=lambda record: (record.created_at, record.run))
 
 

@@ -50,13 +50,9 @@ def shadowing(added: list[str], links: set[str], files_before: list[str], files_
     library or a package of the project (as `files_before` had it), and startup files or
     bytecode anywhere; each as `path (why)`."""
     found = [f"{path} ({_startup(path)})" for path in added if _startup(path)]
-    roots_now = import_roots(files_now)
+    roots_now, roots_before = import_roots(files_now), import_roots(files_before)
     project = {
-        name
-        for path in files_before
-        if not _is_test(path)
-        for name in [module_name(path, import_roots(files_before))]
-        if name
+        name for path in files_before if not _is_test(path) for name in [module_name(path, roots_before)] if name
     }
     for path in added:
         name = module_name(path, roots_now, is_link=path in links)

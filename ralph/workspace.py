@@ -166,7 +166,8 @@ class Workspace:
         self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
         listing = self.git("clean", "-ffd" + ("x" if ignored else "")).output
-        remove_bytecode(self.tree)  # caches: what is left of them after the clean must not run
+        committed = self.git("ls-files", "-z", "--", ":(glob)**/*.py[co]", ":(glob)**/__pycache__/**").output
+        remove_bytecode(self.tree, keep=set(committed.split("\0")))  # caches left after the clean must not run
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
 
     def _index_as_checked_out(self) -> None:

@@ -170,3 +170,19 @@ def test_without_a_name_the_latest_unfinished_run_of_the_goal_resumes(tmp_path: 
     assert ralph(repo, "run", "--name", "20200101-started-long-ago").returncode == 3
     again = ralph(repo, "run", "--max-laps", "2")
     assert "resuming run 20200101-started-long-ago at lap 2" in again.stdout
+
+
+def test_endpoint_failures_are_waited_out_not_counted_as_agent_errors():
+    """Two laps the endpoint failed, then one the model failed: not three agent errors in a row
+    (the outage is limits.outage_wait's to judge), though three model failures are."""
+    from ralph.agents.base import AgentResult
+    from ralph.ledger import Lap, LapRecord, RunState
+
+    def lap(number: int, endpoint_failed: bool) -> Lap:
+        agent = AgentResult(kind="openai", outcome="error", duration_s=1, endpoint_failed=endpoint_failed)
+        return Lap(number, f"c{number}", LapRecord.model_construct(status="error", agent=agent))
+
+    state = RunState("r", record=None, green="g", laps=[lap(1, True), lap(2, True), lap(3, False)])  # type: ignore[arg-type]
+    assert state.errors_in_a_row() == 1
+    state.laps += [lap(4, True), lap(5, False), lap(6, False)]
+    assert state.errors_in_a_row() == 3

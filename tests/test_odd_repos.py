@@ -53,6 +53,15 @@ def test_a_file_named_head_an_assume_unchanged_non_ascii_file_and_a_nul_in_the_t
     assert git(repo, "show", "ralph/r:HEAD") == "edited" and git(repo, "show", "ralph/r:\u00fcber.txt") == "2"
 
 
+def test_bytecode_the_repository_commits_is_kept(tmp_path: Path):
+    """ralph deletes bytecode before the checks (a lap could plant it), but not the files the
+    commit holds: a lap would otherwise commit their deletion."""
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(), "TODO.md": "- [ ] x\n", "fixtures/sample.pyc": "pyc"})
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(repo, "show", "ralph/r:fixtures/sample.pyc") == "pyc"
+
+
 def test_files_and_output_that_are_not_utf8(tmp_path: Path):
     agent = (
         f"{PY} -c \"import pathlib, sys; pathlib.Path('latin1.txt').write_bytes(b'caf\\xe9\\xff'); "

@@ -288,6 +288,8 @@ def test_a_cut_off_reply_runs_nothing_and_asks_for_brevity(repo: Path, reply) ->
         (503, {"retry-after-ms": "2500"}, 2.5),
         (429, {"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0),  # a date passed: at once
         (400, {"x-should-retry": "true"}, None),
+        (503, {"retry-after-ms": "nan"}, None),  # no wait that can be honoured: back off instead
+        (503, {"Retry-After": "inf"}, None),
     ],
 )
 def test_a_retry_waits_as_the_server_hints(

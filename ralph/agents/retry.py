@@ -9,6 +9,7 @@ error of the request, fails at once: asking again cannot help. No wait runs past
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
@@ -108,8 +109,9 @@ def retry_after(exc: openai.APIStatusError) -> float | None:
         return None
 
 
-def _capped(seconds: float) -> float:
-    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+def _capped(seconds: float) -> float | None:
+    """Between 0 and the cap; None for a server's "nan" or "inf", which no wait can honour."""
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP) if math.isfinite(seconds) else None
 
 
 def backoff(attempt: int) -> float:

@@ -1,0 +1,42 @@
+"""Reading ralph's pytest report, which the check's own code can write to: whatever lies there
+is read as data or skipped, never a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ralph import pytest_results
+
+
+def write(path: Path, *lines: object) -> Path:
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+def test_lines_nested_too_deep_or_with_odd_sessions_are_skipped(tmp_path: Path):
+    report = write(
+        tmp_path / "report.jsonl",
+        {"session": "1.0", "parent": "0.0", "worker": False},
+        "[" * 100_000,  # json.loads raises RecursionError on this, not ValueError
+        {"session": [], "test": "t.py::test_forged", "when": "call", "outcome": "passed"},
+        {"session": "1.0", "test": "t.py::test_a", "when": "call", "outcome": "passed"},
+        {"session": "1.0", "setup": {"config": None, "values": {}, "plugins": {}}},
+    )
+    results = pytest_results.read(report)
+    assert results is not None and results.passed_ids == ["t.py::test_a"]
+
+
+def test_a_failure_anywhere_is_sticky_and_a_module_that_failed_to_collect_passes_nothing(tmp_path: Path):
+    report = write(
+        tmp_path / "report.jsonl",
+        {"session": "1.0", "parent": "0.0", "worker": False},
+        {"session": "1.0", "test": "t.py::test_a", "when": "call", "outcome": "failed"},
+        {"session": "1.0", "test": "t.py::test_a", "when": "call", "outcome": "passed"},
+        {"session": "1.0", "collect_error": "u.py"},
+        {"session": "1.0", "test": "u.py::test_b", "when": "call", "outcome": "passed"},
+        {"session": "1.0", "setup": {"config": None, "values": {}, "plugins": {}}},
+    )
+    results = pytest_results.read(report)
+    assert results is not None and results.passed_ids == []
+    assert results.failing_ids == ["t.py::test_a", "u.py::<collection>", "u.py::test_b"]
