@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -62,10 +63,19 @@ def write(root: Path, files: dict[str, str]) -> None:
         target.write_text(textwrap.dedent(text))
 
 
+# Commands that only read the repository or write a message: called in-process through the CLI's
+# entry point (a process start each is most of their cost). `run` and `demo` stay real processes:
+# they harden the process, handle signals and start others.
+IN_PROCESS = frozenset({"log", "show", "status", "clean", "init", "doctor", "land"})
+
+
 def ralph(
     cwd: Path, *args: str, timeout: float = 120, env: dict | None = None, input: str | None = None
 ) -> subprocess.CompletedProcess:
-    """`ralph ARGS` as the user would run it: a real process, its exit code and output."""
+    """`ralph ARGS` as the user would run it: its exit code and output; a real process for
+    `run` and `demo` (and whenever the test sets the environment or stdin)."""
+    if args and args[0] in IN_PROCESS and env is None and input is None:
+        return _ralph_in_process(cwd, list(args))
     return subprocess.run(
         [sys.executable, "-m", "ralph", *args],
         cwd=cwd,
@@ -75,6 +85,21 @@ def ralph(
         env=dict(os.environ, **(env or {})),
         input=input,
     )
+
+
+def _ralph_in_process(cwd: Path, args: list[str]) -> subprocess.CompletedProcess:
+    from click.testing import CliRunner
+
+    from ralph.cli import main
+
+    before, handler = Path.cwd(), signal.getsignal(signal.SIGTERM)
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+    finally:
+        os.chdir(before)
+        signal.signal(signal.SIGTERM, handler)
+    return subprocess.CompletedProcess(["ralph", *args], result.exit_code, result.stdout, result.stderr)
 
 
 def snapshot(repo: Path) -> dict[str, str]:
