@@ -6,7 +6,10 @@ import signal
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
 
 import click
 
@@ -17,11 +20,11 @@ RUN_OPTION = click.option("--run", "run_name", metavar="NAME", help="The run (de
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise Interrupted()
 
 
-def _call(function, *args, **kwargs) -> None:
+def _call(function: Callable[..., int], *args: Any, **kwargs: Any) -> None:
     """The one place where errors become messages and exit codes."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -59,14 +62,14 @@ def init() -> None:
 @click.option("--name", help="Run name; an existing run is resumed.")
 @click.option("--max-laps", type=click.IntRange(min=1), help="Override limits.max_laps.")
 @click.option("--allow-dirty", is_flag=True, help="Start even with uncommitted changes (laps will not see them).")
-def run(config_path, name, max_laps, allow_dirty) -> None:
+def run(config_path: Path | None, name: str | None, max_laps: int | None, allow_dirty: bool) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
     from ralph.hardening import harden
     from ralph.loop import RunOptions
     from ralph.loop import run as do_run
 
-    def hardened(options: RunOptions):
+    def hardened(options: RunOptions) -> int:
         harden(sys.argv[1:])
         return do_run(options)
 
@@ -76,7 +79,7 @@ def run(config_path, name, max_laps, allow_dirty) -> None:
 @main.command()
 @RUN_OPTION
 @JSON_OPTION
-def log(run_name, as_json) -> None:
+def log(run_name: str | None, as_json: bool) -> None:
     """One row a lap: status, reason, duration, files changed, TODO."""
     from ralph.review import log as do_log
 
@@ -87,7 +90,7 @@ def log(run_name, as_json) -> None:
 @click.argument("lap", type=int)
 @RUN_OPTION
 @JSON_OPTION
-def show(lap, run_name, as_json) -> None:
+def show(lap: int, run_name: str | None, as_json: bool) -> None:
     """A lap's record, diffstat and check output."""
     from ralph.review import show as do_show
 
@@ -97,7 +100,7 @@ def show(lap, run_name, as_json) -> None:
 @main.command()
 @RUN_OPTION
 @JSON_OPTION
-def status(run_name, as_json) -> None:
+def status(run_name: str | None, as_json: bool) -> None:
     """Last green, laps used, fuses, done or not."""
     from ralph.review import status as do_status
 
@@ -109,7 +112,7 @@ def status(run_name, as_json) -> None:
 @click.option("--squash", "how", flag_value="squash", default=True, help="One commit (default).")
 @click.option("--merge", "how", flag_value="merge", help="A merge commit keeping every lap.")
 @click.option("--rebase", "how", flag_value="rebase", help="Every green lap replayed onto your branch.")
-def land(run_name, how) -> None:
+def land(run_name: str | None, how: str) -> None:
     """Bring the green line onto your current branch (refuses a dirty work tree)."""
     from ralph.review import land as do_land
 
@@ -119,7 +122,7 @@ def land(run_name, how) -> None:
 @main.command()
 @RUN_OPTION
 @click.option("--refs", is_flag=True, help="Also delete the run's refs, branch, notes and logs.")
-def clean(run_name, refs) -> None:
+def clean(run_name: str | None, refs: bool) -> None:
     """Remove a run's workspace (and with --refs, everything of it)."""
     from ralph.review import clean as do_clean
 
@@ -147,7 +150,14 @@ def doctor() -> None:
     help="Seconds for the agent part of one lap.",
 )
 @click.option("--max-turns", type=click.IntRange(min=1), default=60, show_default=True, help="Model calls per lap.")
-def demo(folder, model, base_url, max_laps, lap_timeout, max_turns) -> None:
+def demo(
+    folder: Path | None,
+    model: str | None,
+    base_url: str | None,
+    max_laps: int,
+    lap_timeout: float,
+    max_turns: int,
+) -> None:
     """Create a sample repository in FOLDER (default: a new temp folder) and run real laps on it."""
     from ralph.demo import DemoLimits
     from ralph.demo import demo as do_demo
@@ -162,7 +172,7 @@ def hook() -> None:
 
 @hook.command("todo")
 @click.option("--todo", "todo_name", default="TODO.md", show_default=True, help="The checklist file.")
-def hook_todo(todo_name) -> None:
+def hook_todo(todo_name: str) -> None:
     """Pre-commit: refuse deleting or rewording open TODO items."""
     from ralph.hook import todo_hook
 

@@ -105,7 +105,7 @@ class SandboxConfig(Section):
 
     @field_validator("mode", mode="before")
     @classmethod
-    def _yaml_off(cls, value):
+    def _yaml_off(cls, value: object) -> object:
         """YAML reads an unquoted `off` as false (and `on` as true)."""
         return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
 
@@ -171,12 +171,12 @@ class Config(Section):
 
     @field_validator("sandbox", mode="before")
     @classmethod
-    def _mode_alone(cls, value):
+    def _mode_alone(cls, value: object) -> object:
         return {"mode": value} if isinstance(value, (str, bool)) else value
 
     @field_validator("checks", mode="before")
     @classmethod
-    def _plain_commands(cls, value):
+    def _plain_commands(cls, value: object) -> object:
         if isinstance(value, list):
             return [{"run": item} if isinstance(item, str) else item for item in value]
         return value

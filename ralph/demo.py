@@ -105,7 +105,7 @@ ITEMS = [
 ]
 
 
-def edit(command: str, path: str, **arguments) -> Step:
+def edit(command: str, path: str, **arguments: object) -> Step:
     return tool_call("str_replace_based_edit_tool", dict(command=command, path=path, **arguments))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -25,7 +26,7 @@ def remove_path(path: Path) -> None:
             _writable_and_again(os.unlink, str(path), error)
 
 
-def _writable_and_again(function, path: str, _error) -> None:
+def _writable_and_again(function: Callable[..., object], path: str, _error: object) -> None:
     parent = os.path.dirname(path)
     if not os.path.islink(parent):
         os.chmod(parent, stat.S_IRWXU)

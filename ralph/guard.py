@@ -192,7 +192,7 @@ def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[s
     return False
 
 
-def _table(text: str | None, path: str, name: str):
+def _table(text: str | None, path: str, name: str) -> object:
     """One table (TOML, dotted prefix) or section (INI) of a file; None when absent or unreadable."""
     if text is None:
         return None

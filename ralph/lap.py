@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -148,7 +149,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
 
 
 @contextmanager
-def watching_the_repository(ctx: RunContext, number: int):
+def watching_the_repository(ctx: RunContext, number: int) -> Iterator[list[str]]:
     """Yields a list that, on leaving, holds what changed in the shared repository state
     (and was put back). The snapshot is also on disk until then, for a resume after kill -9.
     Sandboxed laps cannot write the repository at all: nothing to watch."""

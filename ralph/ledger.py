@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,7 +208,7 @@ class RunState:
 
 
 @contextmanager
-def run_lock(run_dir: Path, name: str):
+def run_lock(run_dir: Path, name: str) -> Iterator[None]:
     """One process at a time on a run (`ralph run`, `ralph clean`); the kernel releases the
     lock when the process dies, so a stale lock never blocks."""
     run_dir.mkdir(parents=True, exist_ok=True)

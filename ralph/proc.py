@@ -19,7 +19,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ralph.sandbox import Jail
@@ -185,7 +185,7 @@ def run(
     )
 
 
-def _read_and_close(stream, cap: int) -> str:
+def _read_and_close(stream: IO[bytes] | None, cap: int) -> str:
     if stream is None:
         return ""
     with stream:

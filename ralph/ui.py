@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ def warn(message: str) -> None:
     errors.print(f"[bold yellow]ralph: warning:[/] {escape(message)}")
 
 
-def print_json(data) -> None:
+def print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
@@ -78,7 +79,7 @@ def agent_step(line: str) -> None:
 
 
 @contextmanager
-def waiting(label: str, quiet_for: float = 10, every: float = 30):
+def waiting(label: str, quiet_for: float = 10, every: float = 30) -> Iterator[None]:
     """Shows that `label` is still being waited for: a live line counting seconds on a
     terminal; elsewhere a line once the wait passes `quiet_for` seconds, then every `every`."""
     started, done = time.monotonic(), threading.Event()

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,7 +200,7 @@ def is_watched(name: str) -> bool:
     return True
 
 
-def _watched_files(common_dir: Path):
+def _watched_files(common_dir: Path) -> Iterator[tuple[str, bytes]]:
     """(name, content) of every watched file. A link's content is its target, marked, so a planted
     link is seen (and removed), never followed. Folders never watched are not even walked."""
     for folder, dirs, files in os.walk(common_dir):
