@@ -15,12 +15,15 @@ that were imported in front of another module of the same name.
 
 import hashlib
 import importlib.machinery
+import json
 import os
 import sys
 
 _cwd = os.getcwd()
-_sessions = []  # type: list[str]  # the running sessions of this process, innermost last (pytester runs one inside another)
-_seen = {}  # type: dict[int, dict[str, set[str]]]  # id(plugin manager) -> {plugin identity -> set of digests}, from every registration
+# The running sessions of this process, innermost last (pytester runs one inside another).
+_sessions = []  # type: list[str]
+# id(plugin manager) -> {plugin identity -> set of digests}, from every registration.
+_seen = {}  # type: dict[int, dict[str, set[str]]]
 
 
 def _write(line):
@@ -30,8 +33,6 @@ def _write(line):
     line["session"] = _sessions[-1] if _sessions else str(os.getpid())
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        import json
-
         os.write(fd, (json.dumps(line, sort_keys=True) + "\n").encode("utf-8", "replace"))
     finally:
         os.close(fd)
