@@ -147,14 +147,15 @@ def _shadowing():
     that name is on it too: {name: "where it resolves over what it hides"}. Resolved afresh by
     the import system's own path search, not read from the modules, which can say anything."""
     found = {}
+    path = [entry for entry in sys.path if isinstance(entry, str)]  # a test may put anything there
     for name in [name for name in list(sys.modules) if "." not in name]:
-        origin = _origin(name, sys.path)
+        origin = _origin(name, path)
         if origin is None or _shown(origin).startswith(os.sep):
             continue
         folder = os.path.dirname(origin)
         if os.path.basename(origin).startswith("__init__."):
             folder = os.path.dirname(folder)
-        hidden = _origin(name, [entry for entry in sys.path if os.path.abspath(entry or ".") != folder])
+        hidden = _origin(name, [entry for entry in path if os.path.abspath(entry or ".") != folder])
         if hidden is not None:
             found[name] = "{} over {}".format(_shown(origin), _shown(hidden))
     return found
@@ -162,7 +163,7 @@ def _shadowing():
 
 def _origin(name, path):
     try:
-        spec = importlib.machinery.PathFinder.find_spec(name, [entry for entry in path if isinstance(entry, str)])
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
     except Exception:  # a broken path entry: nothing found
         return None
     return os.path.abspath(spec.origin) if spec is not None and spec.origin and os.path.exists(spec.origin) else None
