@@ -17,6 +17,7 @@ from pydantic import BaseModel
 # Blocks only: an item's text is its paragraph's source, so the inline phase (two thirds of the
 # time) is skipped.
 _MARKDOWN = MarkdownIt("commonmark").disable("inline")
+CACHED_CHARS = 1 << 20
 _BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
 
 
@@ -28,10 +29,13 @@ class Item:
 
 def parse(text: str | None) -> list[Item]:
     """Every checkbox item, in order: a list item whose first paragraph starts with a box."""
-    return list(_parse(text or ""))
+    text = text or ""
+    # A lap reads the same few texts several times; a huge one (a lap can write any TODO.md)
+    # is parsed each time rather than kept.
+    return list(_parse(text) if len(text) <= CACHED_CHARS else _parse.__wrapped__(text))
 
 
-@lru_cache(maxsize=32)  # a lap reads the same few TODO texts several times
+@lru_cache(maxsize=8)
 def _parse(text: str) -> tuple[Item, ...]:
     tokens = _MARKDOWN.parse(text)
     items = []
