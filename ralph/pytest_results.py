@@ -38,7 +38,7 @@ class PytestSetup(BaseModel):
     of the tree imported in front of others of the same name."""
 
     config: str | None = None
-    values: dict[str, str] = {}
+    values: dict[str, str] = {}  # key: a digest of its value (notes may travel further than the file)
     plugins: dict[str, str] = {}
     shadowing: dict[str, str] = {}  # module: "tree/path over what it hid"
 
