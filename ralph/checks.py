@@ -41,9 +41,12 @@ def run_checks(
     env: dict[str, str],
     log_dir: Path,
     jail: Jail | None = None,
+    user_tree: Path | None = None,
 ) -> list[CheckResult]:
     """Each check through the shell in `worktree` (inside `jail` when sandboxed); full output
-    spilled under `log_dir`."""
+    spilled under `log_dir`. pytest notes the modules it ran from `user_tree`."""
+    if user_tree is not None:
+        env = dict(env, RALPH_PYTEST_USER_TREE=str(user_tree))
     return [_run_one(spec, index, worktree, timeout, env, log_dir, jail) for index, spec in enumerate(specs, 1)]
 
 

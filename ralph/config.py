@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import yaml
@@ -60,6 +60,7 @@ class Limits(Section):
     check_timeout: float = Field(900, gt=0, description="Seconds for each check.")
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
     max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
+    setup_timeout: float = Field(1800, gt=0, description="Seconds for each `setup` command.")
     outage_wait: float = Field(
         180,
         ge=0,
@@ -150,7 +151,28 @@ DEFAULT_PROTECT = [
 ]
 
 
+# What setup installs from: a lap that changes one of these gets setup again before its checks.
+DEFAULT_SETUP_INPUTS = [
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "requirements*.txt",
+    "uv.lock",
+    "poetry.lock",
+    "Pipfile.lock",
+    "package.json",
+    "package-lock.json",
+    "pnpm-lock.yaml",
+    "yarn.lock",
+    "Cargo.lock",
+    "go.sum",
+    "Gemfile.lock",
+]
+
+
 class Config(Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
     goal: str = Field(min_length=1, description="What the whole run is for, in a sentence.")
     agent: AgentConfig
     checks: list[CheckSpec] = Field(
@@ -165,6 +187,21 @@ class Config(Section):
     )
     strict: bool = Field(False, description="Delete ignored files from the lap's work tree before the checks.")
     env: EnvConfig = Field(default_factory=EnvConfig)
+    setup: list[str] = Field(
+        default_factory=list,
+        description="Shell commands run in the lap workspace before the baseline, and again before "
+        "the checks of a lap that changed a setup input (a venv, `npm ci`).",
+    )
+    setup_inputs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SETUP_INPUTS),
+        description="Files (globs; without a slash, at any depth) whose change makes setup run again.",
+    )
+    copy_: list[str] = Field(
+        default_factory=list,
+        alias="copy",
+        description="Untracked files of your work tree (a .env) copied into the workspace before setup; "
+        "never committed by a lap.",
+    )
     sandbox: SandboxConfig = Field(
         default_factory=SandboxConfig, description="`auto | required | off`, or a mapping with `mode:` and more."
     )
@@ -173,6 +210,20 @@ class Config(Section):
     @classmethod
     def _mode_alone(cls, value: object) -> object:
         return {"mode": value} if isinstance(value, (str, bool)) else value
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _one_command(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("copy_")
+    @classmethod
+    def _inside_the_tree(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            parts = PurePosixPath(path).parts
+            if not parts or PurePosixPath(path).is_absolute() or ".." in parts or parts[0] == ".git":
+                raise ValueError(f"copy: '{path}' must be a path inside the repository, relative to its top")
+        return [str(PurePosixPath(path)) for path in paths]
 
     @field_validator("checks", mode="before")
     @classmethod

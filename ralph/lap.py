@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from ralph.checks import done as checks_done
 from ralph.config import Config
 from ralph.ledger import LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
-from ralph.workspace import Workspace, hook_cache
+from ralph.workspace import SetupFailed, Workspace, hook_cache
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
 
@@ -35,6 +36,7 @@ class RunContext:
     env: dict[str, str]  # for the agent and the checks: secrets removed
     workspace: Workspace  # where the laps work, outside the repository
     sandboxed: bool  # the lap's code runs inside bubblewrap
+    warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
 
     @property
     def top(self) -> Path:
@@ -62,29 +64,75 @@ class RunContext:
 
     def check(self, log_dir: Path) -> list[CheckResult]:
         """The checks on the workspace's files as they are now."""
-        return run_checks(
+        results = run_checks(
             self.config.checks,
             self.workspace.tree,
             timeout=self.config.limits.check_timeout,
             env=self.env,
             log_dir=log_dir,
             jail=self.jail("checks", self.config.sandbox.network),
+            user_tree=self.top,
         )
+        for result in results:
+            setup = result.tests.setup if result.tests else None
+            self.warn_user_code(result.command, result.output_tail, setup.user_tree if setup else [])
+        return results
 
-    def prepare(self, commit: str, ignored: bool = True) -> list[str]:
-        """The workspace exactly at `commit`, its own git dir anew; returns what was deleted."""
-        removed = self.workspace.checkout(commit, ignored)
-        self.workspace.fresh_lap_git(commit, keep_modules=False)
+    def prepare(self, commit: str, lap: int, log_dir: Path, for_checks: bool = False) -> list[str]:
+        """The workspace at `commit`, its own git dir anew, set up; returns what was deleted.
+
+        Ignored files stay from lap to lap (venvs, node_modules, build caches); with `strict`,
+        those setup did not make are deleted before the checks, and if the lap changed one
+        setup made, the tree is emptied and set up again. Raises SetupFailed."""
+        workspace, config = self.workspace, self.config
+        removed = workspace.checkout(commit)
+        if for_checks and config.strict:
+            made, changed = workspace.remove_untrusted()
+            removed += made
+            if changed:
+                workspace.empty()
+        workspace.copy_in(self.top, config.copy_)
+        workspace.fresh_lap_git(commit, keep_modules=False)
         # Submodules are checked out anew, as a clone would, from the commit's gitlinks: what a
         # lap left in them, or planted in their git dirs, is gone before anything runs there.
-        if git.show_file(self.top, commit, ".gitmodules") is not None and self.workspace.submodules(commit):
+        if git.show_file(self.top, commit, ".gitmodules") is not None and workspace.submodules(commit):
             git.init_submodules(
-                self.workspace.tree,
-                timeout=self.config.limits.check_timeout,
+                workspace.tree,
+                timeout=config.limits.check_timeout,
                 env=self.env,
-                jail=self.jail("setup", self.config.sandbox.network),
+                jail=self.jail("setup", config.sandbox.network),
             )
+        if config.setup and workspace.needs_setup(commit, config.setup_inputs):
+            output = workspace.set_up(
+                config.setup,
+                commit,
+                env=dict(self.env, RALPH_RUN=self.run_name, RALPH_LAP=str(lap)),
+                timeout=config.limits.setup_timeout,
+                log_dir=log_dir,
+                jail=self.jail("setup", config.sandbox.network),
+                remember=config.strict,
+            )
+            workspace.fresh_lap_git(commit)  # its exclude file now names what setup made
+            self.warn_user_code("setup", output)
         return removed
+
+    def warn_user_code(self, what: str, output: str, modules: Sequence[str] = ()) -> None:
+        """Once per run and command: `what` ran code from the user's own work tree, not the lap's."""
+        if what in self.warned:
+            return
+        found = list(modules) or _paths_inside(output, self.top)
+        if found:
+            self.warned.add(what)
+            ui.warn(
+                f"`{what}` ran code from your own work tree, not the lap's: {found[0]} — an editable "
+                "install (pip install -e) or an absolute path in a config makes it test your checkout; "
+                "build the environment inside the lap workspace with `setup:` (README: Lap environments)"
+            )
+
+
+def _paths_inside(output: str, top: Path) -> list[str]:
+    """Paths under `top` that an output names."""
+    return re.findall(re.escape(str(top)) + r"/[^\s'\":,)]+", output)
 
 
 def now_iso() -> str:
@@ -97,7 +145,8 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
     log_dir.mkdir(parents=True)
     started, started_at = time.monotonic(), now_iso()
-    ctx.prepare(state.green)
+    ctx.prepare(state.green, number, log_dir)
+    prepare_s = round(time.monotonic() - started, 3)
     crashpoint.reached("workspace")
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = git.show_file(ctx.top, state.green, files.todo)
@@ -127,7 +176,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     with watching_the_repository(ctx, number) as tampered_later:
         commit, ticked, counts, refusal = _commit(ctx, state, number, agent, todo.parse(todo_before))
         crashpoint.reached("commit")
-        judged = _judge_lap(ctx, state, log_dir, commit, agent, refusal)
+        judged = _judge_lap(ctx, state, number, log_dir, commit, agent, refusal)
     tampered += tampered_later
     if tampered:
         judged = Judged(
@@ -135,7 +184,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
             f"the lap changed the repository outside its workspace, restored: {', '.join(tampered)}",
             files_changed=judged.files_changed,
         )
-    facts = LapFacts(number, started, started_at, agent, ticked, counts)
+    facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
     record = _record(ctx, state, facts, commit, judged)
     ledger.save_lap(ctx.top, record)
     crashpoint.reached("advance")
@@ -174,6 +223,7 @@ class LapFacts:
     number: int
     started: float
     started_at: str
+    prepare_s: float  # the workspace made ready at the lap's start: reset, copy, setup
     agent: AgentResult
     ticked: list[str]
     counts: todo.Counts
@@ -190,6 +240,7 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
         reason=judged.reason,
         started_at=facts.started_at,
         duration_s=round(time.monotonic() - facts.started, 3),
+        prepare_s=facts.prepare_s,
         commit=commit,
         parent=state.green,
         checks=judged.checks if is_green else [_without_passed_ids(check) for check in judged.checks],
@@ -226,7 +277,7 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
         counts=todo.count(items),
         ticked=todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, todo_name)), items),
     )
-    judged = _judge_lap(ctx, state, log_dir, commit, facts.agent, None)
+    judged = _judge_lap(ctx, state, facts.number, log_dir, commit, facts.agent, None)
     replayed = _record(ctx, state, facts, commit, judged)
     replayed = replayed.model_copy(
         update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)"}
@@ -257,7 +308,13 @@ class Judged:
 
 
 def _judge_lap(
-    ctx: RunContext, state: RunState, log_dir: Path, commit: str, agent: AgentResult, refusal: tuple[str, str] | None
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    log_dir: Path,
+    commit: str,
+    agent: AgentResult,
+    refusal: tuple[str, str] | None,
 ) -> Judged:
     changes = git.changes(ctx.top, state.green, commit)
     changed = len(changes)
@@ -288,9 +345,11 @@ def _judge_lap(
     # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
     # index, which no lap writes), nothing untracked, and with strict nothing ignored either.
     try:
-        removed = ctx.prepare(commit, ignored=ctx.config.strict)
+        removed = ctx.prepare(commit, number, log_dir, for_checks=True)
     except git.SubmodulesFailed as failed:  # the lap's gitlinks or .gitmodules lead nowhere
         return Judged("red", "the lap's submodules cannot be checked out", str(failed), files_changed=changed)
+    except SetupFailed as failed:  # a lockfile the lap broke
+        return Judged("red", f"setup: {failed.reason}", failed.output, files_changed=changed)
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, report)

@@ -29,8 +29,9 @@ from ralph.todo import Counts
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
-FORMAT = 2
-MIGRATIONS = {1: lambda data: data}  # format N -> N+1, applied in order
+# 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
+FORMAT = 3
+MIGRATIONS = {1: lambda data: data, 2: lambda data: data}  # format N -> N+1, applied in order
 
 
 class NewerFormat(RalphError):
@@ -93,6 +94,7 @@ class LapRecord(BaseModel):
     reason: str
     started_at: str
     duration_s: float
+    prepare_s: float = 0.0  # of duration_s: the workspace reset to the start commit, copy and setup
     commit: str
     parent: str  # the last green commit the lap started from
     checks: list[CheckResult] = []

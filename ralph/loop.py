@@ -168,7 +168,8 @@ def _start(ctx: RunContext) -> RunState:
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
     _warn_unmatched_patterns(ctx, base)
-    ctx.prepare(base)
+    _refuse_bad_copy(ctx)
+    ctx.prepare(base, 0, log_dir)
     baseline = ctx.check(log_dir)
     ui.baseline(baseline)
     _refuse_broken_checks(baseline)
@@ -197,6 +198,17 @@ def _warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
     for pattern in own:
         if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
             ui.warn(f"protect: '{pattern}' matches no file at the run's start")
+
+
+def _refuse_bad_copy(ctx: RunContext) -> None:
+    """`copy` brings in files git does not track: a tracked one would hide the commit's version."""
+    paths = ctx.config.copy_
+    tracked = git.out(ctx.top, "ls-files", "--", *(f":(literal){path}" for path in paths)) if paths else ""
+    if tracked:
+        raise RalphError(
+            f"copy: {tracked.splitlines()[0]} is tracked by git, so laps already have it — "
+            "copy is for untracked files (a .env)"
+        )
 
 
 def _refuse_broken_checks(baseline: list) -> None:

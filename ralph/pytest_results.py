@@ -41,6 +41,7 @@ class PytestSetup(BaseModel):
     values: dict[str, str] = {}  # key: a digest of its value (notes may travel further than the file)
     plugins: dict[str, str] = {}
     shadowing: dict[str, str] = {}  # module: "tree/path over what it hid"
+    user_tree: list[str] = []  # files of modules imported from the user's own work tree, not the lap's
 
 
 class TestResults(BaseModel):
@@ -163,6 +164,8 @@ def _merged(setups: list[dict]) -> PytestSetup | None:
         merged.config = merged.config or (config if isinstance(config, str) else None)
         merged.values.update(_strings(values))
         merged.shadowing.update(_strings(setup.get("shadowing")))
+        found = setup.get("user_tree")
+        merged.user_tree = sorted({*merged.user_tree, *(map(str, found) if isinstance(found, list) else [])})[:10]
         for name, found in plugins.items() if isinstance(plugins, dict) else ():
             digests.setdefault(str(name), set()).update(map(str, found if isinstance(found, list) else [found]))
     merged.plugins = {name: _one_digest(found) for name, found in sorted(digests.items())}

@@ -14,7 +14,7 @@ from ralph.files import remove_path
 from ralph.ledger import RunState
 from ralph.workspace import folder_for
 
-LOG_OTHER_COLUMNS = 40  # the width of `ralph log`'s columns but the reason, cut to fit the rest
+LOG_OTHER_COLUMNS = 50  # the width of `ralph log`'s columns but the reason, cut to fit the rest
 
 
 def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
@@ -38,7 +38,7 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     for lap in state.laps:
         r = lap.record
         if r is None:
-            rows.append([str(lap.number), "?", escape(ui.one_line(lap.problem, width)), "", "", ""])
+            rows.append([str(lap.number), "?", escape(ui.one_line(lap.problem, width)), "", "", "", ""])
             continue
         rows.append(
             [
@@ -46,12 +46,13 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
                 ui.status_text(r.status),
                 escape(ui.one_line(r.reason, width)),
                 f"{r.duration_s:.1f}s",
+                f"{r.prepare_s:.1f}s",
                 str(r.files_changed),
                 f"{r.todo.done}/{r.todo.total}",
             ]
         )
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
-    ui.table(["lap", "status", "reason", "time", "files", "TODO"], rows)
+    ui.table(["lap", "status", "reason", "time", "prepare", "files", "TODO"], rows)
     return Exit.DONE
 
 
@@ -81,8 +82,8 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
     on_line = " (on the green line)" if git.is_ancestor(top, lap.commit, state.green) else ""
     ui.say(f"status  {ui.status_text(record.status)}{on_line} — {escape(record.reason)}")
     ui.say(
-        f"started {record.started_at}, {record.duration_s:.1f}s; agent {record.agent.kind} "
-        f"{record.agent.outcome} ({record.agent.duration_s:.1f}s)"
+        f"started {record.started_at}, {record.duration_s:.1f}s (prepare {record.prepare_s:.1f}s); "
+        f"agent {record.agent.kind} {record.agent.outcome} ({record.agent.duration_s:.1f}s)"
     )
     ui.say(
         f"TODO    {record.todo.done} done, {record.todo.open} open; ticked: "

@@ -19,9 +19,7 @@ agent:
   # base_url: http://127.0.0.1:11434/v1
   # api_key_env: OPENAI_API_KEY  # the NAME of the variable that holds the key
 
-checks:                          # the repository's own checks; done = every one exits 0
-  - "python -m pytest -q"
-
+{environment}
 limits:
   max_laps: 10                   # the fuse
   stagnation: 3                  # stop after this many laps in a row without progress
@@ -54,6 +52,60 @@ what they finish; ralph stops when every box is ticked and every check passes.
 - [ ] Second slice of the job
 """
 
+GENERIC_ENVIRONMENT = """\
+checks:                          # the repository's own checks; done = every one exits 0
+  - "python -m pytest -q"
+# setup:                         # commands that build what the checks need inside the lap workspace
+#   - "make deps"                # (README: Lap environments)
+"""
+
+# What `ralph init` suggests, by the file that tells what the repository is: the environment is
+# built inside the lap workspace (an editable install in your own venv would test your checkout).
+ENVIRONMENTS = [
+    (
+        "uv.lock",
+        "uv.lock: a uv project",
+        ["uv sync --frozen"],
+        ["uv run --frozen pytest -q"],
+    ),
+    (
+        "pyproject.toml",
+        "pyproject.toml: a Python project",
+        ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'   # or .[test]: your test extra"],
+        [".venv/bin/python -m pytest -q"],
+    ),
+    (
+        "requirements.txt",
+        "requirements.txt: a Python project",
+        ["python -m venv .venv && .venv/bin/pip install -q -r requirements.txt"],
+        [".venv/bin/python -m pytest -q"],
+    ),
+    ("package.json", "package.json: a Node project", ["npm ci"], ["npm test"]),
+    ("Cargo.toml", "Cargo.toml: a Rust crate (target/ is kept between laps)", [], ["cargo test"]),
+    ("go.mod", "go.mod: a Go module (Go's caches are outside the tree)", [], ["go test ./..."]),
+]
+
+
+def environment(top: Path) -> str:
+    """The `setup:` and `checks:` sections for what the repository looks like."""
+    for marker, found, setup, checks in ENVIRONMENTS:
+        if (top / marker).is_file():
+            lines = [f"# found {found}; ralph's suggestion, to check before the first run"]
+            if setup:
+                lines.append("setup:                           # builds the environment inside the lap workspace")
+                lines += [f"  - {_command(command)}" for command in setup]
+            lines.append("checks:                          # the repository's own checks; done = every one exits 0")
+            lines += [f"  - {_command(command)}" for command in checks]
+            return "\n".join(lines) + "\n"
+    return GENERIC_ENVIRONMENT
+
+
+def _command(line: str) -> str:
+    """A YAML list item's text, with a trailing `# comment` kept outside the quotes."""
+    command, _, comment = line.partition("   # ")
+    return f'"{command}"' + (f"   # {comment}" if comment else "")
+
+
 PROGRESS_TEMPLATE = """\
 # Progress
 
@@ -63,7 +115,8 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 
 def init(cwd: Path) -> Exit:
     top = git.open_repo(cwd).top
-    for name, text in (("ralph.yaml", CONFIG_TEMPLATE), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
+    config = CONFIG_TEMPLATE.format(environment=environment(top))
+    for name, text in (("ralph.yaml", config), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
         path = top / name
         if path.exists():
             ui.say(f"kept     {name} (already there)")

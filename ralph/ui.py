@@ -68,7 +68,8 @@ def lap_end(record: LapRecord) -> None:
     passed = sum(check.passed for check in record.checks)
     checks = f"checks {passed}/{len(record.checks)}" if record.checks else "checks not run"
     console.print(
-        f"[bold]lap {record.lap}[/] {status_text(record.status)}  {record.duration_s:.1f}s  "
+        f"[bold]lap {record.lap}[/] {status_text(record.status)}  {record.duration_s:.1f}s "
+        f"(prepare {record.prepare_s:.1f}s)  "
         f"{checks}  TODO {record.todo.done}/{record.todo.total}  "
         f"{record.commit[:10]}  {escape(record.reason)}"
     )

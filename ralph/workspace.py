@@ -69,6 +69,14 @@ def _repo_id(common_dir: Path) -> str:
     return hashlib.sha256(str(common_dir).encode()).hexdigest()[:12]
 
 
+class SetupFailed(RalphError):
+    """A setup command failed: on the base commit the run cannot start; on a lap's, it is red."""
+
+    def __init__(self, message: str, output: str):
+        super().__init__(f"{message}; its output ends:\n{output.strip()}" if output.strip() else message)
+        self.reason, self.output = message, output
+
+
 class WorkspaceTampered(RalphError):
     """A folder ralph made was replaced (by a symlink, say): ralph will not touch what it points at."""
 
@@ -83,7 +91,19 @@ class Workspace:
     # shows against it (every file the lap wrote has a new ctime), whatever the lap did to the
     # index file on disk.
     _checked_out: tuple[bytes, int] | None = None  # the bytes and the mtime (ns)
+    # Untracked paths that are the user's (`copy`) or setup's though no .gitignore ignores them:
+    # never staged, never cleaned.
+    copied: tuple[str, ...] = ()
+    setup_made: tuple[str, ...] = ()
+    # For `strict`: the untracked files setup made, each by its stat data; before the checks
+    # every other untracked file is deleted.
+    trusted: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    setup_at: str | None = None  # the commit setup last ran on; None: not since the tree was emptied
     _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        return (*self.copied, *self.setup_made)
 
     @property
     def tree(self) -> Path:
@@ -157,18 +177,56 @@ class Workspace:
             env=env,
         )
 
-    def checkout(self, commit: str, ignored: bool = True) -> list[str]:
-        """Make tree/ exactly what a checkout of `commit` holds: every file that differs from
+    def checkout(self, commit: str) -> list[str]:
+        """Make tree/'s tracked files exactly what `commit` holds: every file that differs from
         the last checkout or that anything wrote since is written anew from its blob (so no
-        encoding, ident or eol trick leaves bytes the commit does not hold), nothing untracked
-        (nor ignored, with `ignored`). Costs in proportion to what changed. Returns what was deleted."""
+        encoding, ident or eol trick leaves bytes the commit does not hold); untracked files
+        removed but ignored ones and `kept`. Costs in proportion to what changed. Returns what
+        was deleted."""
         self._index_as_checked_out()
         self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
-        listing = self.git("clean", "-ffd" + ("x" if ignored else "")).output
+        listing = self.git("clean", "-ffd", *_excluded(self.kept)).output
         committed = self.git("ls-files", "-z", "--", ":(glob)**/*.py[co]", ":(glob)**/__pycache__/**").output
         remove_bytecode(self.tree, keep=set(committed.split("\0")))  # caches left after the clean must not run
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
+
+    def empty(self) -> None:
+        """Every untracked file gone, ignored ones too: nothing setup or a lap made is trusted."""
+        self.git("clean", "-ffdxq")
+        self.trusted, self.setup_at, self.setup_made = {}, None, ()
+
+    def untracked(self) -> dict[str, tuple[int, ...]]:
+        """Every file in tree/ that the last checkout did not write (ignored, `kept`, a lap's),
+        with the stat data that shows any change: ctime, which no lap can set back."""
+        found: dict[str, tuple[int, ...]] = {}
+        listing = self.git("ls-files", "-z", "-o", "--directory").output
+        for entry in filter(None, listing.split("\0")):
+            top = self.tree / entry.rstrip("/")
+            walked = os.walk(top) if entry.endswith("/") else [(str(top.parent), [], [top.name])]
+            for folder, folders, files in walked:
+                for name in files + [name for name in folders if os.path.islink(os.path.join(folder, name))]:
+                    path = os.path.join(folder, name)
+                    try:
+                        info = os.lstat(path)
+                    except OSError:
+                        continue
+                    relative = os.path.relpath(path, self.tree)
+                    found[relative] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+        return found
+
+    def remove_untrusted(self) -> tuple[list[str], list[str]]:
+        """Delete the untracked files setup did not make; returns them, and those setup made that
+        were changed or deleted since (which cannot be put back: the caller empties the tree
+        and sets it up again)."""
+        now = {path: info for path, info in self.untracked().items() if not _under(path, self.copied)}
+        made = sorted(path for path in now if path not in self.trusted)
+        for path in made:
+            remove_path(self.tree / path)
+        changed = sorted(
+            path for path, info in self.trusted.items() if now.get(path) != info and not _under(path, self.copied)
+        )
+        return made, changed
 
     def _index_as_checked_out(self) -> None:
         """Its mtime too: git trusts a file's stat data only when the file is older than the
@@ -186,7 +244,8 @@ class Workspace:
         # A .gitignore the lap left untracked may ignore itself and what it sits beside (a
         # conftest.py): such files would be in no commit yet survive for the checks.
         self.git("clean", "-ffdxq", "--", ":(glob)**/.gitignore")
-        staged = self.git(*git.DURABLE, "add", "-A", timeout=timeout, check=False)
+        kept = [f":(exclude,literal){path}" for path in self.kept]
+        staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
         if not staged.ok:
@@ -198,6 +257,66 @@ class Workspace:
         return self.git(
             *git.DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-", input=message
         ).output.strip()
+
+    # --- what the lap's tree holds beyond the commit -------------------------------------
+
+    def copy_in(self, top: Path, paths: list[str]) -> None:
+        """The user's untracked files named by `copy`, copied anew (whatever a lap did to them);
+        never written through a link a lap left, nor outside tree/."""
+        for path in paths:
+            source, target = top / path, self.tree / path
+            if not os.path.exists(source):
+                raise RalphError(f"copy: {path} is not in your work tree ({top}) — create it or remove it from copy")
+            if not _real_folders(self.tree, Path(path).parent):
+                raise RalphError(f"copy: a folder on the way to {path} in the lap workspace is not a real folder")
+            remove_path(target)
+            if os.path.isdir(source):
+                shutil.copytree(source, target, symlinks=True)
+            else:
+                shutil.copy2(source, target)
+        self.copied = tuple(paths)
+
+    def needs_setup(self, commit: str, inputs: list[str]) -> bool:
+        """Whether setup must run for `commit`: never run in this tree, or a file it installs
+        from differs from the commit it last ran on."""
+        if self.setup_at is None:
+            return True
+        if self.setup_at == commit:
+            return False
+        specs = [f":(glob){pattern}" if "/" in pattern else f":(glob)**/{pattern}" for pattern in inputs]
+        changed = self.git("diff", "--name-only", "--no-renames", self.setup_at, commit, "--", *specs).output
+        return bool(specs) and bool(changed.strip())
+
+    def set_up(
+        self,
+        commands: list[str],
+        commit: str,
+        *,
+        env: dict[str, str],
+        timeout: float,
+        log_dir: Path,
+        jail: Jail | None,
+        remember: bool = False,
+    ) -> str:
+        """Run the setup commands in tree/, in order; returns their output. What they leave that
+        no .gitignore ignores is kept out of lap commits and cleans; with `remember`, every
+        untracked file is noted as setup's (strict). Raises SetupFailed."""
+        self.setup_at = None
+        outputs = []
+        for index, command in enumerate(commands, 1):
+            log = log_dir / f"setup-{index}.log"
+            done = proc.run(command, self.tree, env=env, timeout=timeout, spill=log, jail=jail)
+            outputs.append(done.output)
+            if not done.ok:
+                why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
+                raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
+        spared = [f"--exclude={pattern}" for pattern in _patterns(self.kept)]
+        made = self.git("ls-files", "-z", "-o", "--exclude-standard", "--directory", *spared).output
+        self.setup_made += tuple(path.rstrip("/") for path in made.split("\0") if path)
+        self.setup_at = commit
+        if remember:
+            self.trusted = self.untracked()
+        return "\n".join(outputs)
 
     # --- the lap's own git dir ----------------------------------------------------------
 
@@ -218,6 +337,9 @@ class Workspace:
         (lap_git / "HEAD").write_text(head + "\n")
         (lap_git / "objects/info/alternates").write_text(f"{self.common_dir / 'objects'}\n")
         (lap_git / "config").write_text(self._lap_config())
+        # The user's copied files and what setup made are no part of any commit, the agent's own
+        # included (nor seen by the hooks, which would judge a .env)
+        (lap_git / "info/exclude").write_text("".join(f"{pattern}\n" for pattern in _patterns(self.kept)))
         shallow = self.common_dir / "shallow"
         if shallow.is_file():
             shutil.copyfile(shallow, lap_git / "shallow")
@@ -303,6 +425,33 @@ class Workspace:
             keep=keep,
             hide=hide,
         )
+
+
+def _patterns(paths: tuple[str, ...]) -> list[str]:
+    """Exclude patterns for exactly these paths: anchored, every pattern character escaped."""
+    return ["/" + "".join("\\" + char if char in "*?[]\\!# " else char for char in path) for path in paths]
+
+
+def _excluded(paths: tuple[str, ...]) -> list[str]:
+    """`git clean` options that spare these paths."""
+    return [option for pattern in _patterns(paths) for option in ("-e", pattern)]
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    return any(path == folder or path.startswith(folder + "/") for folder in folders)
+
+
+def _real_folders(root: Path, relative: Path) -> bool:
+    """Make the folders of `relative` below `root`; False if one on the way is a link or a file."""
+    folder = root
+    for part in relative.parts:
+        folder = folder / part
+        try:
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                return False
+        except FileNotFoundError:
+            folder.mkdir()
+    return True
 
 
 def _identity(top: Path) -> tuple[str, str]:

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import git, ralph
 
+from ralph.ledger import FORMAT
+
 BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"
 
 
@@ -30,7 +32,7 @@ def rewrite_note(repo: Path, lap: int, change) -> None:
 
 def test_a_run_written_in_format_1_reads_as_it_was(old_run: Path):
     laps = json.loads(ralph(old_run, "log", "--json").stdout)["laps"]
-    assert [(lap["lap"], lap["status"], lap["format"]) for lap in laps] == [(1, "green", 2), (2, "red", 2)]
+    assert [(lap["lap"], lap["status"], lap["format"]) for lap in laps] == [(1, "green", FORMAT), (2, "red", FORMAT)]
     assert "tests that passed now fail: tests/test_calc.py::test_add" in laps[1]["reason"]
     shown = ralph(old_run, "show", "2").stdout
     assert "interrupted" not in shown and "passing tests 2 → 1" in shown
@@ -46,9 +48,9 @@ def test_a_run_written_in_format_1_resumes_and_finishes(old_run: Path):
 
 def test_a_note_from_a_newer_ralph_is_named_and_the_run_not_resumed(old_run: Path):
     rewrite_note(old_run, 2, lambda text: json.dumps(dict(json.loads(text), format=99)))
-    expected = "the note of lap 2 was written by a newer ralph (format 99; this one reads up to 2)"
+    expected = f"the note of lap 2 was written by a newer ralph (format 99; this one reads up to {FORMAT})"
     assert expected in ralph(old_run, "show", "2").stdout
-    assert "upgrade ralph to read it" in ralph(old_run, "log").stdout
+    assert "ralph to read it" in ralph(old_run, "log").stdout  # the line cut to the width, its end kept
     result = ralph(old_run, "run", "--name", "old", "--max-laps", "3")
     assert result.returncode == 1 and expected in result.stderr and "upgrade ralph" in result.stderr
     assert git(old_run, "for-each-ref", "refs/ralph/old/laps/").count("\n") == 1  # no lap 3
@@ -57,12 +59,12 @@ def test_a_note_from_a_newer_ralph_is_named_and_the_run_not_resumed(old_run: Pat
 def test_a_run_record_from_a_newer_ralph_is_one_clear_line(old_run: Path):
     blob = git(old_run, "rev-parse", "refs/ralph/old/run")
     record = json.loads(git(old_run, "cat-file", "blob", blob))
-    (old_run.parent / "newer.json").write_text(json.dumps(dict(record, format=3)))
+    (old_run.parent / "newer.json").write_text(json.dumps(dict(record, format=FORMAT + 1)))
     newer = git(old_run, "hash-object", "-w", str(old_run.parent / "newer.json"))
     git(old_run, "update-ref", "refs/ralph/old/run", newer)
     result = ralph(old_run, "log")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "the record of run 'old' was written by a newer ralph (format 3" in result.stderr
+    assert f"the record of run 'old' was written by a newer ralph (format {FORMAT + 1}" in result.stderr
 
 
 def test_an_unreadable_note_says_why_instead_of_calling_it_a_crash(old_run: Path):

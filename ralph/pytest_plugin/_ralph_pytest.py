@@ -9,8 +9,9 @@ Every line names its session (process id and depth). Lines: {"session", "parent"
 {"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"deselected": id};
 and at the session's end {"setup": {...}}: the configuration file and its values, every plugin
 ever registered with a digest of its hook functions' code (conftests, `pytest_plugins`,
-installed ones; a plugin that unregisters itself is still counted), and the modules of the tree
-that were imported in front of another module of the same name.
+installed ones; a plugin that unregisters itself is still counted), the modules of the tree
+that were imported in front of another module of the same name, and modules imported from the
+user's own work tree (RALPH_PYTEST_USER_TREE).
 """
 
 import hashlib
@@ -91,6 +92,7 @@ def pytest_sessionfinish(session):
                 "values": values,
                 "plugins": dict((name, sorted(found)) for name, found in seen.items()),
                 "shadowing": _shadowing(),
+                "user_tree": _user_tree(),
             }
         }
     )
@@ -161,6 +163,19 @@ def _shadowing():
         if hidden is not None:
             found[name] = "{} over {}".format(_shown(origin), _shown(hidden))
     return found
+
+
+def _user_tree():
+    """Files of imported modules under RALPH_PYTEST_USER_TREE (the user's own checkout, not the
+    lap's tree): what an editable install or an absolute path in a config brings in."""
+    top = os.environ.get("RALPH_PYTEST_USER_TREE", "").rstrip(os.sep)
+    found = set()
+    for module in list(sys.modules.values()) if top else []:
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.abspath(path).startswith(top + os.sep):
+            if _shown(os.path.abspath(path)).startswith(os.sep):  # not the tree pytest runs in
+                found.add(os.path.abspath(path))
+    return sorted(found)[:10]
 
 
 def _origin(name, path):

@@ -1,0 +1,278 @@
+"""Lap environments: setup commands, ignored files kept in the reused workspace, `copy`, and
+checks that run the user's own checkout instead of the lap's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
+
+from ralph.config import load as load_config
+
+PY = sys.executable
+TODO = "# TODO\n- [ ] First\n- [ ] Second\n- [ ] Third\n"
+
+# Lap 1 ticks an item; lap 2 changes a setup input; lap 3 breaks it; lap 4 finishes.
+COUNTING_AGENT = r"""
+import os, pathlib
+lap = int(os.environ["RALPH_LAP"])
+todo = pathlib.Path("TODO.md")
+def tick(item):
+    todo.write_text(todo.read_text().replace(f"- [ ] {item}", f"- [x] {item}"))
+pathlib.Path("notes.txt").write_text(f"lap {lap}\n")
+if lap == 1:
+    tick("First")
+elif lap == 2:
+    pathlib.Path("requirements.txt").write_text("one\ntwo\n")
+    tick("Second")
+elif lap == 3:
+    pathlib.Path("requirements.txt").write_text("one\ntwo\nbroken\n")
+    tick("Third")
+else:
+    tick("Third")
+"""
+COUNTING_SETUP = (
+    "if grep -q broken requirements.txt; then echo 'no such package: broken' >&2; exit 1; fi; "
+    'echo made > .made-by-setup; echo "setup for lap $RALPH_LAP"'
+)
+
+
+def config(agent: str, checks: list[str], **sections: object) -> str:
+    data = {"goal": "Finish the job", "agent": {"kind": "command", "command": agent}, "checks": checks}
+    return json.dumps({**data, **sections})  # JSON is YAML
+
+
+def run_dir(repo: Path, run: str) -> Path:
+    return repo / ".git" / "ralph" / run
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_setup_runs_once_and_again_only_after_a_lap_changes_a_setup_input(tmp_path: Path, sandbox: str):
+    agent = tmp_path / "agent.py"
+    agent.write_text(COUNTING_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": TODO,
+            "PROGRESS.md": "",
+            "requirements.txt": "one\n",
+            ".gitignore": ".made-by-setup\n",
+            # The check needs what setup made: laps without a setup of their own still have it.
+            "ralph.yaml": config(f"{PY} {agent}", ["test -f .made-by-setup"], setup=[COUNTING_SETUP], sandbox=sandbox),
+        },
+    )
+    before = snapshot(repo)
+    result = ralph(repo, "run", "--name", "t")
+    assert result.returncode == 0, result.stdout + result.stderr
+    notes = lap_notes(repo, "t")
+    assert [note["status"] for note in notes] == ["green", "green", "red", "green"]
+    assert notes[2]["reason"].startswith("setup: setup `if grep -q broken")
+    assert "no such package: broken" in notes[2]["output_tail"]
+    # Setup ran for the baseline, for lap 2's changed input, for lap 3's broken one, and for lap 4,
+    # which starts again from lap 2's commit after lap 3's setup: never for lap 1.
+    ran = sorted(path.parent.name for path in run_dir(repo, "t").glob("*/setup-1.log"))
+    assert ran == ["baseline", "lap-2", "lap-3", "lap-4"]
+    assert (run_dir(repo, "t") / "lap-4" / "setup-1.log").read_text().strip() == "setup for lap 4"
+    assert all(note["prepare_s"] >= 0 for note in notes) and notes[3]["prepare_s"] > 0
+    # What setup made is no part of any lap's commit; the user's checkout is untouched.
+    assert ".made-by-setup" not in git(repo, "ls-tree", "-r", "--name-only", "ralph/t")
+    assert snapshot(repo) == before
+    assert ralph_workspaces(repo) == []
+
+
+def test_setup_failing_on_the_base_commit_is_one_clear_error(tmp_path: Path):
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": TODO,
+            "ralph.yaml": config(
+                "true", ["true"], setup=["echo resolving; echo 'E: lockfile out of date' >&2; exit 3"]
+            ),
+        },
+    )
+    before = snapshot(repo)
+    result = ralph(repo, "run")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == (
+        "ralph: setup `echo resolving; echo 'E: lockfile out of date' >&2; exit 3` failed (exit 3); its output ends:"
+    )
+    assert "E: lockfile out of date" in result.stderr and "Traceback" not in result.stderr
+    assert snapshot(repo) == before
+    assert ralph_workspaces(repo) == []
+
+
+COPY_AGENT = r"""
+import os, pathlib, subprocess
+lap = int(os.environ["RALPH_LAP"])
+assert pathlib.Path(".env").read_text() == "TOKEN=local\n", "the copied file is there, as the user has it"
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ] First", "- [x] First", 1) if lap == 1 else
+                todo.read_text().replace("- [ ] Second", "- [x] Second").replace("- [ ] Third", "- [x] Third"))
+pathlib.Path("work.txt").write_text(f"lap {lap}\n")
+pathlib.Path(".env").write_text("TOKEN=changed-by-the-lap\n")
+pathlib.Path("config").mkdir(exist_ok=True)
+pathlib.Path("config/app.env").write_text("changed too\n")
+# An agent that commits it on purpose, in its own git dir: ralph's commit holds the files, not its.
+subprocess.run(["git", "add", "-f", ".env"], check=False)
+"""
+
+
+def test_copied_files_reach_every_lap_as_the_user_has_them_and_are_never_committed(tmp_path: Path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(COPY_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": TODO,
+            "ralph.yaml": config(
+                f"{PY} {agent}",
+                ["grep -q TOKEN=local .env", "grep -q user config/app.env"],
+                copy=[".env", "config/app.env"],
+            ),
+        },
+    )
+    (repo / ".env").write_text("TOKEN=local\n")  # untracked, not even ignored: a user's secrets
+    (repo / "config").mkdir()
+    (repo / "config" / "app.env").write_text("user\n")
+    result = ralph(repo, "run", "--name", "c", "--allow-dirty")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [note["status"] for note in lap_notes(repo, "c")] == ["green", "green"]
+    for lap in (1, 2):
+        committed = git(repo, "ls-tree", "-r", "--name-only", f"refs/ralph/c/laps/{lap}")
+        assert ".env" not in committed.split() and "config/app.env" not in committed.split()
+    assert (repo / ".env").read_text() == "TOKEN=local\n"
+
+
+def test_copy_of_a_tracked_or_missing_file_is_refused(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"TODO.md": TODO, "ralph.yaml": config("true", ["true"], copy=["TODO.md"])})
+    result = ralph(repo, "run")
+    assert result.returncode == 1 and "copy: TODO.md is tracked by git" in result.stderr
+    repo = make_repo(tmp_path / "other", {"TODO.md": TODO, "ralph.yaml": config("true", ["true"], copy=[".env"])})
+    result = ralph(repo, "run")
+    assert result.returncode == 1 and "copy: .env is not in your work tree" in result.stderr
+    (repo / "ralph.yaml").write_text(config("true", ["true"], copy=["../secrets"]))
+    git(repo, "commit", "-qam", "escape")
+    result = ralph(repo, "run")
+    assert result.returncode == 1 and "copy: '../secrets' must be a path inside the repository" in result.stderr
+
+
+# In strict mode a lap that edits what setup made (its judge) cannot pass on the edit.
+TAMPERING_AGENT = r"""
+import pathlib
+pathlib.Path(".tools/judge.py").write_text("def verdict(): return True\n")
+pathlib.Path("planted.py").write_text("")  # an ignored file of the lap's
+pathlib.Path("work.txt").write_text("a claim of work\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_strict_keeps_what_setup_made_and_nothing_a_lap_changed_in_it(tmp_path: Path, strict: bool):
+    agent = tmp_path / "agent.py"
+    agent.write_text(TAMPERING_AGENT)
+    setup = "mkdir -p .tools && printf 'import calc\\ndef verdict(): return calc.ok()\\n' > .tools/judge.py"
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] Make calc.ok true\n",
+            "calc.py": "def ok():\n    return False\n",
+            ".gitignore": ".tools/\nplanted.py\n",
+            "ralph.yaml": config(
+                f"{PY} {agent}",
+                [f'{PY} -c \'import sys; sys.path[:0] = [".tools", "."]; import judge; assert judge.verdict()\''],
+                setup=[setup],
+                strict=strict,
+                limits={"max_laps": 1},
+            ),
+        },
+    )
+    result = ralph(repo, "run", "--name", "s")
+    note = lap_notes(repo, "s")[0]
+    if strict:  # setup ran again before the checks: the judge is setup's, not the lap's
+        assert result.returncode == 3 and note["checks"][0]["exit_code"] == 1, result.stdout + result.stderr
+        assert "planted.py" in note["removed_before_checks"]
+        assert sorted(path.parent.name for path in run_dir(repo, "s").glob("*/setup-1.log")) == ["baseline", "lap-1"]
+    else:  # without strict, ignored files are the lap's to change (README: strict)
+        assert result.returncode == 0 and note["checks"][0]["exit_code"] == 0, result.stdout + result.stderr
+
+
+# A src-layout package, installed in the user's own virtualenv with `pip install -e .`.
+SRC_LAYOUT = {
+    "pyproject.toml": '[project]\nname = "calc"\nversion = "0"\n[tool.setuptools.packages.find]\nwhere = ["src"]\n',
+    "src/calc/__init__.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    ".gitignore": ".venv/\n*.egg-info/\n__pycache__/\n",
+    "TODO.md": "- [ ] Fix calc.add\n",
+}
+FIXING_AGENT = r"""
+import pathlib
+source = pathlib.Path("src/calc/__init__.py")
+source.write_text(source.read_text().replace("a - b", "a + b"))
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+def make_venv(where: str) -> str:
+    """A shell command making a virtualenv at `where` (relative to where it runs) that sees this
+    interpreter's packages (pytest, pip; through a .pth, whether or not this one is a venv), then
+    installing the project there with `pip install -e .`: setuptools comes from the registry."""
+    packages = ":".join(path for path in sys.path if path.endswith("-packages"))
+    site = f"{where}/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    return (
+        f"{PY} -m venv --without-pip {where} && echo {packages} | tr : '\\n' > {site}/outer.pth && "
+        f"{where}/bin/python -m pip install -q --no-deps -e ."
+    )
+
+
+def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_workspace_fixes_it(tmp_path: Path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(FIXING_AGENT)
+    repo = make_repo(tmp_path / "repo", SRC_LAYOUT)
+    subprocess.run(make_venv(str(tmp_path / "users-venv")), shell=True, cwd=repo, check=True, capture_output=True)
+    users_python = tmp_path / "users-venv" / "bin" / "python"
+    (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", [f"{users_python} -m pytest -q"], limits={"max_laps": 1}))
+    git(repo, "add", "ralph.yaml")
+    git(repo, "commit", "-qm", "ralph")
+    result = ralph(repo, "run", "--name", "user-venv")
+    # The lap fixed calc in its workspace, but the check imported the user's, still broken.
+    assert result.returncode == 3, result.stdout + result.stderr
+    warning = f"ran code from your own work tree, not the lap's: {repo}/src/calc/__init__.py"
+    assert result.stderr.count(warning) == 1, result.stderr
+    assert "setup:" in result.stderr
+
+    # The README's Python setup: a venv made inside the lap workspace, the check run from it.
+    checks = [".venv/bin/python -m pytest -q"]
+    (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", checks, setup=[make_venv(".venv")]))
+    git(repo, "commit", "-qam", "setup in the workspace")
+    result = ralph(repo, "run", "--name", "own-venv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "own work tree" not in result.stderr
+    assert ".venv" not in git(repo, "ls-tree", "-r", "--name-only", "ralph/own-venv")
+
+
+@pytest.mark.parametrize(
+    "marker, setup, check",
+    [
+        (
+            "pyproject.toml",
+            ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'"],
+            ".venv/bin/python -m pytest -q",
+        ),
+        ("uv.lock", ["uv sync --frozen"], "uv run --frozen pytest -q"),
+        ("package.json", ["npm ci"], "npm test"),
+        ("Cargo.toml", [], "cargo test"),
+        ("README.md", [], "python -m pytest -q"),
+    ],
+)
+def test_init_suggests_setup_and_checks_for_what_the_repository_is(tmp_path: Path, marker, setup, check):
+    repo = make_repo(tmp_path / "repo", {marker: "", "pyproject.toml" if marker == "uv.lock" else marker: ""})
+    assert ralph(repo, "init").returncode == 0
+    written = load_config(repo / "ralph.yaml")
+    assert written.setup == setup and written.check_commands == [check]
