@@ -81,16 +81,19 @@ class RunContext:
     def prepare(self, commit: str, lap: int, log_dir: Path, for_checks: bool = False) -> list[str]:
         """The workspace at `commit`, its own git dir anew, set up; returns what was deleted.
 
-        Ignored files stay from lap to lap (venvs, node_modules, build caches); with `strict`,
-        those setup did not make are deleted before the checks, and if the lap changed one
-        setup made, the tree is emptied and set up again. Raises SetupFailed."""
+        Ignored files stay from lap to lap (venvs, node_modules, build caches). With `strict`,
+        those setup did not make are deleted before the checks, and setup runs from an emptied
+        tree: when a setup input changed, and when the lap changed a file setup made. Raises
+        SetupFailed."""
         workspace, config = self.workspace, self.config
         removed = workspace.checkout(commit)
+        setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs)
         if for_checks and config.strict:
             made, changed = workspace.remove_untrusted()
             removed += made
-            if changed:
-                workspace.empty()
+            setup = setup or bool(changed)
+        if setup and config.strict:  # from nothing: what a lap's build code left is setup's no more
+            workspace.empty()
         workspace.copy_in(self.top, config.copy_)
         workspace.fresh_lap_git(commit, keep_modules=False)
         # Submodules are checked out anew, as a clone would, from the commit's gitlinks: what a
@@ -102,7 +105,7 @@ class RunContext:
                 env=self.env,
                 jail=self.jail("setup", config.sandbox.network),
             )
-        if config.setup and workspace.needs_setup(commit, config.setup_inputs):
+        if setup:
             output = workspace.set_up(
                 config.setup,
                 commit,

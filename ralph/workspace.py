@@ -310,9 +310,9 @@ class Workspace:
             if not done.ok:
                 why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
                 raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
-        spared = [f"--exclude={pattern}" for pattern in _patterns(self.kept)]
+        spared = [f"--exclude={pattern}" for pattern in _patterns(self.copied)]
         made = self.git("ls-files", "-z", "-o", "--exclude-standard", "--directory", *spared).output
-        self.setup_made += tuple(path.rstrip("/") for path in made.split("\0") if path)
+        self.setup_made = tuple(path.rstrip("/") for path in made.split("\0") if path)
         self.setup_at = commit
         if remember:
             self.trusted = self.untracked()
