@@ -54,7 +54,7 @@ def bytecode_walk(folder: Path, files: int) -> tuple[float, float, float]:
         (sub / f"m{n}.{'pyc' if n % 4 == 0 else 'py'}").write_bytes(b"x")
     git(folder, "init", "-q")
     status = timed(git, folder, "status", "--porcelain", "-uall")[0]
-    return timed(remove_bytecode, folder)[0], timed(remove_bytecode, folder)[0], status
+    return timed(remove_bytecode, folder, set)[0], timed(remove_bytecode, folder, set)[0], status
 
 
 def listing(folder: Path, files: int) -> float:

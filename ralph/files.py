@@ -37,18 +37,21 @@ def _writable_and_again(function: Callable[..., object], path: str, _error: obje
         shutil.rmtree(path, onerror=_writable_and_again)
 
 
-def remove_bytecode(root: Path, keep: set[str]) -> None:
+def remove_bytecode(root: Path, keep: Callable[[], set[str]]) -> None:
     """Every `.pyc` file under `root`, in `__pycache__` folders or not, but those at the paths
-    in `keep` (committed ones, relative to `root`) and those in virtualenvs (a folder with a
-    pyvenv.cfg), node_modules and .git: a lap could leave bytecode that Python (and pytest,
-    for rewritten test modules) would run in place of a source it trusts as current."""
+    `keep()` gives (committed ones, relative to `root`; asked only if there is bytecode) and
+    those in virtualenvs (a folder with a pyvenv.cfg), node_modules and .git: a lap could leave
+    bytecode that Python (and pytest, for rewritten test modules) would run in place of a
+    source it trusts as current."""
+    found = []
     for folder, folders, files in os.walk(root):
         if "pyvenv.cfg" in files:
             folders.clear()
             continue
         folders[:] = [name for name in folders if name not in (".git", "node_modules")]
         cache = os.path.basename(folder) == "__pycache__"
-        for name in files:
-            path = Path(folder, name)
-            if (cache or name.endswith((".pyc", ".pyo"))) and path.relative_to(root).as_posix() not in keep:
-                remove_path(path)
+        found += [Path(folder, name) for name in files if cache or name.endswith((".pyc", ".pyo"))]
+    kept = keep() if found else set()
+    for path in found:
+        if path.relative_to(root).as_posix() not in kept:
+            remove_path(path)

@@ -148,10 +148,23 @@ def read_blob(cwd: Path, sha: str) -> str:
     return out(cwd, "cat-file", "blob", sha)
 
 
+_SHOWN: dict[tuple[Path, str, str], str | None] = {}  # (repository, object id, path): a lap reads each a few times
+_SHOWN_MAX = (64, 1 << 20)  # entries, and characters of the largest text kept
+
+
 def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = None) -> str | None:
-    """A file's text at a commit (`""`: the index), None when it is not there."""
+    """A file's text at a commit (`""`: the index), None when it is not there. What a full
+    object id holds never changes: those reads are kept (a few, none large)."""
+    key = (cwd, commit, path)
+    if key in _SHOWN:
+        return _SHOWN[key]
     result = run(cwd, "show", f"{commit}:{path}", check=False, env=env)
-    return result.output if result.ok else None
+    text = result.output if result.ok else None
+    if len(commit) == 40 and all(char in "0123456789abcdef" for char in commit) and len(text or "") <= _SHOWN_MAX[1]:
+        if len(_SHOWN) >= _SHOWN_MAX[0]:
+            del _SHOWN[next(iter(_SHOWN))]
+        _SHOWN[key] = text
+    return text
 
 
 def files_at(cwd: Path, commit: str) -> list[str]:

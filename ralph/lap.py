@@ -406,7 +406,7 @@ def _commit(
     workspace.verify()
     model = ctx.config.agent.model if agent.kind == "openai" else None
     refusal = None
-    if ctx.config.commit.verify:  # the hooks see the message the commit will have
+    if ctx.config.commit.verify and workspace.has_hooks():  # the hooks see the message the commit will have
         ticked, _ = _ticked(ctx, items_before, workspace.stage(state.green, timeout)[0])
         refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run_name, number, ticked, agent, model))
     tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them

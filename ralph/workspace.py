@@ -187,9 +187,21 @@ class Workspace:
         self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
         listing = self.git("clean", "-ffd", *_excluded(self.kept)).output
-        committed = self.git("ls-files", "-z", "--", ":(glob)**/*.py[co]", ":(glob)**/__pycache__/**").output
-        remove_bytecode(self.tree, keep=set(committed.split("\0")))  # caches left after the clean must not run
+        remove_bytecode(self.tree, keep=self._committed_bytecode)  # caches left after the clean must not run
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
+
+    def _committed_bytecode(self) -> set[str]:
+        listing = self.git("ls-files", "-z", "--", ":(glob)**/*.py[co]", ":(glob)**/__pycache__/**").output
+        return set(listing.split("\0"))
+
+    def has_hooks(self) -> bool:
+        """Whether the hooks folder the lap's git dir uses holds any hook (not a `.sample`)."""
+        folder = Path(self.hooks_path) if os.path.isabs(self.hooks_path) else self.tree / self.hooks_path
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return False
+        return any(not entry.name.endswith(".sample") and os.access(entry.path, os.X_OK) for entry in entries)
 
     def empty(self) -> None:
         """Every untracked file gone, ignored ones too: nothing setup or a lap made is trusted."""
