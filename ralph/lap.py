@@ -17,9 +17,10 @@ from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.checks import done as checks_done
 from ralph.config import Config
+from ralph.errors import RalphError
 from ralph.ledger import LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
-from ralph.workspace import SetupFailed, Workspace, hook_cache
+from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
 
@@ -82,9 +83,8 @@ class RunContext:
         """The workspace at `commit`, its own git dir anew, set up; returns what was deleted.
 
         Ignored files stay from lap to lap (venvs, node_modules, build caches). With `strict`,
-        those setup did not make are deleted before the checks, and setup runs from an emptied
-        tree: when a setup input changed, and when the lap changed a file setup made. Raises
-        SetupFailed."""
+        those setup did not make are deleted before the checks, and setup runs again (from an
+        emptied tree) when the lap changed a file setup made. Raises SetupFailed, CopyFailed."""
         workspace, config = self.workspace, self.config
         removed = workspace.checkout(commit)
         setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs)
@@ -92,7 +92,9 @@ class RunContext:
             made, changed = workspace.remove_untrusted()
             removed += made
             setup = setup or bool(changed)
-        if setup and config.strict:  # from nothing: what a lap's build code left is setup's no more
+        # Setup again at a lap's start follows a red lap's own setup, and with strict any setup
+        # runs from nothing: what one lap's build code left never counts as setup's for another.
+        if setup and (config.strict or not for_checks):
             workspace.empty()
         workspace.copy_in(self.top, config.copy_)
         workspace.fresh_lap_git(commit, keep_modules=False)
@@ -148,7 +150,13 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
     log_dir.mkdir(parents=True)
     started, started_at = time.monotonic(), now_iso()
-    ctx.prepare(state.green, number, log_dir)
+    try:
+        ctx.prepare(state.green, number, log_dir)
+    except SetupFailed as failed:
+        raise RalphError(
+            f"{failed.reason} on the last green commit {state.green[:10]}, before lap {number}: "
+            f"{ui.one_line(failed.output, 300)} — fix it (a network outage?), then `ralph run` resumes"
+        ) from None
     prepare_s = round(time.monotonic() - started, 3)
     crashpoint.reached("workspace")
     files, limits = ctx.config.files, ctx.config.limits
@@ -353,6 +361,8 @@ def _judge_lap(
         return Judged("red", "the lap's submodules cannot be checked out", str(failed), files_changed=changed)
     except SetupFailed as failed:  # a lockfile the lap broke
         return Judged("red", f"setup: {failed.reason}", failed.output, files_changed=changed)
+    except CopyFailed as failed:  # the lap made a file where a copied file's folder belongs
+        return Judged("red", str(failed), files_changed=changed)
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, report)

@@ -77,6 +77,10 @@ class SetupFailed(RalphError):
         self.reason, self.output = message, output
 
 
+class CopyFailed(RalphError):
+    """The commit leaves no room for a file `copy` names (a file where its folder should be)."""
+
+
 class WorkspaceTampered(RalphError):
     """A folder ralph made was replaced (by a symlink, say): ralph will not touch what it points at."""
 
@@ -91,8 +95,8 @@ class Workspace:
     # shows against it (every file the lap wrote has a new ctime), whatever the lap did to the
     # index file on disk.
     _checked_out: tuple[bytes, int] | None = None  # the bytes and the mtime (ns)
-    # Untracked paths that are the user's (`copy`) or setup's though no .gitignore ignores them:
-    # never staged, never cleaned.
+    # Untracked paths that are the user's (`copy`) or setup's (ignored or not): never staged,
+    # never cleaned but by `empty`.
     copied: tuple[str, ...] = ()
     setup_made: tuple[str, ...] = ()
     # For `strict`: the untracked files setup made, each by its stat data; before the checks
@@ -209,28 +213,30 @@ class Workspace:
         self.trusted, self.setup_at, self.setup_made = {}, None, ()
 
     def untracked(self) -> dict[str, tuple[int, ...]]:
-        """Every file in tree/ that the last checkout did not write (ignored, `kept`, a lap's),
-        with the stat data that shows any change: ctime, which no lap can set back."""
+        """Every file and folder in tree/ that the last checkout did not write (ignored, `kept`,
+        a lap's), with the stat data that shows a file's change: ctime, which no lap can set
+        back (a folder: what it is, not its times, which any file made in it changes)."""
         found: dict[str, tuple[int, ...]] = {}
-        listing = self.git("ls-files", "-z", "-o", "--directory").output
-        for entry in filter(None, listing.split("\0")):
-            top = self.tree / entry.rstrip("/")
-            walked = os.walk(top) if entry.endswith("/") else [(str(top.parent), [], [top.name])]
+        # Quoted names: a name that is not UTF-8 read back byte for byte, so it can be removed.
+        listing = self.git("-c", "core.quotePath=true", "ls-files", "-o", "--directory").output
+        for entry in map(_unquoted, filter(None, listing.split("\n"))):
+            top = os.path.join(self.tree, entry.rstrip("/"))
+            walked = os.walk(top) if entry.endswith("/") else [(os.path.dirname(top), [], [os.path.basename(top)])]
+            if entry.endswith("/"):
+                found[entry.rstrip("/")] = _identity_of(top, folder=True)
             for folder, folders, files in walked:
-                for name in files + [name for name in folders if os.path.islink(os.path.join(folder, name))]:
+                for name in folders:
                     path = os.path.join(folder, name)
-                    try:
-                        info = os.lstat(path)
-                    except OSError:
-                        continue
-                    relative = os.path.relpath(path, self.tree)
-                    found[relative] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+                    found[os.path.relpath(path, self.tree)] = _identity_of(path, folder=not os.path.islink(path))
+                for name in files:
+                    path = os.path.join(folder, name)
+                    found[os.path.relpath(path, self.tree)] = _identity_of(path, folder=False)
         return found
 
     def remove_untrusted(self) -> tuple[list[str], list[str]]:
         """Delete the untracked files setup did not make; returns them, and those setup made that
         were changed or deleted since (which cannot be put back: the caller empties the tree
-        and sets it up again)."""
+        and sets it up again), as names fit to show (a name's bytes that are no UTF-8 replaced)."""
         now = {path: info for path, info in self.untracked().items() if not _under(path, self.copied)}
         made = sorted(path for path in now if path not in self.trusted)
         for path in made:
@@ -238,7 +244,7 @@ class Workspace:
         changed = sorted(
             path for path, info in self.trusted.items() if now.get(path) != info and not _under(path, self.copied)
         )
-        return made, changed
+        return [_shown(path) for path in made], [_shown(path) for path in changed]
 
     def _index_as_checked_out(self) -> None:
         """Its mtime too: git trusts a file's stat data only when the file is older than the
@@ -255,8 +261,9 @@ class Workspace:
         self._index_as_checked_out()
         # A .gitignore the lap left untracked may ignore itself and what it sits beside (a
         # conftest.py): such files would be in no commit yet survive for the checks.
-        self.git("clean", "-ffdxq", "--", ":(glob)**/.gitignore")
-        kept = [f":(exclude,literal){path}" for path in self.kept]
+        # (Those setup made, a venv's own, stay.)
+        self.git("clean", "-ffdxq", *_excluded(self.kept), "--", ":(glob)**/.gitignore")
+        kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
         staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
@@ -264,6 +271,17 @@ class Workspace:
             refusal = (staged.stderr or staged.output).strip() or f"exit {staged.exit_code}"
             self.git("read-tree", parent)
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
+
+    def _unignored(self, paths: tuple[str, ...]) -> list[str]:
+        """Those of `paths` that the tree's ignore rules (as the lap left them) do not ignore: an
+        ignored one named in `git add` fails it, an unignored one not excluded would be staged."""
+        if not paths:
+            return []
+        done = self.git("check-ignore", "-z", "--stdin", input="".join(f"{path}\0" for path in paths), check=False)
+        if done.exit_code not in (0, 1):
+            raise git.GitFailed(["check-ignore"], done)
+        ignored = set(done.output.split("\0"))
+        return [path for path in paths if path not in ignored]
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
         return self.git(
@@ -280,7 +298,7 @@ class Workspace:
             if not os.path.exists(source):
                 raise RalphError(f"copy: {path} is not in your work tree ({top}) — create it or remove it from copy")
             if not _real_folders(self.tree, Path(path).parent):
-                raise RalphError(f"copy: a folder on the way to {path} in the lap workspace is not a real folder")
+                raise CopyFailed(f"copy: {path} cannot be copied in: a folder on its way is a file or a link")
             remove_path(target)
             if os.path.isdir(source):
                 shutil.copytree(source, target, symlinks=True)
@@ -323,8 +341,8 @@ class Workspace:
                 why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
                 raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
         spared = [f"--exclude={pattern}" for pattern in _patterns(self.copied)]
-        made = self.git("ls-files", "-z", "-o", "--exclude-standard", "--directory", *spared).output
-        self.setup_made = tuple(path.rstrip("/") for path in made.split("\0") if path)
+        made = self.git("-c", "core.quotePath=true", "ls-files", "-o", "--directory", *spared).output
+        self.setup_made = tuple(_unquoted(path).rstrip("/") for path in made.split("\n") if path)
         self.setup_at = commit
         if remember:
             self.trusted = self.untracked()
@@ -447,6 +465,43 @@ def _patterns(paths: tuple[str, ...]) -> list[str]:
 def _excluded(paths: tuple[str, ...]) -> list[str]:
     """`git clean` options that spare these paths."""
     return [option for pattern in _patterns(paths) for option in ("-e", pattern)]
+
+
+def _identity_of(path: str, folder: bool) -> tuple[int, ...]:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return ()
+    if folder:
+        return (info.st_mode, info.st_ino)
+    return (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _unquoted(name: str) -> str:
+    """A path as git prints it with core.quotePath (C-quoted, bytes as octal escapes), as the
+    file system's name (undecodable bytes kept as Python keeps them: surrogate escapes)."""
+    if not (len(name) > 1 and name.startswith('"') and name.endswith('"')):
+        return name
+    body, raw, index = name[1:-1], bytearray(), 0
+    while index < len(body):
+        if body[index] == "\\" and index + 1 < len(body):
+            if body[index + 1] in "01234567":
+                raw.append(int(body[index + 1 : index + 4], 8))
+                index += 4
+            else:
+                raw.append(_ESCAPES.get(body[index + 1], ord(body[index + 1])))
+                index += 2
+        else:
+            raw += body[index].encode()
+            index += 1
+    return os.fsdecode(bytes(raw))
+
+
+def _shown(path: str) -> str:
+    return os.fsencode(path).decode("utf-8", "replace")
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:

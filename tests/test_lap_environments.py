@@ -115,6 +115,8 @@ todo.write_text(todo.read_text().replace("- [ ] First", "- [x] First", 1) if lap
                 todo.read_text().replace("- [ ] Second", "- [x] Second").replace("- [ ] Third", "- [x] Third"))
 pathlib.Path("work.txt").write_text(f"lap {lap}\n")
 pathlib.Path(".env").write_text("TOKEN=changed-by-the-lap\n")
+if lap == 2:
+    pathlib.Path(".gitignore").write_text("!.env\n")  # un-ignored, to have it staged
 pathlib.Path("config").mkdir(exist_ok=True)
 pathlib.Path("config/app.env").write_text("changed too\n")
 # An agent that commits it on purpose, in its own git dir: ralph's commit holds the files, not its.
@@ -129,6 +131,7 @@ def test_copied_files_reach_every_lap_as_the_user_has_them_and_are_never_committ
         tmp_path / "repo",
         {
             "TODO.md": TODO,
+            ".gitignore": ".env\n",
             "ralph.yaml": config(
                 f"{PY} {agent}",
                 ["grep -q TOKEN=local .env", "grep -q user config/app.env"],
@@ -136,9 +139,9 @@ def test_copied_files_reach_every_lap_as_the_user_has_them_and_are_never_committ
             ),
         },
     )
-    (repo / ".env").write_text("TOKEN=local\n")  # untracked, not even ignored: a user's secrets
+    (repo / ".env").write_text("TOKEN=local\n")  # ignored, as a .env usually is
     (repo / "config").mkdir()
-    (repo / "config" / "app.env").write_text("user\n")
+    (repo / "config" / "app.env").write_text("user\n")  # not even ignored (so --allow-dirty)
     result = ralph(repo, "run", "--name", "c", "--allow-dirty")
     assert result.returncode == 0, result.stdout + result.stderr
     assert [note["status"] for note in lap_notes(repo, "c")] == ["green", "green"]
@@ -276,3 +279,102 @@ def test_init_suggests_setup_and_checks_for_what_the_repository_is(tmp_path: Pat
     assert ralph(repo, "init").returncode == 0
     written = load_config(repo / "ralph.yaml")
     assert written.setup == setup and written.check_commands == [check]
+
+
+# Lap 1 (red) makes setup plant a file no .gitignore ignores; the laps after it are honest.
+PLANTING_AGENT = r"""
+import os, pathlib
+if os.environ["RALPH_LAP"] == "1":
+    pathlib.Path("build.sh").write_text("echo building; echo cheat > cheat.txt\n")
+    pathlib.Path("a.py").write_text("raise SystemExit(1)\n")
+else:
+    todo = pathlib.Path("TODO.md")
+    todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+    pathlib.Path("notes.txt").write_text("honest\n")
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_what_a_red_laps_setup_planted_is_gone_before_the_next_lap(tmp_path: Path, strict: bool):
+    agent = tmp_path / "agent.py"
+    agent.write_text(PLANTING_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] Write notes\n",
+            "build.sh": "echo building\n",
+            "a.py": "",
+            "b.py": "import os\nassert os.path.exists('cheat.txt')\n",
+            "ralph.yaml": config(
+                f"{PY} {agent}",
+                [f"{PY} a.py", f"{PY} b.py"],
+                setup=["sh build.sh"],
+                setup_inputs=["build.sh"],
+                strict=strict,
+                limits={"max_laps": 2},
+            ),
+        },
+    )
+    result = ralph(repo, "run", "--name", "p")
+    notes = lap_notes(repo, "p")
+    assert [note["status"] for note in notes] == ["red", "green"], result.stdout + result.stderr
+    assert notes[1]["checks"][1]["exit_code"] == 1  # b.py: no cheat.txt for the honest lap
+    assert result.returncode == 3
+
+
+# Strict: what the lap plants where ignore rules let it hide, under names not even UTF-8.
+HIDING_AGENT = r"""
+import os, pathlib
+os.makedirs("build", exist_ok=True)
+open(b"\xff_planted", "w").write("planted")
+open(b"src/\xfe_planted", "w").write("planted")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+pathlib.Path("notes.txt").write_text("claimed\n")
+"""
+
+
+def test_strict_deletes_empty_folders_and_files_named_in_no_encoding(tmp_path: Path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(HIDING_AGENT)
+    probe = "import os, sys; sys.exit(0 if os.path.exists({}) else 1)"
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] Do it\n",
+            ".gitignore": "build/\n*_planted\n",
+            "src/keep.py": "",
+            "ralph.yaml": config(
+                f"{PY} {agent}",
+                [f'{PY} -c "{probe.format(name)}"' for name in ("'build'", "b'\\xff_planted'", "b'src/\\xfe_planted'")],
+                strict=True,
+                limits={"max_laps": 1},
+            ),
+        },
+    )
+    result = ralph(repo, "run", "--name", "h")
+    note = lap_notes(repo, "h")[0]
+    assert [check["exit_code"] for check in note["checks"]] == [1, 1, 1], result.stdout + result.stderr
+    assert result.returncode == 3
+
+
+def test_a_lap_that_leaves_no_room_for_a_copied_file_is_red(tmp_path: Path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import pathlib, shutil\nshutil.rmtree('conf')\npathlib.Path('conf').write_text('a file now')\n"
+        "todo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n"
+    )
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] Do it\n",
+            ".gitignore": ".env\n",
+            "conf/settings.py": "",
+            "ralph.yaml": config(f"{PY} {agent}", ["true"], copy=["conf/.env"], limits={"max_laps": 1}),
+        },
+    )
+    (repo / "conf" / ".env").write_text("TOKEN=1\n")
+    result = ralph(repo, "run", "--name", "room")
+    note = lap_notes(repo, "room")[0]
+    assert note["status"] == "red" and note["reason"].startswith("copy: conf/.env cannot be copied in")
+    assert result.returncode == 3, result.stdout + result.stderr
