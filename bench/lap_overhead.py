@@ -11,9 +11,13 @@ Laps run in-process (`ralph.loop.run(RunOptions(...))`), with `ralph.loop.run_la
 it starts. The breakdown comes from the lap notes (`ledger.load` reads them back):
 in-note overhead = duration_s - agent.duration_s - sum(checks[].duration_s); the rest of a
 lap's wall time (the workspace's checkout, writing the note and refs) happens outside duration_s.
-"bare git" is one worktree reused by hand, as ralph reuses its workspace: `checkout -f --detach`
-+ `clean -ffdx` + `git add` + `git commit`, on the same repository, run just before each of
-ralph's laps, so each pair shares the machine's mood. "checkout s" is ralph's `read-tree -u`. One real `ralph run` process per size gives the whole-process wall time; "fixed" is
+"bare git" is the same lap by hand with the git CLI, one worktree reused as ralph reuses its
+workspace: `checkout -f --detach` + `clean -fd` (ignored files kept, as ralph keeps them), the
+same agent command, `add -A`, `commit`, `update-ref`; it runs just before each of ralph's laps
+on the same repository, so each pair shares the machine's mood. "prepare s" is the lap note's
+prepare_s (ralph's reset of its workspace to the green commit); "git reset s" is the bare lap's
+checkout + clean, git's own floor for that step. "checkout s" is ralph's `read-tree -u` (both
+of a lap). One real `ralph run` process per size gives the whole-process wall time; "fixed" is
 that minus laps × the median lap: imports, config, the workspace's first checkout.
 """
 
@@ -21,13 +25,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from common import command_agent, git, make_repo, median, ralph_yaml, table, timed
+from common import TICK_ONE, command_agent, git, make_repo, median, ralph_yaml, table, timed
 
 import ralph.loop
 from ralph import ledger, proc, ui
@@ -39,16 +44,16 @@ BARE_NUMBERS = itertools.count()
 class LapClock:
     """Wall time and git processes of each lap, measured around ralph's own functions."""
 
-    def __init__(self, before_lap: Callable[[Path], float]) -> None:
+    def __init__(self, before_lap: Callable[[Path], tuple[float, float]]) -> None:
         self.laps: list[dict] = []
         self.current: dict | None = None
         run_lap, run_process = ralph.loop.run_lap, proc.run
 
         def timed_lap(ctx, state, number):
-            bare = before_lap(ctx.top)  # the control, just before the lap
+            bare, bare_reset = before_lap(ctx.top)  # the control, just before the lap
             self.current = {"git_n": 0, "git_s": 0.0, "add_s": 0.0}
             seconds, record = timed(run_lap, ctx, state, number)
-            self.laps.append(dict(self.current, wall=seconds, bare=bare))
+            self.laps.append(dict(self.current, wall=seconds, bare=bare, bare_reset=bare_reset))
             self.current = None
             return record
 
@@ -71,25 +76,35 @@ def ralph_laps(clock: LapClock, repo: Path, name: str, laps: int) -> list[dict]:
     assert all(note.status == "green" for note in notes), [note.reason for note in notes]
     for reading, note in zip(clock.laps, notes, strict=True):
         inside = note.agent.duration_s + sum(check.duration_s for check in note.checks)
-        reading.update(in_note=note.duration_s - inside, outside=reading["wall"] - note.duration_s)
+        reading.update(
+            in_note=note.duration_s - inside, outside=reading["wall"] - note.duration_s, prepare=note.prepare_s
+        )
     return clock.laps
 
 
-def bare_lap(repo: Path) -> float:
-    """What a lap needs from git at the least, done by hand: one reused worktree, reset, a commit."""
+def bare_lap(repo: Path) -> tuple[float, float]:
+    """A lap done by hand with the git CLI, as the shortest script would: one reused worktree
+    reset to the line's tip (`checkout -f --detach`, `clean -fd`: ignored files kept, as ralph
+    keeps them), the same agent command, `add -A`, `commit`, `update-ref`. Returns the whole
+    lap's seconds and those of its reset (git's floor for ralph's `prepare_s`)."""
     number = next(BARE_NUMBERS)
-    worktree = repo.parent / "bare"
+    worktree = repo.parent / f"bare-{repo.name}"  # one per repository measured
+    if not worktree.exists():
+        git(repo, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
+        git(repo, "update-ref", "refs/bare/line", "HEAD")
 
-    def by_hand() -> None:
-        if not worktree.exists():
-            git(repo, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
-        git(worktree, "checkout", "-q", "-f", "--detach", "main")
-        git(worktree, "clean", "-q", "-ffdx")
-        (worktree / "work.txt").write_text(f"{number}\n")
+    def reset() -> None:
+        git(worktree, "checkout", "-q", "-f", "--detach", "refs/bare/line")
+        git(worktree, "clean", "-q", "-fd")
+
+    def rest() -> None:
+        subprocess.run(["sh", "-c", TICK_ONE], cwd=worktree, check=True, env=dict(os.environ, RALPH_LAP=str(number)))
         git(worktree, "add", "-A")
         git(worktree, "commit", "-q", "-m", f"bare {number}")
+        git(worktree, "update-ref", "refs/bare/line", "HEAD")
 
-    return timed(by_hand)[0]
+    reset_s = timed(reset)[0]
+    return reset_s + timed(rest)[0], reset_s
 
 
 def process_wall(repo: Path, name: str, laps: int) -> float:
@@ -102,10 +117,14 @@ def process_wall(repo: Path, name: str, laps: int) -> float:
 def summary(readings: list[dict]) -> list:
     """Medians of one group of laps, in the column order of COLUMNS."""
     lap, bare = median(r["wall"] for r in readings), median(r["bare"] for r in readings)
+    prepare, bare_reset = median(r["prepare"] for r in readings), median(r["bare_reset"] for r in readings)
     return [
         lap,
         bare,
-        f"{lap / bare:.1f}×",
+        f"{lap / bare:.2f}×",
+        prepare,
+        bare_reset,
+        f"{prepare / bare_reset:.2f}×",
         median(r["add_s"] for r in readings),
         median(r["git_n"] for r in readings),
         median(r["git_s"] - r["add_s"] for r in readings),
@@ -118,6 +137,9 @@ COLUMNS = [
     "ralph lap s",
     "bare git s",
     "ralph/bare",
+    "prepare s",
+    "git reset s",
+    "prepare/reset",
     "checkout s",
     "git procs",
     "other git s",

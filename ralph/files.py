@@ -37,21 +37,25 @@ def _writable_and_again(function: Callable[..., object], path: str, _error: obje
         shutil.rmtree(path, onerror=_writable_and_again)
 
 
-def remove_bytecode(root: Path, keep: Callable[[], set[str]]) -> None:
-    """Every `.pyc` file under `root`, in `__pycache__` folders or not, but those at the paths
-    `keep()` gives (committed ones, relative to `root`; asked only if there is bytecode) and
-    those in virtualenvs (a folder with a pyvenv.cfg), node_modules and .git: a lap could leave
-    bytecode that Python (and pytest, for rewritten test modules) would run in place of a
-    source it trusts as current."""
-    found = []
-    for folder, folders, files in os.walk(root):
-        if "pyvenv.cfg" in files:
-            folders.clear()
-            continue
-        folders[:] = [name for name in folders if name not in (".git", "node_modules")]
-        cache = os.path.basename(folder) == "__pycache__"
-        found += [Path(folder, name) for name in files if cache or name.endswith((".pyc", ".pyo"))]
-    kept = keep() if found else set()
-    for path in found:
-        if path.relative_to(root).as_posix() not in kept:
-            remove_path(path)
+BYTECODE = (":(glob)**/*.py[co]", ":(glob)**/__pycache__/**")  # pathspecs of what Python may run in place of a source
+
+
+def remove_bytecode(root: Path, untracked: list[str]) -> None:
+    """Delete bytecode files (`untracked`: relative to `root`, found with BYTECODE) but those in
+    virtualenvs (a folder with a pyvenv.cfg above them), node_modules and .git: a lap could
+    leave bytecode that Python (and pytest, for rewritten test modules) would run in place of a
+    source it trusts as current. Committed bytecode is no lap's to leave: it is not untracked."""
+    spared: dict[Path, bool] = {}
+
+    def in_environment(folder: Path) -> bool:
+        if folder not in spared:
+            spared[folder] = folder != root and (
+                folder.name in ("node_modules", ".git")
+                or (folder / "pyvenv.cfg").is_file()
+                or in_environment(folder.parent)
+            )
+        return spared[folder]
+
+    for path in untracked:
+        if not in_environment((root / path).parent):
+            remove_path(root / path)

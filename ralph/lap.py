@@ -86,7 +86,8 @@ class RunContext:
         those setup did not make are deleted before the checks, and setup runs again (from an
         emptied tree) when the lap changed a file setup made. Raises SetupFailed, CopyFailed."""
         workspace, config = self.workspace, self.config
-        removed = workspace.checkout(commit)
+        # Bytecode matters to the checks only: the agent runs whatever it likes anyway.
+        removed = workspace.checkout(commit, bytecode=for_checks)
         setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs)
         if for_checks and config.strict:
             made, changed = workspace.remove_untrusted()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ralph import crashpoint, git, proc
 from ralph.errors import RalphError
-from ralph.files import remove_bytecode, remove_path
+from ralph.files import BYTECODE, remove_bytecode, remove_path
 from ralph.sandbox import Jail
 
 # ralph's git on the lap's files: the stat data in its own index is trusted only with ctime,
@@ -181,22 +181,20 @@ class Workspace:
             env=env,
         )
 
-    def checkout(self, commit: str) -> list[str]:
+    def checkout(self, commit: str, bytecode: bool = True) -> list[str]:
         """Make tree/'s tracked files exactly what `commit` holds: every file that differs from
         the last checkout or that anything wrote since is written anew from its blob (so no
         encoding, ident or eol trick leaves bytes the commit does not hold); untracked files
-        removed but ignored ones and `kept`. Costs in proportion to what changed. Returns what
-        was deleted."""
+        removed but ignored ones and `kept`, and, with `bytecode`, the bytecode Python could run
+        in place of a source. Costs in proportion to what changed. Returns what was deleted."""
         self._index_as_checked_out()
         self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
         listing = self.git("clean", "-ffd", *_excluded(self.kept)).output
-        remove_bytecode(self.tree, keep=self._committed_bytecode)  # caches left after the clean must not run
+        if bytecode:  # left after the clean (ignored, or setup's): it must not run in place of a source
+            listing = self.git("-c", "core.quotePath=true", "ls-files", "-o", "--", *BYTECODE).output
+            remove_bytecode(self.tree, [_unquoted(line) for line in listing.splitlines() if line])
         return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
-
-    def _committed_bytecode(self) -> set[str]:
-        listing = self.git("ls-files", "-z", "--", ":(glob)**/*.py[co]", ":(glob)**/__pycache__/**").output
-        return set(listing.split("\0"))
 
     def has_hooks(self) -> bool:
         """Whether the hooks folder the lap's git dir uses holds any hook (not a `.sample`)."""
