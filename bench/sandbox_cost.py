@@ -5,9 +5,9 @@
 
 Per size, `ralph run` laps (in-process `ralph.loop.run`, command agent that ticks one item,
 check `true`) with `sandbox: auto` (bubblewrap) and `sandbox: off`, the two modes taking turns
-run after run so both see the same machine. A lap runs four sandboxed commands (agent, the
-commit's `git add` and `git commit`, the check), so the sandbox's share of a lap is about
-four bubblewrap start-ups. "first lap" is the lap that also fills the workspace (a full
+run after run so both see the same machine. A lap runs two sandboxed commands (the agent and
+the check; the commit's `git add` and `git commit` too when the repository has commit hooks),
+so the sandbox's share of a lap is about two bubblewrap start-ups. "first lap" is the lap that also fills the workspace (a full
 checkout of the tree, once per `ralph run`); later laps reuse it. The micro rows time
 `bwrap ... /bin/true` against `/bin/sh -c true` alone.
 """
