@@ -169,6 +169,7 @@ def _start(ctx: RunContext) -> RunState:
     log_dir.mkdir(exist_ok=True)
     _warn_unmatched_patterns(ctx, base)
     _refuse_bad_copy(ctx)
+    _warn_outside_environments(ctx)
     ctx.prepare(base, 0, log_dir)
     baseline = ctx.check(log_dir)
     ui.baseline(baseline)
@@ -198,6 +199,21 @@ def _warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
     for pattern in own:
         if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
             ui.warn(f"protect: '{pattern}' matches no file at the run's start")
+
+
+def _warn_outside_environments(ctx: RunContext) -> None:
+    """A setup command that runs a virtualenv's program by its absolute path installs into that
+    environment, outside the lap workspace (yours, with the lap's code in it)."""
+    for command in ctx.config.setup:
+        for word in sandbox.words(command):
+            path = Path(word)
+            if path.is_absolute() and any((folder / "pyvenv.cfg").is_file() for folder in path.parents):
+                ui.warn(
+                    f"setup `{command}` runs {word}, of a virtualenv outside the lap workspace: it would "
+                    "install the lap's code there — make the environment inside the workspace "
+                    "(README: Lap environments)"
+                )
+                return
 
 
 def _refuse_bad_copy(ctx: RunContext) -> None:

@@ -99,7 +99,7 @@ def _dns_config() -> Path:
 def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:
     """What a sandboxed command needs to see: the given paths, the absolute paths its commands
     name, the folders on PATH, Python's prefixes and HOME."""
-    named = [Path(word) for command in commands for word in _words(command) if word.startswith("/")]
+    named = [Path(word) for command in commands for word in words(command) if word.startswith("/")]
     found = [
         *paths,
         *named,
@@ -111,7 +111,7 @@ def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Pa
     return tuple(dict.fromkeys(Path(os.path.abspath(path)) for path in found if path.is_absolute()))
 
 
-def _words(command: str) -> list[str]:
+def words(command: str) -> list[str]:
     try:
         return shlex.split(command)
     except ValueError:

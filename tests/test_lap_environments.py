@@ -250,6 +250,13 @@ def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_works
     assert result.stderr.count(warning) == 1, result.stderr
     assert "setup:" in result.stderr
 
+    # A setup that installs with the user's own venv would put the lap's code there: said at start.
+    setup = f"{users_python} -m pip install -q -e ."
+    (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", ["true"], setup=[setup], sandbox="off"))
+    git(repo, "commit", "-qam", "setup into the user's venv")
+    result = ralph(repo, "run", "--name", "into-user-venv", "--max-laps", "1")
+    assert f"runs {users_python}, of a virtualenv outside the lap workspace" in result.stderr
+
     # The README's Python setup: a venv made inside the lap workspace, the check run from it.
     checks = [".venv/bin/python -m pytest -q"]
     (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", checks, setup=[make_venv(".venv")]))
