@@ -185,7 +185,9 @@ class Config(Section):
         default_factory=lambda: list(DEFAULT_PROTECT),
         description="Globs a lap may add to but not modify or delete; [] turns it off.",
     )
-    strict: bool = Field(False, description="Delete ignored files from the lap's work tree before the checks.")
+    strict: bool = Field(
+        False, description="Delete the ignored files setup did not make from the lap's tree before the checks."
+    )
     env: EnvConfig = Field(default_factory=EnvConfig)
     setup: list[str] = Field(
         default_factory=list,

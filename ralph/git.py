@@ -149,7 +149,8 @@ def read_blob(cwd: Path, sha: str) -> str:
 
 
 _SHOWN: dict[tuple[Path, str, str], str | None] = {}  # (repository, object id, path): a lap reads each a few times
-_SHOWN_MAX = (64, 1 << 20)  # entries, and characters of the largest text kept
+_SHOWN_ENTRIES = 64
+_SHOWN_LARGEST = 1 << 20  # characters: a larger text is read again when asked for
 
 
 def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = None) -> str | None:
@@ -160,8 +161,11 @@ def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = No
         return _SHOWN[key]
     result = run(cwd, "show", f"{commit}:{path}", check=False, env=env)
     text = result.output if result.ok else None
-    if len(commit) == 40 and all(char in "0123456789abcdef" for char in commit) and len(text or "") <= _SHOWN_MAX[1]:
-        if len(_SHOWN) >= _SHOWN_MAX[0]:
+    # Kept: a text, or that the path is not there; never a failure of another kind (a timeout).
+    known = result.ok or "does not exist in" in result.stderr or "exists on disk, but not in" in result.stderr
+    immutable = len(commit) == 40 and all(char in "0123456789abcdef" for char in commit)
+    if known and immutable and len(text or "") <= _SHOWN_LARGEST:
+        if len(_SHOWN) >= _SHOWN_ENTRIES:
             del _SHOWN[next(iter(_SHOWN))]
         _SHOWN[key] = text
     return text

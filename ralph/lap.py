@@ -83,21 +83,29 @@ class RunContext:
         """The workspace at `commit`, its own git dir anew, set up; returns what was deleted.
 
         Ignored files stay from lap to lap (venvs, node_modules, build caches). With `strict`,
-        those setup did not make are deleted before the checks, and setup runs again (from an
-        emptied tree) when the lap changed a file setup made. Raises SetupFailed, CopyFailed."""
+        every untracked file setup did not make is deleted at a lap's start and again before
+        its checks (what goes then is the lap's), and setup runs again when something changed
+        a file it made. Setup that runs at a lap's start (after a red lap's own) or with
+        `strict` starts from an emptied tree: what one lap's build code left never counts as
+        setup's for another. Raises SetupFailed, and CopyFailed before the checks."""
         workspace, config = self.workspace, self.config
         # Bytecode matters to the checks only: the agent runs whatever it likes anyway.
         removed = workspace.checkout(commit, bytecode=for_checks)
-        setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs)
-        if for_checks and config.strict:
-            made, changed = workspace.remove_untrusted()
-            removed += made
+        setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks)
+        if config.strict:
+            untrusted, changed = workspace.remove_untrusted()
+            removed += untrusted if for_checks else []
             setup = setup or bool(changed)
-        # Setup again at a lap's start follows a red lap's own setup, and with strict any setup
-        # runs from nothing: what one lap's build code left never counts as setup's for another.
         if setup and (config.strict or not for_checks):
             workspace.empty()
-        workspace.copy_in(self.top, config.copy_)
+        try:
+            workspace.copy_in(self.top, config.copy_)
+        except CopyFailed:
+            if for_checks:
+                raise
+            workspace.empty()  # a red lap's ignored file where a copied file's folder belongs
+            workspace.copy_in(self.top, config.copy_)
+            setup = bool(config.setup)
         workspace.fresh_lap_git(commit, keep_modules=False)
         # Submodules are checked out anew, as a clone would, from the commit's gitlinks: what a
         # lap left in them, or planted in their git dirs, is gone before anything runs there.
@@ -109,18 +117,31 @@ class RunContext:
                 jail=self.jail("setup", config.sandbox.network),
             )
         if setup:
-            output = workspace.set_up(
-                config.setup,
-                commit,
-                env=dict(self.env, RALPH_RUN=self.run_name, RALPH_LAP=str(lap)),
-                timeout=config.limits.setup_timeout,
-                log_dir=log_dir,
-                jail=self.jail("setup", config.sandbox.network),
-                remember=config.strict,
-            )
-            workspace.fresh_lap_git(commit)  # its exclude file now names what setup made
-            self.warn_user_code("setup", output)
+            self._set_up(commit, lap, log_dir, for_checks)
         return removed
+
+    def _set_up(self, commit: str, lap: int, log_dir: Path, for_checks: bool) -> None:
+        workspace, config = self.workspace, self.config
+        output, rewrote = workspace.set_up(
+            config.setup,
+            commit,
+            env=dict(self.env, RALPH_RUN=self.run_name, RALPH_LAP=str(lap)),
+            timeout=config.limits.setup_timeout,
+            log_dir=log_dir,
+            jail=self.jail("setup", config.sandbox.network),
+            for_lap=for_checks,
+            remember=config.strict,
+        )
+        if rewrote:  # the checks judge the commit, not what setup made of its files
+            workspace.checkout(commit, bytecode=for_checks)
+            if "setup rewrote" not in self.warned:
+                self.warned.add("setup rewrote")
+                ui.warn(
+                    f"setup changed files git tracks ({', '.join(rewrote[:3])}); ralph put them back so "
+                    "laps and checks see the commit's — prefer commands that leave them (npm ci, uv sync --frozen)"
+                )
+        workspace.write_excludes()  # now naming what setup made
+        self.warn_user_code("setup", output)
 
     def warn_user_code(self, what: str, output: str, modules: Sequence[str] = ()) -> None:
         """Once per run and command: `what` ran code from the user's own work tree, not the lap's."""
@@ -355,7 +376,8 @@ def _judge_lap(
         ctx.top, state.green, commit, changes, ctx.config.protect, files.todo, files.progress, state.record.base
     )
     # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
-    # index, which no lap writes), nothing untracked, and with strict nothing ignored either.
+    # index, which no lap writes), nothing untracked but ignored files, and with strict nothing
+    # but what setup made.
     try:
         removed = ctx.prepare(commit, number, log_dir, for_checks=True)
     except git.SubmodulesFailed as failed:  # the lap's gitlinks or .gitmodules lead nowhere

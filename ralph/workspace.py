@@ -103,6 +103,7 @@ class Workspace:
     # every other untracked file is deleted.
     trusted: dict[str, tuple[int, ...]] = field(default_factory=dict)
     setup_at: str | None = None  # the commit setup last ran on; None: not since the tree was emptied
+    setup_for_lap: bool = False  # ... before a lap's checks, and that lap has not become the green commit
     _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
 
     @property
@@ -190,11 +191,15 @@ class Workspace:
         self._index_as_checked_out()
         self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
-        listing = self.git("clean", "-ffd", *_excluded(self.kept)).output
+        cleaned = self.git("clean", "-ffd", *_excluded(self.kept)).output
         if bytecode:  # left after the clean (ignored, or setup's): it must not run in place of a source
-            listing = self.git("-c", "core.quotePath=true", "ls-files", "-o", "--", *BYTECODE).output
-            remove_bytecode(self.tree, [_unquoted(line) for line in listing.splitlines() if line])
-        return [line.removeprefix("Removing ") for line in listing.splitlines() if line.startswith("Removing ")]
+            remove_bytecode(self.tree, self._untracked_listed("--", *BYTECODE))
+        return [line.removeprefix("Removing ") for line in cleaned.splitlines() if line.startswith("Removing ")]
+
+    def _untracked_listed(self, *args: str) -> list[str]:
+        """`git ls-files -o ARGS`, names read back byte for byte (quoted by git, no UTF-8 needed)."""
+        listing = self.git("-c", "core.quotePath=true", "ls-files", "-o", *args).output
+        return [_unquoted(line) for line in listing.splitlines() if line]
 
     def has_hooks(self) -> bool:
         """Whether the hooks folder the lap's git dir uses holds any hook (not a `.sample`)."""
@@ -215,9 +220,7 @@ class Workspace:
         a lap's), with the stat data that shows a file's change: ctime, which no lap can set
         back (a folder: what it is, not its times, which any file made in it changes)."""
         found: dict[str, tuple[int, ...]] = {}
-        # Quoted names: a name that is not UTF-8 read back byte for byte, so it can be removed.
-        listing = self.git("-c", "core.quotePath=true", "ls-files", "-o", "--directory").output
-        for entry in map(_unquoted, filter(None, listing.split("\n"))):
+        for entry in self._untracked_listed("--directory"):
             top = os.path.join(self.tree, entry.rstrip("/"))
             walked = os.walk(top) if entry.endswith("/") else [(os.path.dirname(top), [], [os.path.basename(top)])]
             if entry.endswith("/"):
@@ -232,17 +235,20 @@ class Workspace:
         return found
 
     def remove_untrusted(self) -> tuple[list[str], list[str]]:
-        """Delete the untracked files setup did not make; returns them, and those setup made that
-        were changed or deleted since (which cannot be put back: the caller empties the tree
-        and sets it up again), as names fit to show (a name's bytes that are no UTF-8 replaced)."""
+        """Delete the untracked files and folders setup did not make; returns them (a folder,
+        not also what was in it), and those setup made that were changed or deleted since
+        (which cannot be put back: the caller empties the tree and sets it up again), as names
+        fit to show (bytes that are no UTF-8 replaced)."""
         now = {path: info for path, info in self.untracked().items() if not _under(path, self.copied)}
-        made = sorted(path for path in now if path not in self.trusted)
-        for path in made:
+        untrusted = sorted(path for path in now if path not in self.trusted)
+        for path in untrusted:
             remove_path(self.tree / path)
         changed = sorted(
             path for path, info in self.trusted.items() if now.get(path) != info and not _under(path, self.copied)
         )
-        return [_shown(path) for path in made], [_shown(path) for path in changed]
+        found = set(untrusted)
+        tops = [path for path in untrusted if os.path.dirname(path) not in found]
+        return [_shown(path) for path in tops], [_shown(path) for path in changed]
 
     def _index_as_checked_out(self) -> None:
         """Its mtime too: git trusts a file's stat data only when the file is older than the
@@ -304,16 +310,21 @@ class Workspace:
                 shutil.copy2(source, target)
         self.copied = tuple(paths)
 
-    def needs_setup(self, commit: str, inputs: list[str]) -> bool:
-        """Whether setup must run for `commit`: never run in this tree, or a file it installs
-        from differs from the commit it last ran on."""
+    def needs_setup(self, commit: str, inputs: list[str], for_checks: bool) -> bool:
+        """Whether setup must run for `commit`: never run in this tree; at a lap's start, last run
+        for a lap that did not become this commit (a red lap's own environment); or a file it
+        installs from differs from the commit it last ran on."""
         if self.setup_at is None:
             return True
         if self.setup_at == commit:
+            self.setup_for_lap = self.setup_for_lap and for_checks  # at a lap's start: it is green's
             return False
-        specs = [f":(glob){pattern}" if "/" in pattern else f":(glob)**/{pattern}" for pattern in inputs]
-        changed = self.git("diff", "--name-only", "--no-renames", self.setup_at, commit, "--", *specs).output
-        return bool(specs) and bool(changed.strip())
+        if self.setup_for_lap and not for_checks:
+            return True
+        specs = [_input_spec(pattern) for pattern in inputs]
+        if not specs:
+            return False
+        return bool(self.git("diff", "--name-only", "--no-renames", self.setup_at, commit, "--", *specs).output.strip())
 
     def set_up(
         self,
@@ -324,11 +335,13 @@ class Workspace:
         timeout: float,
         log_dir: Path,
         jail: Jail | None,
+        for_lap: bool = False,
         remember: bool = False,
-    ) -> str:
-        """Run the setup commands in tree/, in order; returns their output. What they leave that
-        no .gitignore ignores is kept out of lap commits and cleans; with `remember`, every
-        untracked file is noted as setup's (strict). Raises SetupFailed."""
+    ) -> tuple[str, list[str]]:
+        """Run the setup commands in tree/, in order (`for_lap`: on a lap's commit, before its
+        checks); returns their output and the tracked files they changed. What they leave
+        untracked is kept out of lap commits and cleans; with `remember`, it is all noted as
+        setup's, by its stat data (strict). Raises SetupFailed."""
         self.setup_at = None
         outputs = []
         for index, command in enumerate(commands, 1):
@@ -339,12 +352,17 @@ class Workspace:
                 why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
                 raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
         spared = [f"--exclude={pattern}" for pattern in _patterns(self.copied)]
-        made = self.git("-c", "core.quotePath=true", "ls-files", "-o", "--directory", *spared).output
-        self.setup_made = tuple(_unquoted(path).rstrip("/") for path in made.split("\n") if path)
-        self.setup_at = commit
+        self.setup_made = tuple(path.rstrip("/") for path in self._untracked_listed("--directory", *spared))
+        self.setup_at, self.setup_for_lap = commit, for_lap
         if remember:
             self.trusted = self.untracked()
-        return "\n".join(outputs)
+        rewrote = self.git("diff-files", "--name-only", "-z").output  # (written anew, even if the same)
+        return "\n".join(outputs), [path for path in rewrote.split("\0") if path]
+
+    def write_excludes(self) -> None:
+        """The lap's git dir ignores the user's copied files and what setup made: no part of any
+        commit, the agent's own included (nor seen by the hooks, which would judge a .env)."""
+        (self.lap_git / "info" / "exclude").write_text("".join(f"{pattern}\n" for pattern in _patterns(self.kept)))
 
     # --- the lap's own git dir ----------------------------------------------------------
 
@@ -365,9 +383,7 @@ class Workspace:
         (lap_git / "HEAD").write_text(head + "\n")
         (lap_git / "objects/info/alternates").write_text(f"{self.common_dir / 'objects'}\n")
         (lap_git / "config").write_text(self._lap_config())
-        # The user's copied files and what setup made are no part of any commit, the agent's own
-        # included (nor seen by the hooks, which would judge a .env)
-        (lap_git / "info/exclude").write_text("".join(f"{pattern}\n" for pattern in _patterns(self.kept)))
+        self.write_excludes()
         shallow = self.common_dir / "shallow"
         if shallow.is_file():
             shutil.copyfile(shallow, lap_git / "shallow")
@@ -496,6 +512,13 @@ def _unquoted(name: str) -> str:
             raw += body[index].encode()
             index += 1
     return os.fsdecode(bytes(raw))
+
+
+def _input_spec(pattern: str) -> str:
+    """A `setup_inputs` glob as a pathspec: `/x` and `a/x` from the top, `x` at any depth."""
+    if pattern.startswith("/"):
+        return f":(glob){pattern.lstrip('/')}"
+    return f":(glob){pattern}" if "/" in pattern else f":(glob)**/{pattern}"
 
 
 def _shown(path: str) -> str:
