@@ -50,10 +50,20 @@ def run_dir(repo: Path, run: str) -> Path:
     return repo / ".git" / "ralph" / run
 
 
+def setup_ran(repo: Path, run: str) -> list[str]:
+    """The baseline's and laps' folders holding a setup log: where setup ran."""
+    return sorted(path.parent.name for path in run_dir(repo, run).glob("*/setup-1.log"))
+
+
+def agent_command(tmp_path: Path, source: str) -> str:
+    """The command running the agent script `source` (written beside the repository)."""
+    (tmp_path / "agent.py").write_text(source)
+    return f"{PY} {tmp_path / 'agent.py'}"
+
+
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_setup_runs_once_and_again_only_after_a_lap_changes_a_setup_input(tmp_path: Path, sandbox: str):
-    agent = tmp_path / "agent.py"
-    agent.write_text(COUNTING_AGENT)
+    agent = agent_command(tmp_path, COUNTING_AGENT)
     repo = make_repo(
         tmp_path / "repo",
         {
@@ -62,7 +72,7 @@ def test_setup_runs_once_and_again_only_after_a_lap_changes_a_setup_input(tmp_pa
             "requirements.txt": "one\n",
             ".gitignore": ".made-by-setup\n",
             # The check needs what setup made: laps without a setup of their own still have it.
-            "ralph.yaml": config(f"{PY} {agent}", ["test -f .made-by-setup"], setup=[COUNTING_SETUP], sandbox=sandbox),
+            "ralph.yaml": config(agent, ["test -f .made-by-setup"], setup=[COUNTING_SETUP], sandbox=sandbox),
         },
     )
     before = snapshot(repo)
@@ -74,7 +84,7 @@ def test_setup_runs_once_and_again_only_after_a_lap_changes_a_setup_input(tmp_pa
     assert "no such package: broken" in notes[2]["output_tail"]
     # Setup ran for the baseline, for lap 2's changed input, for lap 3's broken one, and for lap 4,
     # which starts again from lap 2's commit after lap 3's setup: never for lap 1.
-    ran = sorted(path.parent.name for path in run_dir(repo, "t").glob("*/setup-1.log"))
+    ran = setup_ran(repo, "t")
     assert ran == ["baseline", "lap-2", "lap-3", "lap-4"]
     assert (run_dir(repo, "t") / "lap-4" / "setup-1.log").read_text().strip() == "setup for lap 4"
     assert notes[3]["prepare_s"] > 0  # lap 4 set the workspace up again before it started
@@ -125,15 +135,14 @@ subprocess.run(["git", "add", "-f", ".env"], check=False)
 
 
 def test_copied_files_reach_every_lap_as_the_user_has_them_and_are_never_committed(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(COPY_AGENT)
+    agent = agent_command(tmp_path, COPY_AGENT)
     repo = make_repo(
         tmp_path / "repo",
         {
             "TODO.md": TODO,
             ".gitignore": ".env\n",
             "ralph.yaml": config(
-                f"{PY} {agent}",
+                agent,
                 ["grep -q TOKEN=local .env", "grep -q user config/app.env"],
                 copy=[".env", "config/app.env"],
             ),
@@ -177,8 +186,7 @@ todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
 
 @pytest.mark.parametrize("strict", [True, False])
 def test_strict_keeps_what_setup_made_and_nothing_a_lap_changed_in_it(tmp_path: Path, strict: bool):
-    agent = tmp_path / "agent.py"
-    agent.write_text(TAMPERING_AGENT)
+    agent = agent_command(tmp_path, TAMPERING_AGENT)
     setup = "mkdir -p .tools && printf 'import calc\\ndef verdict(): return calc.ok()\\n' > .tools/judge.py"
     repo = make_repo(
         tmp_path / "repo",
@@ -187,7 +195,7 @@ def test_strict_keeps_what_setup_made_and_nothing_a_lap_changed_in_it(tmp_path: 
             "calc.py": "def ok():\n    return False\n",
             ".gitignore": ".tools/\nplanted.py\n",
             "ralph.yaml": config(
-                f"{PY} {agent}",
+                agent,
                 [f'{PY} -c \'import sys; sys.path[:0] = [".tools", "."]; import judge; assert judge.verdict()\''],
                 setup=[setup],
                 strict=strict,
@@ -200,7 +208,7 @@ def test_strict_keeps_what_setup_made_and_nothing_a_lap_changed_in_it(tmp_path: 
     if strict:  # setup ran again before the checks: the judge is setup's, not the lap's
         assert result.returncode == 3 and note["checks"][0]["exit_code"] == 1, result.stdout + result.stderr
         assert "planted.py" in note["removed_before_checks"]
-        assert sorted(path.parent.name for path in run_dir(repo, "s").glob("*/setup-1.log")) == ["baseline", "lap-1"]
+        assert setup_ran(repo, "s") == ["baseline", "lap-1"]
     else:  # without strict, ignored files are the lap's to change (README: strict)
         assert result.returncode == 0 and note["checks"][0]["exit_code"] == 0, result.stdout + result.stderr
 
@@ -235,12 +243,11 @@ def make_venv(where: str) -> str:
 
 
 def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_workspace_fixes_it(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(FIXING_AGENT)
+    agent = agent_command(tmp_path, FIXING_AGENT)
     repo = make_repo(tmp_path / "repo", SRC_LAYOUT)
     subprocess.run(make_venv(str(tmp_path / "users-venv")), shell=True, cwd=repo, check=True, capture_output=True)
     users_python = tmp_path / "users-venv" / "bin" / "python"
-    (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", [f"{users_python} -m pytest -q"], limits={"max_laps": 1}))
+    (repo / "ralph.yaml").write_text(config(agent, [f"{users_python} -m pytest -q"], limits={"max_laps": 1}))
     git(repo, "add", "ralph.yaml")
     git(repo, "commit", "-qm", "ralph")
     result = ralph(repo, "run", "--name", "user-venv")
@@ -252,14 +259,14 @@ def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_works
 
     # A setup that installs with the user's own venv would put the lap's code there: said at start.
     setup = f"{users_python} -m pip install -q -e ."
-    (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", ["true"], setup=[setup], sandbox="off"))
+    (repo / "ralph.yaml").write_text(config(agent, ["true"], setup=[setup], sandbox="off"))
     git(repo, "commit", "-qam", "setup into the user's venv")
     result = ralph(repo, "run", "--name", "into-user-venv", "--max-laps", "1")
     assert f"runs {users_python}, of a virtualenv outside the lap workspace" in result.stderr
 
     # The README's Python setup: a venv made inside the lap workspace, the check run from it.
     checks = [".venv/bin/python -m pytest -q"]
-    (repo / "ralph.yaml").write_text(config(f"{PY} {agent}", checks, setup=[make_venv(".venv")]))
+    (repo / "ralph.yaml").write_text(config(agent, checks, setup=[make_venv(".venv")]))
     git(repo, "commit", "-qam", "setup in the workspace")
     result = ralph(repo, "run", "--name", "own-venv")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -303,8 +310,7 @@ else:
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_what_a_red_laps_setup_planted_is_gone_before_the_next_lap(tmp_path: Path, strict: bool):
-    agent = tmp_path / "agent.py"
-    agent.write_text(PLANTING_AGENT)
+    agent = agent_command(tmp_path, PLANTING_AGENT)
     repo = make_repo(
         tmp_path / "repo",
         {
@@ -313,7 +319,7 @@ def test_what_a_red_laps_setup_planted_is_gone_before_the_next_lap(tmp_path: Pat
             "a.py": "",
             "b.py": "import os\nassert os.path.exists('cheat.txt')\n",
             "ralph.yaml": config(
-                f"{PY} {agent}",
+                agent,
                 [f"{PY} a.py", f"{PY} b.py"],
                 setup=["sh build.sh"],
                 setup_inputs=["build.sh"],
@@ -342,8 +348,7 @@ pathlib.Path("notes.txt").write_text("claimed\n")
 
 
 def test_strict_deletes_empty_folders_and_files_named_in_no_encoding(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(HIDING_AGENT)
+    agent = agent_command(tmp_path, HIDING_AGENT)
     probe = "import os, sys; sys.exit(0 if os.path.exists({}) else 1)"
     repo = make_repo(
         tmp_path / "repo",
@@ -352,7 +357,7 @@ def test_strict_deletes_empty_folders_and_files_named_in_no_encoding(tmp_path: P
             ".gitignore": "build/\n*_planted\n",
             "src/keep.py": "",
             "ralph.yaml": config(
-                f"{PY} {agent}",
+                agent,
                 [f'{PY} -c "{probe.format(name)}"' for name in ("'build'", "b'\\xff_planted'", "b'src/\\xfe_planted'")],
                 strict=True,
                 limits={"max_laps": 1},
@@ -366,10 +371,10 @@ def test_strict_deletes_empty_folders_and_files_named_in_no_encoding(tmp_path: P
 
 
 def test_a_lap_that_leaves_no_room_for_a_copied_file_is_red(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(
+    agent = agent_command(
+        tmp_path,
         "import pathlib, shutil\nshutil.rmtree('conf')\npathlib.Path('conf').write_text('a file now')\n"
-        "todo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n"
+        "todo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n",
     )
     repo = make_repo(
         tmp_path / "repo",
@@ -377,7 +382,7 @@ def test_a_lap_that_leaves_no_room_for_a_copied_file_is_red(tmp_path: Path):
             "TODO.md": "- [ ] Do it\n",
             ".gitignore": ".env\n",
             "conf/settings.py": "",
-            "ralph.yaml": config(f"{PY} {agent}", ["true"], copy=["conf/.env"], limits={"max_laps": 1}),
+            "ralph.yaml": config(agent, ["true"], copy=["conf/.env"], limits={"max_laps": 1}),
         },
     )
     (repo / "conf" / ".env").write_text("TOKEN=1\n")
@@ -403,8 +408,7 @@ else:
 
 
 def test_strict_sets_up_the_green_commit_again_after_a_red_laps_own_setup(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(REBUILDING_AGENT)
+    agent = agent_command(tmp_path, REBUILDING_AGENT)
     repo = make_repo(
         tmp_path / "repo",
         {
@@ -413,7 +417,7 @@ def test_strict_sets_up_the_green_commit_again_after_a_red_laps_own_setup(tmp_pa
             "a.py": "",
             ".gitignore": ".built\n",
             "ralph.yaml": config(
-                f"{PY} {agent}",
+                agent,
                 [f"{PY} a.py", "cmp src.txt .built"],
                 setup=["cp src.txt .built"],
                 strict=True,
@@ -425,27 +429,24 @@ def test_strict_sets_up_the_green_commit_again_after_a_red_laps_own_setup(tmp_pa
     notes = lap_notes(repo, "rebuilt")
     assert [note["status"] for note in notes] == ["red", "green"], result.stdout + result.stderr
     assert [check["exit_code"] for check in notes[1]["checks"]] == [0, 0] and result.returncode == 0
-    ran = sorted(path.parent.name for path in run_dir(repo, "rebuilt").glob("*/setup-1.log"))
-    assert ran == ["baseline", "lap-1", "lap-2"]
+    assert setup_ran(repo, "rebuilt") == ["baseline", "lap-1", "lap-2"]
 
 
 def test_a_red_laps_file_in_the_way_of_a_copied_file_does_not_stop_the_run(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(
+    agent = agent_command(
+        tmp_path,
         "import os, pathlib, shutil\n"
         "if os.environ['RALPH_LAP'] == '1':\n"
         "    shutil.rmtree('.secrets'); pathlib.Path('.secrets').write_text('in the way')\n"
         "todo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n"
-        "pathlib.Path('notes.txt').write_text(os.environ['RALPH_LAP'])\n"
+        "pathlib.Path('notes.txt').write_text(os.environ['RALPH_LAP'])\n",
     )
     repo = make_repo(
         tmp_path / "repo",
         {
             "TODO.md": "- [ ] Do it\n",
             ".gitignore": ".secrets\n",
-            "ralph.yaml": config(
-                f"{PY} {agent}", ["grep -q 1 .secrets/token"], copy=[".secrets/token"], limits={"max_laps": 2}
-            ),
+            "ralph.yaml": config(agent, ["grep -q 1 .secrets/token"], copy=[".secrets/token"], limits={"max_laps": 2}),
         },
     )
     (repo / ".secrets").mkdir()
@@ -456,10 +457,10 @@ def test_a_red_laps_file_in_the_way_of_a_copied_file_does_not_stop_the_run(tmp_p
 
 
 def test_setup_that_rewrites_a_tracked_file_is_undone_for_laps_and_checks(tmp_path: Path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(
+    agent = agent_command(
+        tmp_path,
         "import pathlib\npathlib.Path('deps.txt').write_text('one\\ntwo\\n')\n"
-        "todo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n"
+        "todo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n",
     )
     repo = make_repo(
         tmp_path / "repo",
@@ -468,7 +469,7 @@ def test_setup_that_rewrites_a_tracked_file_is_undone_for_laps_and_checks(tmp_pa
             "deps.txt": "one\n",
             "lock.json": "{}\n",
             "ralph.yaml": config(
-                f"{PY} {agent}",
+                agent,
                 [f"{PY} -c \"assert open('lock.json').read() == '{{}}\\n'\""],
                 setup=["echo '// rewritten' >> lock.json"],
                 setup_inputs=["/deps.txt"],  # from the top: a leading slash
@@ -479,5 +480,5 @@ def test_setup_that_rewrites_a_tracked_file_is_undone_for_laps_and_checks(tmp_pa
     result = ralph(repo, "run", "--name", "lock")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr.count("setup changed files git tracks (lock.json)") == 1
-    assert sorted(path.parent.name for path in run_dir(repo, "lock").glob("*/setup-1.log")) == ["baseline", "lap-1"]
+    assert setup_ran(repo, "lock") == ["baseline", "lap-1"]
     assert git(repo, "show", "ralph/lock:lock.json") == "{}"
