@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ralph.proc import is_secret
 from ralph.sandbox import why_unavailable
 
 # Tests of the sandbox itself need bubblewrap (.ci/run installs it); elsewhere they are skipped
@@ -63,10 +64,10 @@ def write(root: Path, files: dict[str, str]) -> None:
         target.write_text(textwrap.dedent(text))
 
 
-# Commands that only read the repository or write a message: called in-process through the CLI's
-# entry point (a process start each is most of their cost). `run` and `demo` stay real processes:
-# they harden the process, handle signals and start others.
-IN_PROCESS = frozenset({"log", "show", "status", "clean", "init", "doctor", "land"})
+# Called in-process through the CLI's entry point (a process start each is much of their cost):
+# every command but `demo`, when the test sets no environment or stdin of its own. Tests of
+# signals, crashes and secrets set the environment, so `ralph run` is then a real process.
+IN_PROCESS = frozenset({"run", "log", "show", "status", "clean", "init", "doctor", "land"})
 
 
 def ralph(
@@ -74,7 +75,8 @@ def ralph(
 ) -> subprocess.CompletedProcess:
     """`ralph ARGS` as the user would run it: its exit code and output; a real process for
     `run` and `demo` (and whenever the test sets the environment or stdin)."""
-    if args and args[0] in IN_PROCESS and env is None and input is None:
+    secrets = any(is_secret(name) for name in os.environ)  # `run` would re-execute itself without them
+    if args and args[0] in IN_PROCESS and env is None and input is None and not secrets:
         return _ralph_in_process(cwd, list(args))
     return subprocess.run(
         [sys.executable, "-m", "ralph", *args],
@@ -99,7 +101,22 @@ def _ralph_in_process(cwd: Path, args: list[str]) -> subprocess.CompletedProcess
     finally:
         os.chdir(before)
         signal.signal(signal.SIGTERM, handler)
+        _unharden()
     return subprocess.CompletedProcess(["ralph", *args], result.exit_code, result.stdout, result.stderr)
+
+
+def _unharden() -> None:
+    """What `ralph run` does to its own process (ralph/hardening.py), undone for the test worker
+    it ran in: the worker is no child subreaper, and its memory is readable again."""
+    import ctypes
+
+    from ralph import proc
+
+    if proc._adopting:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+        proc._adopting = False
 
 
 def snapshot(repo: Path) -> dict[str, str]:
