@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -18,7 +18,10 @@ def remove_path(path: Path) -> None:
     if stat.S_ISDIR(info.st_mode):
         # rmtree removes links inside a folder, never what they point at. A folder left read-only
         # (Go's module cache, a lap's chmod -R a-w) is made writable, never a link's target.
-        shutil.rmtree(path, onerror=_writable_and_again)
+        try:
+            shutil.rmtree(path, onerror=_writable_and_again)
+        except RecursionError:  # folders nested deeper than Python recurses: a lap's, on purpose
+            _remove_deep(path)
     else:
         try:
             os.unlink(path)
@@ -35,6 +38,47 @@ def _writable_and_again(function: Callable[..., object], path: str, _error: obje
     elif function is os.scandir or function is os.open:  # a folder it could not list
         os.chmod(path, stat.S_IRWXU)
         shutil.rmtree(path, onerror=_writable_and_again)
+
+
+def _remove_deep(path: Path) -> None:
+    """rmtree without recursion: the folders' modes first (unreadable ones), then deepest first."""
+    make_usable(path)
+    folders = [str(path)]
+    for folder, _, _ in walk(path):
+        folders.append(folder)
+    for folder in reversed(folders):
+        for entry in os.scandir(folder) if os.path.isdir(folder) else ():
+            if not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
+        if os.path.isdir(folder):
+            os.rmdir(folder)
+
+
+def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk, top-down, links not followed, without recursion (a tree may be nested deeper than
+    Python recurses), and making each folder it cannot list readable to its owner (a lap's chmod)."""
+    stack = [str(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except PermissionError:
+            os.chmod(folder, stat.S_IRWXU)
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        folders = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+        yield folder, folders, [entry.name for entry in entries if not entry.is_dir(follow_symlinks=False)]
+        stack.extend(os.path.join(folder, name) for name in reversed(folders))
+
+
+def make_usable(top: Path) -> None:
+    """Every folder under `top` readable, writable and searchable by its owner: a lap's chmod
+    must not hide files from git's staging and cleaning, nor stop them."""
+    for folder, _, _ in walk(top):
+        mode = os.lstat(folder).st_mode
+        if mode & stat.S_IRWXU != stat.S_IRWXU:
+            os.chmod(folder, mode | stat.S_IRWXU)
 
 
 BYTECODE = (":(glob)**/*.py[co]", ":(glob)**/__pycache__/**")  # pathspecs of what Python may run in place of a source

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ralph import crashpoint, git, proc
 from ralph.errors import RalphError
-from ralph.files import BYTECODE, remove_bytecode, remove_path
+from ralph.files import BYTECODE, make_usable, remove_bytecode, remove_path, walk
 from ralph.sandbox import Jail
 
 # ralph's git on the lap's files: the stat data in its own index is trusted only with ctime,
@@ -67,6 +67,9 @@ def hook_cache(common_dir: Path) -> Path:
 
 def _repo_id(common_dir: Path) -> str:
     return hashlib.sha256(str(common_dir).encode()).hexdigest()[:12]
+
+
+_UNLISTABLE = "could not open directory"  # git's warning for a folder it skips
 
 
 class SetupFailed(RalphError):
@@ -189,9 +192,11 @@ class Workspace:
         removed but ignored ones and `kept`, and, with `bytecode`, the bytecode Python could run
         in place of a source. Costs in proportion to what changed. Returns what was deleted."""
         self._index_as_checked_out()
-        self.git("read-tree", "-u", "--reset", commit)
+        if not self.git("read-tree", "-u", "--reset", commit, check=False).ok:
+            make_usable(self.tree)  # a folder a lap made read-only
+            self.git("read-tree", "-u", "--reset", commit)
         self._checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
-        cleaned = self.git("clean", "-ffd", *_excluded(self.kept)).output
+        cleaned = self._git_usable("clean", "-ffd", *_excluded(self.kept)).output
         if bytecode:  # left after the clean (ignored, or setup's): it must not run in place of a source
             remove_bytecode(self.tree, self._untracked_listed("--", *BYTECODE))
         return [line.removeprefix("Removing ") for line in cleaned.splitlines() if line.startswith("Removing ")]
@@ -206,14 +211,25 @@ class Workspace:
         folder = Path(self.hooks_path) if os.path.isabs(self.hooks_path) else self.tree / self.hooks_path
         try:
             entries = list(os.scandir(folder))
-        except OSError:
+        except FileNotFoundError:
             return False
+        except OSError:  # a folder it cannot read may hold hooks: the hook phase decides, as git would
+            return True
         return any(not entry.name.endswith(".sample") and os.access(entry.path, os.X_OK) for entry in entries)
 
     def empty(self) -> None:
         """Every untracked file gone, ignored ones too: nothing setup or a lap made is trusted."""
-        self.git("clean", "-ffdxq")
+        self._git_usable("clean", "-ffdxq")
         self.trusted, self.setup_at, self.setup_made = {}, None, ()
+
+    def _git_usable(self, *args: str) -> proc.Completed:
+        """ralph's git on tree/, once more after making every folder usable if git could not list
+        or change one (a lap's chmod would hide a file from staging and cleaning, or stop them)."""
+        done = self.git(*args, check=False)
+        if not done.ok or _UNLISTABLE in done.stderr:
+            make_usable(self.tree)
+            done = self.git(*args)
+        return done
 
     def untracked(self) -> dict[str, tuple[int, ...]]:
         """Every file and folder in tree/ that the last checkout did not write (ignored, `kept`,
@@ -222,7 +238,7 @@ class Workspace:
         found: dict[str, tuple[int, ...]] = {}
         for entry in self._untracked_listed("--directory"):
             top = os.path.join(self.tree, entry.rstrip("/"))
-            walked = os.walk(top) if entry.endswith("/") else [(os.path.dirname(top), [], [os.path.basename(top)])]
+            walked = walk(Path(top)) if entry.endswith("/") else [(os.path.dirname(top), [], [os.path.basename(top)])]
             if entry.endswith("/"):
                 found[entry.rstrip("/")] = _identity_of(top, folder=True)
             for folder, folders, files in walked:
@@ -266,12 +282,12 @@ class Workspace:
         # A .gitignore the lap left untracked may ignore itself and what it sits beside (a
         # conftest.py): such files would be in no commit yet survive for the checks.
         # (Those setup made, a venv's own, stay.)
-        self.git("clean", "-ffdxq", *_excluded(self.kept), "--", ":(glob)**/.gitignore")
+        self._git_usable("clean", "-ffdxq", *_excluded(self.kept), "--", ":(glob)**/.gitignore")
         kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
         staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
-        if not staged.ok:
+        if not staged.ok or _UNLISTABLE in staged.stderr:  # (git skips a folder it cannot list)
             refusal = (staged.stderr or staged.output).strip() or f"exit {staged.exit_code}"
             self.git("read-tree", parent)
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
@@ -343,6 +359,8 @@ class Workspace:
         untracked is kept out of lap commits and cleans; with `remember`, it is all noted as
         setup's, by its stat data (strict). Raises SetupFailed."""
         self.setup_at = None
+        spared = [f"--exclude={pattern}" for pattern in _patterns(self.copied)]
+        before = set(self._untracked_listed("--directory", *spared))  # a lap's own: not setup's
         outputs = []
         for index, command in enumerate(commands, 1):
             log = log_dir / f"setup-{index}.log"
@@ -351,8 +369,8 @@ class Workspace:
             if not done.ok:
                 why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
                 raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
-        spared = [f"--exclude={pattern}" for pattern in _patterns(self.copied)]
-        self.setup_made = tuple(path.rstrip("/") for path in self._untracked_listed("--directory", *spared))
+        made = [path.rstrip("/") for path in self._untracked_listed("--directory", *spared) if path not in before]
+        self.setup_made = tuple(dict.fromkeys([*self.setup_made, *made]))
         self.setup_at, self.setup_for_lap = commit, for_lap
         if remember:
             self.trusted = self.untracked()
@@ -362,7 +380,8 @@ class Workspace:
     def write_excludes(self) -> None:
         """The lap's git dir ignores the user's copied files and what setup made: no part of any
         commit, the agent's own included (nor seen by the hooks, which would judge a .env)."""
-        (self.lap_git / "info" / "exclude").write_text("".join(f"{pattern}\n" for pattern in _patterns(self.kept)))
+        patterns = [pattern for pattern in _patterns(self.kept) if "\n" not in pattern]  # no such line
+        (self.lap_git / "info" / "exclude").write_text("".join(f"{pattern}\n" for pattern in patterns))
 
     # --- the lap's own git dir ----------------------------------------------------------
 
@@ -375,6 +394,7 @@ class Workspace:
         checkouts anew: the lap's commit records their HEADs."""
         self.verify()
         lap_git = self.lap_git
+        os.chmod(lap_git, stat.S_IRWXU)  # whatever mode the last phase left it in
         for entry in os.listdir(lap_git):
             if entry != "modules" or not keep_modules:
                 remove_path(lap_git / entry)

@@ -482,3 +482,65 @@ def test_setup_that_rewrites_a_tracked_file_is_undone_for_laps_and_checks(tmp_pa
     assert result.stderr.count("setup changed files git tracks (lock.json)") == 1
     assert setup_ran(repo, "lock") == ["baseline", "lap-1"]
     assert git(repo, "show", "ralph/lock:lock.json") == "{}"
+
+
+# Lap 1 hides a module behind a rule of its own while setup runs again before its checks (a setup
+# input changed); lap 2 lifts the rule and imports it: no commit holds the module.
+UNIGNORING_AGENT = r"""
+import os, pathlib
+todo = pathlib.Path("TODO.md")
+if os.environ["RALPH_LAP"] == "1":
+    pathlib.Path(".gitignore").write_text(".venv/\nhelper.py\n")
+    pathlib.Path("requirements.txt").write_text("# touched\n")
+    pathlib.Path("helper.py").write_text("OK = 1\n")
+    todo.write_text(todo.read_text().replace("- [ ] First", "- [x] First"))
+else:
+    pathlib.Path(".gitignore").write_text(".venv/\n")
+    pathlib.Path("app.py").write_text("import helper\n")
+    todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+def test_a_laps_ignored_file_never_counts_as_setups(tmp_path: Path):
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] First\n- [ ] Second\n",
+            "app.py": "raise SystemExit('no helper')\n",
+            "requirements.txt": "",
+            ".gitignore": ".venv/\n",
+            "ralph.yaml": config(
+                agent_command(tmp_path, UNIGNORING_AGENT),
+                [f"{PY} app.py"],
+                setup=["echo setup ran"],
+                limits={"max_laps": 2},
+            ),
+        },
+    )
+    result = ralph(repo, "run", "--name", "u")
+    notes = lap_notes(repo, "u")
+    # Lap 2's helper.py is its own: committed (so the check judges what the commit holds).
+    assert "helper.py" in git(repo, "ls-tree", "-r", "--name-only", "refs/ralph/u/laps/2").split()
+    assert notes[1]["checks"][0]["exit_code"] == 0, result.stdout + result.stderr
+
+
+def test_folders_nested_deeper_than_python_recurses_do_not_crash_the_run(tmp_path: Path):
+    nest = "import os, pathlib\nos.mkdir('.venv')\nos.chdir('.venv')\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+    tick = "os.chdir(os.environ['RALPH_WORKTREE'])\ntodo = pathlib.Path('TODO.md')\ntodo.write_text(todo.read_text().replace('- [ ]', '- [x]'))\n"
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] Do it\n",
+            ".gitignore": ".venv/\n",
+            "ralph.yaml": config(
+                agent_command(tmp_path, nest + tick + "pathlib.Path('work.txt').write_text('w')\n"),
+                ["true"],
+                strict=True,
+                limits={"max_laps": 1},
+            ),
+        },
+    )
+    result = ralph(repo, "run", "--name", "deep")
+    assert result.returncode == 0 and "internal error" not in result.stderr, result.stdout + result.stderr
+    assert lap_notes(repo, "deep")[0]["removed_before_checks"] == [".venv"]
+    assert ralph_workspaces(repo) == []
