@@ -77,6 +77,18 @@ def run(config_path: Path | None, name: str | None, max_laps: int | None, allow_
 
 
 @main.command()
+@click.argument("goal", required=False)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default: ralph.yaml).")
+@click.option("--yes", is_flag=True, help="Write TODO.md without asking.")
+@click.option("--force", is_flag=True, help="Replace a TODO.md that already has items.")
+def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> None:
+    """Turn the goal (ralph.yaml's, or GOAL) into TODO.md with a model that reads the repository."""
+    from ralph.plan import plan as do_plan
+
+    _call(do_plan, Path.cwd(), goal, config_path, yes, force)
+
+
+@main.command()
 @RUN_OPTION
 @JSON_OPTION
 def log(run_name: str | None, as_json: bool) -> None:

@@ -53,6 +53,19 @@ class AgentConfig(Section):
         return self
 
 
+class RoleConfig(Section):
+    """A role's own model endpoint; unset keys are the agent's when the agent is `openai`."""
+
+    model: str | None = Field(None, description="The model the role asks.")
+    base_url: str | None = Field(None, description="Default: the agent's, else $OPENAI_BASE_URL, else OpenAI.")
+    api_key_env: str | None = Field(None, description="The NAME of the variable holding the role's API key.")
+    max_turns: PositiveInt = Field(30, description="Model calls the role may make.")
+
+
+class Roles(Section):
+    planner: RoleConfig = Field(default_factory=RoleConfig, description="`ralph plan`: goal to TODO.md.")
+
+
 class Limits(Section):
     max_laps: PositiveInt = Field(10, description="The fuse: laps in the whole run.")
     stagnation: PositiveInt = Field(3, description="Stop after this many laps in a row without progress.")
@@ -207,6 +220,7 @@ class Config(Section):
     sandbox: SandboxConfig = Field(
         default_factory=SandboxConfig, description="`auto | required | off`, or a mapping with `mode:` and more."
     )
+    roles: Roles = Field(default_factory=Roles, description="Models of their own for the planner.")
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -233,6 +247,26 @@ class Config(Section):
         if isinstance(value, list):
             return [{"run": item} if isinstance(item, str) else item for item in value]
         return value
+
+    def role_endpoint(self, role: RoleConfig) -> AgentConfig | None:
+        """The endpoint a role asks, as an agent configuration: the role's own keys over the
+        agent's when the agent is `openai`; None when the role has no model at all."""
+        base = self.agent if self.agent.kind == "openai" else None
+        model = role.model or (base.model if base else None)
+        if model is None:
+            return None
+        inherited = base.model_dump() if base else {"kind": "openai"}
+        return AgentConfig.model_validate(
+            dict(
+                inherited,
+                kind="openai",
+                command=None,
+                model=model,
+                base_url=role.base_url or (base.base_url if base else None),
+                api_key_env=role.api_key_env or (base.api_key_env if base else "OPENAI_API_KEY"),
+                max_turns=role.max_turns,
+            )
+        )
 
     @property
     def check_commands(self) -> list[str]:

@@ -123,5 +123,5 @@ def init(cwd: Path) -> Exit:
         else:
             path.write_text(text, encoding="utf-8")
             ui.say(f"wrote    {name}")
-    ui.say("next: edit ralph.yaml and TODO.md, commit them, then `ralph run`")
+    ui.say("next: edit ralph.yaml and TODO.md (or `ralph plan` writes TODO.md), commit them, then `ralph run`")
     return Exit.DONE

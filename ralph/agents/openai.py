@@ -314,11 +314,12 @@ def chat_request(
     endpoint: str,
     deadline: float,
     max_tokens: int | None = None,
+    tools: list[dict] = TOOL_SCHEMAS,
 ) -> tuple[dict, str]:
     """One request; the raw JSON, not the typed model (local servers send shapes the types do
     not describe, and the transcript should hold what was received), and the Server header."""
     timeout = max(0.1, min(config.request_timeout, deadline - time.monotonic()))
-    options = dict(request_options(config), messages=messages)  # plain dicts, as the wire has them
+    options = dict(request_options(config, tools), messages=messages)  # plain dicts, as the wire has them
     if max_tokens is not None:
         options[config.compat.max_tokens_field] = max_tokens
     response = client.chat.completions.with_raw_response.create(**options, timeout=timeout)
@@ -334,13 +335,13 @@ def chat_request(
     return body, response.http_response.headers.get("server", "")
 
 
-def request_options(config: AgentConfig) -> dict:
+def request_options(config: AgentConfig, tools: list[dict] = TOOL_SCHEMAS) -> dict:
     """What every request carries besides the messages, in the shape every mainstream server
     accepts: tool_choice said (some servers leave the tools out of the prompt without it), an
     output limit (a degenerate reply otherwise runs to the end of the context)."""
     options: dict[str, object] = {
         "model": config.model,
-        "tools": TOOL_SCHEMAS,
+        "tools": tools,
         "tool_choice": "auto",
         config.compat.max_tokens_field: config.max_output_tokens,
     }

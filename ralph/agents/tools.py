@@ -173,8 +173,8 @@ class Tools:
         lines = _read_text(path, self.shown(path), strict=False).splitlines()
         if not lines:
             return f"{self.shown(path)}: empty file"
-        start, end = _view_range(view_range, len(lines))
-        return _numbered(lines, start, end)
+        start, end = view_bounds(view_range, len(lines))
+        return numbered(lines, start, end)
 
     def listing(self, folder: Path) -> str:
         entries = self._entries(folder, depth=2)
@@ -281,7 +281,7 @@ def _read_text(path: Path, shown: str, strict: bool = True) -> str:
         raise ToolError(f"{shown}: not UTF-8 text; edit it with bash") from None
 
 
-def _view_range(view_range: object, line_count: int) -> tuple[int, int]:
+def view_bounds(view_range: object, line_count: int) -> tuple[int, int]:
     if view_range is None:
         return 1, line_count
     if not (isinstance(view_range, list) and len(view_range) == 2):
@@ -293,7 +293,7 @@ def _view_range(view_range: object, line_count: int) -> tuple[int, int]:
     return start, end
 
 
-def _numbered(lines: list[str], start: int, end: int) -> str:
+def numbered(lines: list[str], start: int, end: int) -> str:
     """cat -n style lines start..end (1-based), cut to VIEW_MAX_LINES / VIEW_MAX_BYTES with a hint."""
     shown: list[str] = []
     size = 0
@@ -316,7 +316,7 @@ def _numbered(lines: list[str], start: int, end: int) -> str:
 def _snippet(text: str, first: int, last: int) -> str:
     """The changed lines first..last with a few lines of context, numbered."""
     lines = text.splitlines() or [""]
-    return _numbered(lines, max(1, first - SNIPPET_CONTEXT), min(len(lines), max(first, last) + SNIPPET_CONTEXT))
+    return numbered(lines, max(1, first - SNIPPET_CONTEXT), min(len(lines), max(first, last) + SNIPPET_CONTEXT))
 
 
 def _match_lines(text: str, old: str) -> list[int]:
