@@ -62,8 +62,15 @@ class RoleConfig(Section):
     max_turns: PositiveInt = Field(30, description="Model calls the role may make.")
 
 
+class JudgeConfig(RoleConfig):
+    weight: float = Field(0.7, ge=0, le=1, description="The judge's share of a lap's score; ralph's signals the rest.")
+    threshold: float = Field(0.8, ge=0, le=1, description="The score a lap must reach to be green.")
+    require_independent: bool = Field(False, description="Refuse a judge on the agent's own model or provider.")
+
+
 class Roles(Section):
     planner: RoleConfig = Field(default_factory=RoleConfig, description="`ralph plan`: goal to TODO.md.")
+    judge: JudgeConfig | None = Field(None, description="Scores laps the checks passed; can hold one back.")
 
 
 class Limits(Section):
@@ -220,7 +227,7 @@ class Config(Section):
     sandbox: SandboxConfig = Field(
         default_factory=SandboxConfig, description="`auto | required | off`, or a mapping with `mode:` and more."
     )
-    roles: Roles = Field(default_factory=Roles, description="Models of their own for the planner.")
+    roles: Roles = Field(default_factory=Roles, description="Models of their own for the planner and the judge.")
 
     @field_validator("sandbox", mode="before")
     @classmethod

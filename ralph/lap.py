@@ -18,6 +18,7 @@ from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.checks import done as checks_done
 from ralph.config import Config
 from ralph.errors import RalphError
+from ralph.judge import Judge, JudgeRecord, material, next_lap_text, signals
 from ralph.ledger import LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
@@ -37,6 +38,7 @@ class RunContext:
     env: dict[str, str]  # for the agent and the checks: secrets removed
     workspace: Workspace  # where the laps work, outside the repository
     sandboxed: bool  # the lap's code runs inside bubblewrap
+    judge: Judge | None = None  # roles.judge: scores laps the checks passed
     warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
 
     @property
@@ -209,7 +211,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     with watching_the_repository(ctx, number) as tampered_later:
         commit, ticked, counts, refusal = _commit(ctx, state, number, agent, todo.parse(todo_before))
         crashpoint.reached("commit")
-        judged = _judge_lap(ctx, state, number, log_dir, commit, agent, refusal)
+        judged = _judge_lap(ctx, state, number, log_dir, commit, agent, refusal, ticked)
     tampered += tampered_later
     if tampered:
         judged = Judged(
@@ -283,12 +285,16 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
         files_changed=judged.files_changed,
         output_tail=judged.output_tail[-4000:],
         progress=is_green and (bool(facts.ticked) or passing_after > passing_before),
-        done=is_green and checks_done(judged.checks, counts),
+        # With a judge, done also needs the judge's pass: "unavailable" is not one.
+        done=is_green
+        and checks_done(judged.checks, counts)
+        and (judged.judge is None or judged.judge.status == "passed"),
         protected_touched=judged.guard.protected_touched,
         granted=judged.guard.granted,
         tests=_test_changes(judged, passing_before, passing_after),
         flaky=[check.command for check in judged.checks if check.flaky],
         removed_before_checks=judged.removed,
+        judge=judged.judge,
     )
 
 
@@ -310,7 +316,7 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
         counts=todo.count(items),
         ticked=todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, todo_name)), items),
     )
-    judged = _judge_lap(ctx, state, facts.number, log_dir, commit, facts.agent, None)
+    judged = _judge_lap(ctx, state, facts.number, log_dir, commit, facts.agent, None, facts.ticked)
     replayed = _record(ctx, state, facts, commit, judged)
     replayed = replayed.model_copy(
         update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)"}
@@ -338,6 +344,7 @@ class Judged:
     guard: guard_module.GuardReport = field(default_factory=guard_module.GuardReport)
     comparison: ratchet.Comparison = field(default_factory=ratchet.Comparison)
     removed: list[str] = field(default_factory=list)
+    judge: JudgeRecord | None = None
 
 
 def _judge_lap(
@@ -348,6 +355,7 @@ def _judge_lap(
     commit: str,
     agent: AgentResult,
     refusal: tuple[str, str] | None,
+    ticked: list[str],
 ) -> Judged:
     changes = git.changes(ctx.top, state.green, commit)
     changed = len(changes)
@@ -392,8 +400,46 @@ def _judge_lap(
     problems = report.problems + comparison.problems
     if problems and removed and ctx.config.strict:
         problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
-    status, reason = ("red", "; ".join(problems)) if problems else ("green", _green_reason(checks))
-    return Judged(status, reason, comparison.failing_output, checks, changed, report, comparison, removed)
+    if problems:
+        return Judged(
+            "red", "; ".join(problems), comparison.failing_output, checks, changed, report, comparison, removed
+        )
+    green = Judged("green", _green_reason(checks), "", checks, changed, report, comparison, removed)
+    return _ask_the_judge(ctx, state, log_dir, commit, agent, ticked, changes, green) if ctx.judge else green
+
+
+def _ask_the_judge(
+    ctx: RunContext,
+    state: RunState,
+    log_dir: Path,
+    commit: str,
+    agent: AgentResult,
+    ticked: list[str],
+    changes: dict[str, tuple[str, str]],
+    green: Judged,
+) -> Judged:
+    """The judge's verdict on a lap the checks passed: held back, it is red."""
+    assert ctx.judge is not None
+    seen = material(ctx.config, ctx.top, state.green, commit, ticked, agent.summary)
+    measured = signals(
+        seen,
+        all_pass(green.checks),
+        passing_tests(state.green_checks()),
+        passing_tests(green.checks),
+        ctx.config.files.progress in changes,
+    )
+    verdict = ctx.judge.judge(seen, measured, log_dir)
+    green.judge = verdict
+    if verdict.status == "unavailable":
+        green.reason += f"; {verdict.detail} (judged by the checks alone)"
+    elif verdict.status == "held":
+        threshold = ctx.judge.role.threshold
+        why = [f"score {verdict.score} below {threshold}"] if (verdict.score or 0) < threshold else []
+        why += [f"blocking: {'; '.join(verdict.blocking)}"] if verdict.blocking else []
+        green.status, green.reason, green.output_tail = "red", f"judge: {', '.join(why)}", next_lap_text(verdict)
+    else:
+        green.reason += f"; the judge scored {verdict.score}"
+    return green
 
 
 def _green_reason(checks: list[CheckResult]) -> str:

@@ -24,14 +24,16 @@ from ralph.agents.base import AgentResult
 from ralph.checks import CheckResult
 from ralph.config import Config
 from ralph.errors import RalphError
+from ralph.judge import JudgeRecord
 from ralph.todo import Counts
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
 # 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
-FORMAT = 3
-MIGRATIONS = {1: lambda data: data, 2: lambda data: data}  # format N -> N+1, applied in order
+# 4: a lap's judge (roles.judge).
+FORMAT = 4
+MIGRATIONS = {1: lambda data: data, 2: lambda data: data, 3: lambda data: data}  # format N -> N+1, in order
 
 
 class NewerFormat(RalphError):
@@ -110,6 +112,7 @@ class LapRecord(BaseModel):
     tests: TestChanges | None = None  # where a check ran pytest
     flaky: list[str] = []  # checks that failed, then passed on a retry
     removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
+    judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
 
 
 @dataclass
@@ -183,7 +186,12 @@ class RunState:
         return list(dict.fromkeys(seen))
 
     def tokens_used(self) -> int:
-        return sum(lap.record.agent.usage.total for lap in self.laps if lap.record)
+        """Every role's: the agent's and the judge's."""
+        return sum(
+            lap.record.agent.usage.total + (lap.record.judge.usage.total if lap.record.judge else 0)
+            for lap in self.laps
+            if lap.record
+        )
 
     def context_bars(self, upto: int | None = None) -> tuple[int, int]:
         """("this lap", "one session") in prompt tokens, through lap `upto` (default: all).

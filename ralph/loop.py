@@ -12,6 +12,7 @@ from ralph import checks, git, guard, ledger, proc, pytest_results, sandbox, tod
 from ralph import config as config_module
 from ralph.agents import make_agent
 from ralph.errors import Exit, RalphError
+from ralph.judge import Judge, check_independence
 from ralph.lap import RunContext, now_iso, run_lap
 from ralph.ledger import LapRecord, RunRecord, RunState
 from ralph.workspace import Workspace, workspaces_root
@@ -57,12 +58,31 @@ def run(options: RunOptions) -> Exit:
         sandboxed = _sandboxed(repo, cfg)
         agent = make_agent(cfg.agent)
         agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+        judge = _judge(cfg)
         workspace = Workspace.create(repo.top, repo.common_dir, name)
-        ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed)
+        ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed, judge=judge)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         finally:
             workspace.remove()
+
+
+def _judge(cfg: config_module.Config) -> Judge | None:
+    """roles.judge's model (the agent's when it names none), at temperature 0; checked, not required."""
+    role = cfg.roles.judge
+    if role is None:
+        return None
+    endpoint = cfg.role_endpoint(role)
+    if endpoint is None:
+        raise RalphError(
+            "roles.judge needs a model: set roles.judge.model (and base_url, api_key_env), "
+            "or use the built-in agent, whose model it then uses"
+        )
+    endpoint = endpoint.model_copy(update={"temperature": 0.0})
+    check_independence(cfg, role, endpoint)
+    judge = Judge(role, endpoint)
+    judge.check_endpoint()
+    return judge
 
 
 def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config) -> bool:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from ralph import git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
+from ralph.judge import JudgeRecord
 from ralph.ledger import RunState
 from ralph.workspace import folder_for
 
@@ -54,6 +55,22 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
     ui.table(["lap", "status", "reason", "time", "prepare", "files", "TODO"], rows)
     return Exit.DONE
+
+
+def _show_judge(judge: JudgeRecord) -> None:
+    if judge.status == "unavailable":
+        ui.say(f"judge   unavailable: {escape(judge.detail)}")
+        return
+    signals = ", ".join(f"{name} {value:g}" for name, value in judge.signals.items())
+    ui.say(f"judge   {judge.status}: score {judge.score} (the judge's {judge.judge_score}; ralph's signals: {signals})")
+    for score in judge.scores:
+        counted = "" if score.counted else " \\[not counted: its evidence is in neither the diff nor a changed file]"
+        ui.say(f"  {score.score:g}  {escape(score.dimension)}: {escape(score.reason)}{counted}")
+        ui.say(f"        evidence: {escape(ui.one_line(score.evidence, 160))}")
+    for item in judge.blocking:
+        ui.say(f"  blocking: {escape(item)}")
+    for item in judge.suggestions:
+        ui.say(f"  suggestion: {escape(item)}")
 
 
 def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
@@ -114,6 +131,8 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
             f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}"
         )
         ui.context_bars(*state.context_bars(upto=number))
+    if record.judge:
+        _show_judge(record.judge)
     ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
     for check in record.checks:
         mark = "[green]pass[/]" if check.passed else "[red]fail[/]"

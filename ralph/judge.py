@@ -1,0 +1,318 @@
+"""The judge: a model of its own scores a lap the checks passed, and can hold it back.
+
+It sees the goal, the items the lap ticked, the whole diff, the new text of the files the
+lap changed, PROGRESS.md and the agent's summary, and answers by calling `verdict` with a
+score per dimension — each with an evidence quote, which must occur in the diff or in a
+changed file or the score does not count — plus blocking items and suggestions. The lap's
+score mixes the judge's (the mean of the scores that count) with ralph's own measurable
+signals; below the threshold, or with any blocking item, the lap is red ("judge"). A judge
+that cannot answer (its endpoint down, no valid verdict) leaves the lap to the checks alone,
+and says so in the note.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from openai import OpenAI
+from pydantic import BaseModel, Field, ValidationError
+
+from ralph import git, ui
+from ralph.agents.base import Usage
+from ralph.agents.openai import DEFAULT_ENDPOINT, PREFLIGHT, chat_request
+from ralph.agents.replies import ReplyReader, assistant_message
+from ralph.agents.retry import RequestFailed, call_with_retry
+from ralph.agents.transcript import Transcript
+from ralph.config import AgentConfig, Config, JudgeConfig
+from ralph.errors import RalphError
+
+RETRY_SECONDS = 60  # the judge's own budget for retries: an outage costs a lap about a minute
+ATTEMPTS = 3  # verdicts that do not fit the schema, then "unavailable"
+DIFF_CAP = 60_000  # characters of diff the judge sees
+FILE_CAP = 20_000  # characters of each changed file's new text
+FILES_CAP = 120_000
+DIFF_BUDGET = 400  # changed lines beyond which the "diff within budget" signal is 0
+PROGRESS_BUDGET = 8_000  # characters of PROGRESS.md
+DIMENSIONS = (
+    "does what the ticked items ask",
+    "complete",
+    "clear and minimal",
+    "tests adequate for it",
+    "follows the repository's conventions",
+)
+SYSTEM_PROMPT = f"""\
+You review one lap of a coding job: a diff that already passes the repository's checks. The
+tests are the floor, not the ceiling: judge whether the work is what was asked, complete and
+good. Call the tool `verdict` once. For each dimension — {"; ".join(DIMENSIONS)} — first
+quote the evidence (copied exactly from the diff or a changed file: ralph checks that it
+occurs there, and a score whose quote is not found does not count), then give a reason, then
+the score from 0 to 1:
+- 0.3: wrong or mostly missing; a reviewer would reject it.
+- 0.6: works but with real gaps: a case missed, a test absent, noise in the diff.
+- 0.9: what a careful reviewer would approve as is.
+`blocking`: what must change before this lap can be kept (each one concrete and checkable),
+or nothing. `suggestions`: improvements that should not block."""
+VERDICT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "verdict",
+        "description": "Your verdict on the lap.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "scores": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "dimension": {"type": "string"},
+                            "evidence": {"type": "string"},
+                            "reason": {"type": "string"},
+                            "score": {"type": "number", "minimum": 0, "maximum": 1},
+                        },
+                        "required": ["dimension", "evidence", "reason", "score"],
+                    },
+                },
+                "blocking": {"type": "array", "items": {"type": "string"}},
+                "suggestions": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["scores", "blocking", "suggestions"],
+        },
+    },
+}
+
+
+class Score(BaseModel):
+    dimension: str = Field(min_length=1)
+    evidence: str = ""
+    reason: str = ""
+    score: float = Field(ge=0, le=1)
+    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
+
+
+class Verdict(BaseModel):
+    scores: list[Score] = Field(min_length=1)
+    blocking: list[str] = []
+    suggestions: list[str] = []
+
+
+class JudgeRecord(BaseModel):
+    """The judge's part of a lap note."""
+
+    status: Literal["passed", "held", "unavailable"]
+    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
+    judge_score: float | None = None  # the mean of the scores that count
+    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
+    scores: list[Score] = []
+    blocking: list[str] = []
+    suggestions: list[str] = []
+    detail: str = ""  # why it was unavailable
+    usage: Usage = Field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class Material:
+    """What the judge sees of a lap."""
+
+    goal: str
+    ticked: list[str]
+    diff: str
+    files: dict[str, str]  # changed path -> its new text
+    progress: str
+    summary: str
+
+
+def endpoint_of(config: AgentConfig) -> str:
+    return config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+
+
+def check_independence(cfg: Config, role: JudgeConfig, judge: AgentConfig) -> None:
+    """A judge on the agent's own model or provider tends to approve its own kind of work."""
+    if cfg.agent.kind != "openai":
+        return
+    same_model = judge.model == cfg.agent.model
+    same_provider = urlsplit(endpoint_of(judge)).netloc == urlsplit(endpoint_of(cfg.agent)).netloc
+    if not (same_model or same_provider):
+        return
+    what = f"the agent's model ({judge.model})" if same_model else f"the agent's provider ({endpoint_of(judge)})"
+    if role.require_independent:
+        raise RalphError(f"roles.judge runs on {what} and roles.judge.require_independent is true — pick another")
+    ui.warn(f"the judge runs on {what}: it may approve what the agent does; a judge of its own judges better")
+
+
+def material(cfg: Config, top: Path, green: str, commit: str, ticked: list[str], summary: str) -> Material:
+    diff = git.run(top, "diff", "--no-color", "--no-renames", green, commit, "--").output
+    files: dict[str, str] = {}
+    total = 0
+    for path, (status, mode) in git.changes(top, green, commit).items():
+        if status == "D" or mode != "100644" and mode != "100755" or total > FILES_CAP:
+            continue
+        text = git.show_file(top, commit, path) or ""
+        files[path] = text[:FILE_CAP]
+        total += len(files[path])
+    progress = git.show_file(top, commit, cfg.files.progress) or ""
+    return Material(cfg.goal, ticked, diff, files, progress, summary)
+
+
+def signals(
+    material: Material, all_pass: bool, passing_before: int, passing_after: int, progress_changed: bool
+) -> dict[str, float]:
+    """ralph's own measurable signals, each 0 or 1 (README: The judge)."""
+    changed_lines = sum(
+        1 for line in material.diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
+    return {
+        "checks all pass": float(all_pass),
+        "passing tests not fewer": float(passing_after >= passing_before),
+        "PROGRESS.md rewritten, within budget": float(progress_changed and len(material.progress) <= PROGRESS_BUDGET),
+        "diff within budget": float(changed_lines <= DIFF_BUDGET),
+    }
+
+
+class Judge:
+    def __init__(self, role: JudgeConfig, config: AgentConfig):
+        self.role, self.config = role, config
+        self.endpoint = endpoint_of(config)
+        self.api_key = os.environ.get(config.api_key_env)
+
+    def check_endpoint(self) -> None:
+        """A judge that is down at the start is a warning: laps fall back to the checks."""
+        try:
+            with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+                call_with_retry(
+                    lambda: chat_request(
+                        client,
+                        self.config,
+                        [{"role": "user", "content": PREFLIGHT}],
+                        self.endpoint,
+                        time.monotonic() + 30,
+                        16,
+                        tools=[VERDICT_TOOL],
+                    ),
+                    endpoint=self.endpoint,
+                    deadline=time.monotonic() + 30,
+                    attempts=2,
+                )
+        except RequestFailed as exc:
+            ui.warn(
+                f"the judge's endpoint does not answer ({exc.message}); laps are judged by the checks until it does"
+            )
+
+    def judge(self, material: Material, signals: dict[str, float], log_dir: Path) -> JudgeRecord:
+        role = self.role
+        transcript = Transcript(log_dir / "judge.jsonl", secret=self.api_key)
+        usage = Usage()
+        try:
+            verdict = self._ask(material, transcript, usage)
+        except _Unavailable as exc:
+            transcript.write("end", unavailable=str(exc))
+            return JudgeRecord(status="unavailable", signals=signals, detail=str(exc), usage=usage)
+        for given in verdict.scores:
+            given.counted = _found(given.evidence, material)
+        counted = [given.score for given in verdict.scores if given.counted]
+        judge_score = sum(counted) / len(counted) if counted else 0.0
+        deterministic = sum(signals.values()) / len(signals)
+        total = round((1 - role.weight) * deterministic + role.weight * judge_score, 3)
+        held = total < role.threshold or bool(verdict.blocking)
+        record = JudgeRecord(
+            status="held" if held else "passed",
+            score=total,
+            judge_score=round(judge_score, 3),
+            signals=signals,
+            scores=verdict.scores,
+            blocking=verdict.blocking,
+            suggestions=verdict.suggestions,
+            usage=usage,
+        )
+        transcript.write("end", record=record.model_dump())
+        return record
+
+    def _ask(self, material: Material, transcript: Transcript, usage: Usage) -> Verdict:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": _shown(material)}]
+        reader = ReplyReader(("verdict",))
+        deadline = time.monotonic() + RETRY_SECONDS
+        with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+            for _ in range(ATTEMPTS):
+                try:
+                    body = call_with_retry(
+                        lambda: chat_request(
+                            client, self.config, messages, self.endpoint, deadline, tools=[VERDICT_TOOL]
+                        )[0],
+                        endpoint=self.endpoint,
+                        deadline=deadline,
+                    )
+                except RequestFailed as exc:
+                    raise _Unavailable(f"judge unavailable: {exc.message}") from None
+                transcript.write("response", body=body)
+                _count(usage, body)
+                reply = reader.read(body)
+                messages.append(assistant_message(reply))
+                call = next((call for call in reply.calls if call.name == "verdict" and not call.problem), None)
+                if call is None:
+                    problem = reply.calls[0].problem if reply.calls else None
+                    messages.append({"role": "user", "content": problem or "Call the tool verdict."})
+                    continue
+                try:
+                    return Verdict.model_validate(call.arguments)
+                except ValidationError as exc:
+                    errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": call.id,
+                            "content": f"format error: {errors}; call verdict again",
+                        }
+                    )
+        raise _Unavailable(f"judge unavailable: no valid verdict in {ATTEMPTS} replies")
+
+
+class _Unavailable(Exception):
+    pass
+
+
+def _count(usage: Usage, body: dict) -> None:
+    reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
+    usage.requests += 1
+    usage.prompt_tokens += int(reported.get("prompt_tokens") or 0)
+    usage.completion_tokens += int(reported.get("completion_tokens") or 0)
+    usage.largest_prompt_tokens = max(usage.largest_prompt_tokens, int(reported.get("prompt_tokens") or 0))
+
+
+def _found(evidence: str, material: Material) -> bool:
+    """Does the quote occur in the diff or in a changed file (whitespace runs as one space)?"""
+    quote = " ".join(evidence.split())
+    if len(quote) < 3:
+        return False
+    return any(quote in " ".join(text.split()) for text in [material.diff, *material.files.values()])
+
+
+def _shown(material: Material) -> str:
+    ticked = "\n".join(f"- {item}" for item in material.ticked) or "(none)"
+    files = "\n\n".join(f"## {path}\n```\n{text}\n```" for path, text in material.files.items())
+    return (
+        f"# Goal\n{material.goal}\n\n# Items the lap ticked\n{ticked}\n\n"
+        f"# The agent's summary\n{material.summary or '(none)'}\n\n"
+        f"# The diff\n```diff\n{material.diff[:DIFF_CAP]}\n```\n\n"
+        f"# The changed files, as they are now\n{files or '(none)'}\n\n"
+        f"# PROGRESS.md\n{material.progress or '(empty)'}\n"
+    )
+
+
+def next_lap_text(record: JudgeRecord) -> str:
+    """What the next lap is told of a lap the judge held back."""
+    blocking = "".join(f"- [ ] {item}\n" for item in record.blocking)
+    suggestions = "".join(f"- {item}\n" for item in record.suggestions)
+    low = "".join(
+        f"- {score.dimension}: {score.score:g} — {score.reason}\n" for score in record.scores if score.counted
+    )
+    return (
+        f"The judge held the lap back (score {record.score}).\n"
+        + (f"Blocking, fix these:\n{blocking}" if blocking else "")
+        + (f"Suggestions:\n{suggestions}" if suggestions else "")
+        + (f"Scores:\n{low}" if low else "")
+    )
