@@ -81,6 +81,9 @@ class Limits(Section):
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
     max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
     setup_timeout: float = Field(1800, gt=0, description="Seconds for each `setup` command.")
+    requests_per_minute: PositiveInt | None = Field(
+        None, description="Model requests of every role together (agent, planner, judge) in any minute."
+    )
     outage_wait: float = Field(
         180,
         ge=0,

@@ -238,6 +238,7 @@ class Judge:
         deadline = time.monotonic() + RETRY_SECONDS
         with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
             for _ in range(ATTEMPTS):
+                transcript.write("request", messages=messages)
                 try:
                     body = call_with_retry(
                         lambda: chat_request(
@@ -249,7 +250,7 @@ class Judge:
                 except RequestFailed as exc:
                     raise _Unavailable(f"judge unavailable: {exc.message}") from None
                 transcript.write("response", body=body)
-                _count(usage, body)
+                usage.add_reply(body)
                 reply = reader.read(body)
                 messages.append(assistant_message(reply))
                 call = next((call for call in reply.calls if call.name == "verdict" and not call.problem), None)
@@ -273,14 +274,6 @@ class Judge:
 
 class _Unavailable(Exception):
     pass
-
-
-def _count(usage: Usage, body: dict) -> None:
-    reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
-    usage.requests += 1
-    usage.prompt_tokens += int(reported.get("prompt_tokens") or 0)
-    usage.completion_tokens += int(reported.get("completion_tokens") or 0)
-    usage.largest_prompt_tokens = max(usage.largest_prompt_tokens, int(reported.get("prompt_tokens") or 0))
 
 
 def _found(evidence: str, material: Material) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ralph import checks, git, guard, ledger, proc, pytest_results, sandbox, todo, ui, user_state
 from ralph import config as config_module
-from ralph.agents import make_agent
+from ralph.agents import limiter, make_agent
 from ralph.errors import Exit, RalphError
 from ralph.judge import Judge, check_independence
 from ralph.lap import RunContext, now_iso, run_lap
@@ -56,6 +56,7 @@ def run(options: RunOptions) -> Exit:
         _restore_after_crash(repo, name)
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,), extra={RUN_MARK: mark})
         sandboxed = _sandboxed(repo, cfg)
+        limiter.configure(cfg.limits.requests_per_minute)
         agent = make_agent(cfg.agent)
         agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
         judge = _judge(cfg)

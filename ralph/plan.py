@@ -23,6 +23,8 @@ from rich.markup import escape
 
 from ralph import config as config_module
 from ralph import git, todo, ui
+from ralph.agents import limiter
+from ralph.agents.base import Usage
 from ralph.agents.openai import chat_request
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
 from ralph.agents.retry import RequestFailed, call_with_retry
@@ -138,12 +140,13 @@ def plan(cwd: Path, goal: str | None, config_path: Path | None, yes: bool, force
     existing = todo.parse(todo_path.read_text(encoding="utf-8")) if todo_path.is_file() else []
     if existing and not force:
         raise RalphError(f"{cfg.files.todo} already has {len(existing)} items — `ralph plan --force` replaces them")
+    limiter.configure(cfg.limits.requests_per_minute)
     folder = repo.common_dir / "ralph" / "plans" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     folder.mkdir(parents=True)
-    made = Planner(endpoint, repo.top, repo.head, folder).run(goal)
-    (folder / "plan.json").write_text(
-        json.dumps(dict(made.model_dump(), goal=goal, files_read=files_read(folder)), indent=1), encoding="utf-8"
-    )
+    planner = Planner(endpoint, repo.top, repo.head, folder)
+    made = planner.run(goal)
+    saved = dict(made.model_dump(), goal=goal, files_read=files_read(folder), usage=planner.usage.model_dump())
+    (folder / "plan.json").write_text(json.dumps(saved, indent=1), encoding="utf-8")
     _show(made, cfg.files.todo)
     ui.say(f"the planner's reasoning and what it read: {folder}")
     if not yes and not _confirmed(f"write these {len(made.todo)} items to {cfg.files.todo}?"):
@@ -199,6 +202,7 @@ class Planner:
         self.messages: list[dict] = []
         self.replies = ReplyReader(PLAN_TOOL_NAMES)
         self.deadline = time.monotonic() + PLAN_SECONDS
+        self.usage = Usage()
 
     def run(self, goal: str) -> Plan:
         self.transcript.write("start", model=self.config.model, endpoint=self.endpoint, goal=goal)
@@ -241,6 +245,7 @@ class Planner:
             self.transcript.write("error", error=exc.message, status=exc.status, body=exc.body)
             raise EndpointUnusable(f"the planner's model endpoint failed: {exc.message}") from None
         self.transcript.write("response", turn=turn, body=body)
+        self.usage.add_reply(body)
         return body
 
     def post(self, client: OpenAI) -> dict:

@@ -44,6 +44,17 @@ class Usage(BaseModel):
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def add_reply(self, body: dict) -> None:
+        """One reply's tokens, as its server reported them (none reported: none counted)."""
+        reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
+        prompt, completion = (reported.get(key) for key in ("prompt_tokens", "completion_tokens"))
+        prompt = prompt if isinstance(prompt, int) else 0
+        completion = completion if isinstance(completion, int) else 0
+        self.requests += 1
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.largest_prompt_tokens = max(self.largest_prompt_tokens, prompt)
+
 
 class AgentResult(BaseModel):
     kind: str

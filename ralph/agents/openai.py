@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from openai import OpenAI
 
+from ralph.agents import limiter
 from ralph.agents.base import AgentResult, LapTask, Usage
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
 from ralph.agents.retry import RequestFailed, call_with_retry
@@ -318,6 +319,7 @@ def chat_request(
 ) -> tuple[dict, str]:
     """One request; the raw JSON, not the typed model (local servers send shapes the types do
     not describe, and the transcript should hold what was received), and the Server header."""
+    limiter.shared.wait_turn()
     timeout = max(0.1, min(config.request_timeout, deadline - time.monotonic()))
     options = dict(request_options(config, tools), messages=messages)  # plain dicts, as the wire has them
     if max_tokens is not None:
