@@ -27,6 +27,7 @@ from ralph.agents.base import Usage
 from ralph.agents.openai import DEFAULT_ENDPOINT, PREFLIGHT, chat_request
 from ralph.agents.replies import ReplyReader, assistant_message
 from ralph.agents.retry import RequestFailed, call_with_retry
+from ralph.agents.tools import function_schema
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig, Config, JudgeConfig
 from ralph.errors import RalphError
@@ -57,34 +58,28 @@ the score from 0 to 1:
 - 0.9: what a careful reviewer would approve as is.
 `blocking`: what must change before this lap can be kept (each one concrete and checkable),
 or nothing. `suggestions`: improvements that should not block."""
-VERDICT_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "verdict",
-        "description": "Your verdict on the lap.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "scores": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "dimension": {"type": "string"},
-                            "evidence": {"type": "string"},
-                            "reason": {"type": "string"},
-                            "score": {"type": "number", "minimum": 0, "maximum": 1},
-                        },
-                        "required": ["dimension", "evidence", "reason", "score"],
-                    },
+VERDICT_TOOL = function_schema(
+    "verdict",
+    "Your verdict on the lap.",
+    {
+        "scores": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "dimension": {"type": "string"},
+                    "evidence": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "score": {"type": "number", "minimum": 0, "maximum": 1},
                 },
-                "blocking": {"type": "array", "items": {"type": "string"}},
-                "suggestions": {"type": "array", "items": {"type": "string"}},
+                "required": ["dimension", "evidence", "reason", "score"],
             },
-            "required": ["scores", "blocking", "suggestions"],
         },
+        "blocking": {"type": "array", "items": {"type": "string"}},
+        "suggestions": {"type": "array", "items": {"type": "string"}},
     },
-}
+    ["scores", "blocking", "suggestions"],
+)
 
 
 class Score(BaseModel):
@@ -150,7 +145,7 @@ def material(cfg: Config, top: Path, green: str, commit: str, ticked: list[str],
     files: dict[str, str] = {}
     total = 0
     for path, (status, mode) in git.changes(top, green, commit).items():
-        if status == "D" or mode != "100644" and mode != "100755" or total > FILES_CAP:
+        if status == "D" or mode not in ("100644", "100755") or total > FILES_CAP:  # regular files only
             continue
         text = git.show_file(top, commit, path) or ""
         files[path] = text[:FILE_CAP]

@@ -28,7 +28,7 @@ from ralph.agents.base import Usage
 from ralph.agents.openai import chat_request
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
 from ralph.agents.retry import RequestFailed, call_with_retry
-from ralph.agents.tools import ToolError, numbered, view_bounds
+from ralph.agents.tools import ToolError, function_schema, numbered, view_bounds
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
 from ralph.errors import EndpointUnusable, Exit, RalphError
@@ -72,32 +72,23 @@ class Plan(BaseModel):
         return cleaned
 
 
-def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required},
-        },
-    }
-
-
 PLAN_TOOLS = [
-    _function(
+    function_schema(
         "view",
         "A file of the repository with line numbers; view_range [start, end] (end -1: to the end).",
         {"path": {"type": "string"}, "view_range": {"type": "array", "items": {"type": "integer"}}},
         ["path"],
     ),
-    _function("list", "The files under a folder of the repository ('.' for all).", {"path": {"type": "string"}}, []),
-    _function(
+    function_schema(
+        "list", "The files under a folder of the repository ('.' for all).", {"path": {"type": "string"}}, []
+    ),
+    function_schema(
         "search",
         "Lines matching a regular expression (extended) in the repository's files, with file and line number.",
         {"pattern": {"type": "string"}, "path": {"type": "string"}},
         ["pattern"],
     ),
-    _function(
+    function_schema(
         "write_plan",
         "Your plan; ends planning.",
         {

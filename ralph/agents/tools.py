@@ -26,7 +26,8 @@ SNIPPET_CONTEXT = 4  # lines shown around an edit
 BASH = shutil.which("bash")
 
 
-def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
+def function_schema(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    """A tool as the chat completions API declares one."""
     return {
         "type": "function",
         "function": {
@@ -38,7 +39,7 @@ def _function(name: str, description: str, properties: dict, required: list[str]
 
 
 TOOL_SCHEMAS = [
-    _function(
+    function_schema(
         "bash",
         "Run a bash command in the worktree (your current directory). You get its output "
         "(stdout and stderr, the middle cut beyond 16 KiB) and exit code. Non-interactive: stdin is "
@@ -49,7 +50,7 @@ TOOL_SCHEMAS = [
         },
         ["command"],
     ),
-    _function(
+    function_schema(
         "str_replace_based_edit_tool",
         "View, create and edit files; paths are relative to the "
         "worktree. view: a file with line numbers (view_range [start, end], end -1 for the end of the "
@@ -67,7 +68,7 @@ TOOL_SCHEMAS = [
         },
         ["command", "path"],
     ),
-    _function(
+    function_schema(
         "finish",
         "End your lap. summary: what you did and what is left, for the next lap. status: "
         "done, or blocked when you could not make progress.",
