@@ -6,7 +6,16 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ralph.errors import RalphError
 
@@ -95,6 +104,14 @@ class Limits(Section):
 class Files(Section):
     todo: str = "TODO.md"
     progress: str = "PROGRESS.md"
+
+    @field_validator("todo", "progress")
+    @classmethod
+    def _inside_the_tree(cls, path: str, info: ValidationInfo) -> str:
+        parts = PurePosixPath(path).parts
+        if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+            raise ValueError(f"files.{info.field_name}: '{path}' must be a path inside the repository, from its top")
+        return path
 
 
 class Commit(Section):

@@ -12,7 +12,9 @@ and says so in the note.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,7 @@ DIFF_CAP = 60_000  # characters of diff the judge sees
 FILE_CAP = 20_000  # characters of each changed file's new text
 FILES_CAP = 120_000
 DIFF_BUDGET = 400  # changed lines beyond which the "diff within budget" signal is 0
+EVIDENCE_MIN = 8  # characters of a quote (whitespace runs as one): shorter ones occur anywhere
 PROGRESS_BUDGET = 8_000  # characters of PROGRESS.md
 DIMENSIONS = (
     "does what the ticked items ask",
@@ -141,17 +144,25 @@ def check_independence(cfg: Config, role: JudgeConfig, judge: AgentConfig) -> No
 
 
 def material(cfg: Config, top: Path, green: str, commit: str, ticked: list[str], summary: str) -> Material:
+    """What the judge is shown of a lap: the diff whole (a lap whose diff does not fit is held,
+    not judged on a part), changed files within a budget, PROGRESS.md and the summary capped."""
     diff = git.run(top, "diff", "--no-color", "--no-renames", green, commit, "--").output
     files: dict[str, str] = {}
     total = 0
     for path, (status, mode) in git.changes(top, green, commit).items():
-        if status == "D" or mode not in ("100644", "100755") or total > FILES_CAP:  # regular files only
+        if status == "D" or mode not in ("100644", "100755"):  # regular files only
             continue
-        text = git.show_file(top, commit, path) or ""
-        files[path] = text[:FILE_CAP]
-        total += len(files[path])
-    progress = git.show_file(top, commit, cfg.files.progress) or ""
-    return Material(cfg.goal, ticked, diff, files, progress, summary)
+        text = _capped(git.show_file(top, commit, path) or "", min(FILE_CAP, max(0, FILES_CAP - total)))
+        files[path] = text
+        total += len(text)
+    progress = _capped(git.show_file(top, commit, cfg.files.progress) or "", PROGRESS_BUDGET)
+    return Material(
+        cfg.goal, [_capped(item, 500) for item in ticked[:50]], diff, files, progress, _capped(summary, 4000)
+    )
+
+
+def _capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters not shown]"
 
 
 def signals(
@@ -202,6 +213,11 @@ class Judge:
         role = self.role
         transcript = Transcript(log_dir / "judge.jsonl", secret=self.api_key)
         usage = Usage()
+        if len(material.diff) > DIFF_CAP:  # the judge vouches only for what it saw whole
+            size = f"{len(material.diff):,} characters; at most {DIFF_CAP:,}"
+            too_big = f"The diff is too large to review ({size}): make smaller laps"
+            transcript.write("end", held=too_big)
+            return JudgeRecord(status="held", signals=signals, blocking=[too_big], usage=usage)
         try:
             verdict = self._ask(material, transcript, usage)
         except _Unavailable as exc:
@@ -272,23 +288,33 @@ class _Unavailable(Exception):
 
 
 def _found(evidence: str, material: Material) -> bool:
-    """Does the quote occur in the diff or in a changed file (whitespace runs as one space)?"""
+    """Does the quote occur in what the lap changed: the diff's lines without their markers (no
+    headers, no hunk lines), or a changed file's text? Whitespace runs compare as one space."""
     quote = " ".join(evidence.split())
-    if len(quote) < 3:
+    if len(quote) < EVIDENCE_MIN:
         return False
-    return any(quote in " ".join(text.split()) for text in [material.diff, *material.files.values()])
+    changed = [line[1:] for line in material.diff.splitlines() if line[:1] in "+- " and line[:3] not in ("+++", "---")]
+    return any(quote in " ".join(text.split()) for text in ["\n".join(changed), *material.files.values()])
 
 
 def _shown(material: Material) -> str:
+    """The lap in markdown, every fence longer than any run of backticks inside it, so nothing a
+    lap wrote can close one and speak as ralph."""
     ticked = "\n".join(f"- {item}" for item in material.ticked) or "(none)"
-    files = "\n\n".join(f"## {path}\n```\n{text}\n```" for path, text in material.files.items())
+    files = "\n\n".join(f"## {json.dumps(path)}\n{_fenced(text)}" for path, text in material.files.items())
     return (
-        f"# Goal\n{material.goal}\n\n# Items the lap ticked\n{ticked}\n\n"
-        f"# The agent's summary\n{material.summary or '(none)'}\n\n"
-        f"# The diff\n```diff\n{material.diff[:DIFF_CAP]}\n```\n\n"
+        f"# Goal\n{material.goal}\n\n# Items the lap ticked\n{_fenced(ticked)}\n\n"
+        f"# The agent's summary\n{_fenced(material.summary or '(none)')}\n\n"
+        f"# The diff\n{_fenced(material.diff, 'diff')}\n\n"
         f"# The changed files, as they are now\n{files or '(none)'}\n\n"
-        f"# PROGRESS.md\n{material.progress or '(empty)'}\n"
+        f"# PROGRESS.md\n{_fenced(material.progress or '(empty)')}\n"
     )
+
+
+def _fenced(text: str, language: str = "") -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def next_lap_text(record: JudgeRecord) -> str:

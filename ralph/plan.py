@@ -128,7 +128,9 @@ def plan(cwd: Path, goal: str | None, config_path: Path | None, yes: bool, force
             "ralph.yaml, or use the built-in agent (agent.kind: openai), whose model it then uses"
         )
     todo_path = repo.top / cfg.files.todo
-    existing = todo.parse(todo_path.read_text(encoding="utf-8")) if todo_path.is_file() else []
+    if todo_path.is_symlink() or (os.path.lexists(todo_path) and not todo_path.is_file()):
+        raise RalphError(f"{cfg.files.todo} is not a regular file (a link, a folder) — ralph plan writes only a file")
+    existing = todo.parse(todo_path.read_text(encoding="utf-8", errors="replace")) if todo_path.exists() else []
     if existing and not force:
         raise RalphError(f"{cfg.files.todo} already has {len(existing)} items — `ralph plan --force` replaces them")
     limiter.configure(cfg.limits.requests_per_minute)
@@ -256,6 +258,8 @@ class Planner:
             result, ok = getattr(self, call.name)(call.arguments), True
         except ToolError as exc:
             result, ok = f"error: {exc}", False
+        except Exception as exc:  # a view_range of "²": the model is told, the plan goes on
+            result, ok = f"error: {type(exc).__name__}: {exc}", False
         self.transcript.write("tool", name=call.name, arguments=call.arguments, ok=ok)
         return None, result
 

@@ -109,3 +109,30 @@ def test_the_planner_has_a_model_of_its_own_beside_a_command_agent(tmp_path: Pat
         result = ralph(repo, "plan", "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert server.requests[0].body["model"] == "big-planner"
+
+
+def test_odd_replies_and_odd_checklists_get_a_clear_answer_never_a_crash(tmp_path: Path):
+    script = [
+        tool_call("view", {"path": "calc.py", "view_range": ["²", 5]}),  # isdigit, yet no int
+        tool_call("write_plan", "[" * 100_000),  # nested deeper than any parser recurses
+        tool_call("write_plan", GOOD_PLAN),
+    ]
+    with ScriptedServer(script) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        result = ralph(repo, "plan", "--yes")
+        assert result.returncode == 0, result.stdout + result.stderr
+        seen = tool_results(server.requests[-1].body)
+        assert seen[0].startswith("error: ValueError") and seen[1].startswith("format error: the arguments are nested")
+
+        (repo / "TODO.md").unlink()
+        (repo / "TODO.md").symlink_to(tmp_path / "outside.md")  # a link: written through, it leaves the repo
+        result = ralph(repo, "plan", "--yes")
+        assert result.returncode == 1 and "TODO.md is not a regular file" in result.stderr
+        assert not (tmp_path / "outside.md").exists() and len(server.requests) == 3
+
+    settings = json.loads((repo / "ralph.yaml").read_text())
+    (repo / "ralph.yaml").write_text(json.dumps({**settings, "files": {"todo": "../outside.md"}}))
+    result = ralph(repo, "plan", "--yes")
+    assert (
+        result.returncode == 1 and "files.todo: '../outside.md' must be a path inside the repository" in result.stderr
+    )

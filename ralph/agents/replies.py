@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -66,9 +67,11 @@ def parse_arguments(raw: object) -> tuple[dict, str | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None  # some servers send "" for a call without arguments
     if isinstance(raw, dict):
-        return raw, None  # some servers send an object instead of a JSON string
+        return _text_fit(raw), None  # some servers send an object instead of a JSON string
     try:
-        value = json.loads(raw)  # type: ignore[arg-type]
+        value = _text_fit(json.loads(raw))  # type: ignore[arg-type]
+    except RecursionError:
+        return {}, "format error: the arguments are nested too deeply; send a flat JSON object."
     except (TypeError, ValueError) as exc:
         return {}, (
             f"format error: the arguments were not valid JSON ({exc}): {str(raw)[:200]!r}. "
@@ -77,6 +80,18 @@ def parse_arguments(raw: object) -> tuple[dict, str | None]:
     if not isinstance(value, dict):
         return {}, 'format error: the arguments must be a JSON object, e.g. {"command": "ls"}.'
     return value, None
+
+
+def _text_fit(value: Any) -> Any:
+    """Strings that can be written as UTF-8: JSON may spell a lone surrogate ("\\ud800"), which
+    no note, transcript or terminal can hold."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, list):
+        return [_text_fit(item) for item in value]
+    if isinstance(value, dict):
+        return {_text_fit(key): _text_fit(item) for key, item in value.items()}
+    return value
 
 
 def assistant_message(reply: Reply) -> dict:
