@@ -89,6 +89,16 @@ def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> 
 
 
 @main.command()
+@click.argument("message")
+@RUN_OPTION
+def tell(message: str, run_name: str | None) -> None:
+    """Leave MESSAGE for the run's next lap (shown once in its prompt, under "From the user")."""
+    from ralph.review import tell as do_tell
+
+    _call(do_tell, Path.cwd(), message, run_name)
+
+
+@main.command()
 @RUN_OPTION
 @JSON_OPTION
 def log(run_name: str | None, as_json: bool) -> None:

@@ -128,6 +128,15 @@ class EnvConfig(Section):
     )
 
 
+class LifecycleHooks(Section):
+    """Shell commands ralph runs in your repository as the run goes: notifications, mostly."""
+
+    on_lap_end: str | None = Field(None, description="After every lap: RALPH_LAP, RALPH_STATUS, RALPH_REASON.")
+    on_done: str | None = Field(None, description="When the run ends done.")
+    on_stop: str | None = Field(None, description="When the run stops, whatever the reason: RALPH_EXIT too.")
+    timeout: float = Field(60, gt=0, description="Seconds for each hook.")
+
+
 class SandboxConfig(Section):
     mode: Literal["auto", "required", "off"] = Field(
         "auto",
@@ -247,6 +256,7 @@ class Config(Section):
     sandbox: SandboxConfig = Field(
         default_factory=SandboxConfig, description="`auto | required | off`, or a mapping with `mode:` and more."
     )
+    hooks: LifecycleHooks = Field(default_factory=LifecycleHooks, description="Commands run as the run goes.")
     roles: Roles = Field(default_factory=Roles, description="Models of their own for the planner and the judge.")
 
     @field_validator("sandbox", mode="before")

@@ -185,8 +185,13 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     crashpoint.reached("workspace")
     files, limits = ctx.config.files, ctx.config.limits
     todo_before = git.show_file(ctx.top, state.green, files.todo)
+    told = ledger.messages(ctx.top, ctx.run_name)  # forgotten once this lap's note holds them
     lap_prompt = prompt.build(
-        ctx.config, todo_before, git.show_file(ctx.top, state.green, files.progress), last_failure(ctx, state)
+        ctx.config,
+        todo_before,
+        git.show_file(ctx.top, state.green, files.progress),
+        last_failure(ctx, state),
+        list(told.values()),
     )
     task = LapTask(
         ctx.run_name,
@@ -220,8 +225,10 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
             files_changed=judged.files_changed,
         )
     facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
-    record = _record(ctx, state, facts, commit, judged)
+    record = _record(ctx, state, facts, commit, judged).model_copy(update={"told": list(told.values())})
     ledger.save_lap(ctx.top, record)
+    for ref in told:
+        git.delete_ref(ctx.top, ref)
     crashpoint.reached("advance")
     for _ in range(MOVED_LINE_RETRIES):
         if record.status != "green" or git.update_ref(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
 # 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
-# 4: a lap's judge (roles.judge).
+# 4: a lap's judge (roles.judge) and the user's messages it was told (told).
 FORMAT = 4
 MIGRATIONS = {1: lambda data: data, 2: lambda data: data, 3: lambda data: data}  # format N -> N+1, in order
 
@@ -54,6 +55,22 @@ def record_ref(run: str) -> str:
 
 def lap_ref(run: str, lap: int) -> str:
     return f"refs/ralph/{run}/laps/{lap}"
+
+
+def told_prefix(run: str) -> str:
+    return f"refs/ralph/{run}/told/"
+
+
+def tell(cwd: Path, run: str, message: str) -> None:
+    """Leave a message for the run's next lap (`ralph tell`), as a blob under the run's refs."""
+    blob = git.write_blob(cwd, message)
+    git.update_ref(cwd, f"{told_prefix(run)}{time.time_ns()}", blob, None)
+
+
+def messages(cwd: Path, run: str) -> dict[str, str]:
+    """The messages left for the next lap, oldest first: {ref: text}."""
+    found = git.refs(cwd, told_prefix(run))
+    return {ref: git.read_blob(cwd, found[ref]) for ref in sorted(found, key=lambda ref: int(ref.rsplit("/", 1)[1]))}
 
 
 def run_dir(common_dir: Path, run: str) -> Path:
@@ -113,6 +130,7 @@ class LapRecord(BaseModel):
     flaky: list[str] = []  # checks that failed, then passed on a retry
     removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
     judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
+    told: list[str] = []  # messages from the user (`ralph tell`) this lap's prompt carried
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from ralph import checks, git, guard, ledger, proc, pytest_results, sandbox, todo, ui, user_state
+from ralph import checks, git, guard, ledger, lifecycle, proc, pytest_results, sandbox, todo, ui, user_state
 from ralph import config as config_module
 from ralph.agents import limiter, make_agent
 from ralph.errors import Exit, RalphError
@@ -314,8 +314,14 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
     while True:
         stop = _why_stop(ctx, state, started, outage)
         if stop is not None:
-            ui.stopped(stop[0], stop[1], state.flaky_checks())
-            return stop[0]
+            code, reason = stop
+            ui.stopped(code, reason, state.flaky_checks())
+            last = state.last_record()
+            facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
+            if code == Exit.DONE:
+                lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
+            lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
+            return code
         if _endpoint_failed(state.last_record()):
             outage.wait()
         else:
@@ -324,6 +330,8 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
         ui.lap_start(number, limits.max_laps)
         record = run_lap(ctx, state, number)
         ui.lap_end(record)
+        facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
+        lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
         state.laps.append(ledger.Lap(number, record.commit, record))
         if record.status == "green":
             state.green = record.commit

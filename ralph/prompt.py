@@ -32,7 +32,13 @@ class LastFailure:
     output_tail: str
 
 
-def build(config: Config, todo_text: str | None, progress_text: str | None, failure: LastFailure | None) -> str:
+def build(
+    config: Config,
+    todo_text: str | None,
+    progress_text: str | None,
+    failure: LastFailure | None,
+    told: list[str] | tuple[str, ...] = (),
+) -> str:
     files = config.files
     parts = [
         f"# Goal\n{config.goal.strip()}\n",
@@ -45,6 +51,9 @@ def build(config: Config, todo_text: str | None, progress_text: str | None, fail
         f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
         f"# {files.progress}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
     ]
+    if told:
+        said = "\n".join(f"- {' '.join(message.split())}" for message in told)
+        parts.append(f"# From the user\nWhile the job runs, the user asks:\n{said}\n")
     if failure:
         parts.append(
             f"# The previous lap (lap {failure.lap}) was red and its edits were discarded\n"

@@ -57,6 +57,16 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     return Exit.DONE
 
 
+def tell(cwd: Path, message: str, run: str | None) -> Exit:
+    if not message.strip():
+        raise RalphError("the message is empty — say what the next lap should know")
+    top = git.open_repo(cwd).top
+    state = ledger.resolve(top, run)
+    ledger.tell(top, state.name, message.strip())
+    ui.say(f"told run [bold]{state.name}[/]: its next lap will see it (once), running now or resumed later")
+    return Exit.DONE
+
+
 def _show_judge(judge: JudgeRecord) -> None:
     if judge.status == "unavailable":
         ui.say(f"judge   unavailable: {escape(judge.detail)}")
@@ -131,6 +141,8 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
             f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}"
         )
         ui.context_bars(*state.context_bars(upto=number))
+    for message in record.told:
+        ui.say(f"told    {escape(message)}")
     if record.judge:
         _show_judge(record.judge)
     ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
