@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import click
 from openai import OpenAI
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from rich.markup import escape
@@ -179,9 +179,10 @@ def _show(made: Plan, todo_name: str) -> None:
 
 
 def _confirmed(question: str) -> bool:
-    if not click.get_text_stream("stdin").isatty():
+    """The user's yes, asked on the terminal; no terminal, no yes."""
+    if not sys.stdin.isatty():
         return False
-    return click.confirm(question, default=False)
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
 class Planner:
