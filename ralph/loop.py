@@ -11,7 +11,7 @@ from pathlib import Path
 from ralph import checks, git, guard, ledger, lifecycle, proc, pytest_results, sandbox, todo, ui, user_state
 from ralph import config as config_module
 from ralph.agents import limiter, make_agent
-from ralph.errors import Exit, RalphError
+from ralph.errors import Exit, Interrupted, RalphError
 from ralph.judge import Judge, check_independence
 from ralph.lap import RunContext, now_iso, run_lap
 from ralph.ledger import LapRecord, RunRecord, RunState
@@ -64,6 +64,12 @@ def run(options: RunOptions) -> Exit:
         ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed, judge=judge)
         try:
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
+        except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
+            code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
+            status = "error" if isinstance(stopped, RalphError) else "interrupted"
+            facts = dict(run=name, lap=0, status=status, reason=str(stopped) or status, exit=int(code))
+            lifecycle.fire(cfg.hooks, "on_stop", repo.top, env, **facts)
+            raise
         finally:
             workspace.remove()
 

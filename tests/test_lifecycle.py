@@ -68,3 +68,12 @@ def test_a_message_told_to_a_run_reaches_its_next_lap_exactly_once(tmp_path: Pat
     assert git(repo, "for-each-ref", "refs/ralph/t/told/") == ""
     assert "told    use the new API" in ralph(repo, "show", "2", "--run", "t").stdout
     assert ralph(repo, "tell", "  ", "--run", "t").returncode == 1
+
+
+def test_on_stop_hears_of_a_run_that_ends_in_an_error(tmp_path: Path):
+    heard = tmp_path / "heard.json"
+    repo = repo_for(tmp_path, setup=["exit 3"], hooks={"on_stop": f"{HOOK} > {heard}"})
+    result = ralph(repo, "run", "--name", "e")
+    assert result.returncode == 1 and "setup `exit 3` failed" in result.stderr
+    told = json.loads(heard.read_text())
+    assert told["RALPH_EXIT"] == "1" and told["RALPH_STATUS"] == "error" and "setup `exit 3`" in told["RALPH_REASON"]
