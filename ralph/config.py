@@ -292,7 +292,14 @@ class Config(Section):
         model = role.model or (base.model if base else None)
         if model is None:
             return None
-        inherited = base.model_dump() if base else {"kind": "openai"}
+        # The agent's key goes only where the agent's requests go: a role on another host names its own.
+        same_host = base is not None and role.base_url in (None, base.base_url)
+        if base is not None and not same_host and role.api_key_env is None:
+            raise RalphError(
+                "a role on a base_url of its own needs api_key_env too (the name of the variable "
+                "holding its key; any unset name for a server that needs none)"
+            )
+        inherited = base.model_dump() if same_host and base else {"kind": "openai"}
         return AgentConfig.model_validate(
             dict(
                 inherited,
@@ -304,6 +311,12 @@ class Config(Section):
                 max_turns=role.max_turns,
             )
         )
+
+    @property
+    def role_key_variables(self) -> tuple[str, ...]:
+        """The variables holding the roles' keys: kept from agents and checks like the agent's."""
+        roles = [self.roles.planner, self.roles.judge]
+        return tuple(role.api_key_env for role in roles if role is not None and role.api_key_env)
 
     @property
     def check_commands(self) -> list[str]:

@@ -17,6 +17,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -243,6 +244,9 @@ class Judge:
         transcript.write("end", record=record.model_dump())
         return record
 
+    def _post(self, client: OpenAI, messages: list[dict], deadline: float) -> dict:
+        return chat_request(client, self.config, messages, self.endpoint, deadline, tools=[VERDICT_TOOL])[0]
+
     def _ask(self, material: Material, transcript: Transcript, usage: Usage) -> Verdict:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": _shown(material)}]
         reader = ReplyReader(("verdict",))
@@ -252,9 +256,7 @@ class Judge:
                 transcript.write("request", messages=messages)
                 try:
                     body = call_with_retry(
-                        lambda: chat_request(
-                            client, self.config, messages, self.endpoint, deadline, tools=[VERDICT_TOOL]
-                        )[0],
+                        partial(self._post, client, list(messages), deadline),
                         endpoint=self.endpoint,
                         deadline=deadline,
                     )
@@ -264,22 +266,20 @@ class Judge:
                 usage.add_reply(body)
                 reply = reader.read(body)
                 messages.append(assistant_message(reply))
-                call = next((call for call in reply.calls if call.name == "verdict" and not call.problem), None)
-                if call is None:
-                    problem = reply.calls[0].problem if reply.calls else None
-                    messages.append({"role": "user", "content": problem or "Call the tool verdict."})
+                if not reply.calls:
+                    messages.append({"role": "user", "content": "Call the tool verdict."})
                     continue
-                try:
-                    return Verdict.model_validate(call.arguments)
-                except ValidationError as exc:
-                    errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-                    messages.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": call.id,
-                            "content": f"format error: {errors}; call verdict again",
-                        }
-                    )
+                answers = []  # every call is answered (the protocol), the first valid verdict wins
+                for call in reply.calls:
+                    problem = call.problem
+                    if problem is None:
+                        try:
+                            return Verdict.model_validate(call.arguments)
+                        except ValidationError as exc:
+                            errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+                            problem = f"format error: {errors}; call verdict again"
+                    answers.append({"role": "tool", "tool_call_id": call.id, "content": problem})
+                messages += answers
         raise _Unavailable(f"judge unavailable: no valid verdict in {ATTEMPTS} replies")
 
 
@@ -325,7 +325,8 @@ def next_lap_text(record: JudgeRecord) -> str:
         f"- {score.dimension}: {score.score:g} — {score.reason}\n" for score in record.scores if score.counted
     )
     return (
-        f"The judge held the lap back (score {record.score}).\n"
+        "The judge held the lap back"
+        + (f" (score {record.score}).\n" if record.score is not None else ".\n")
         + (f"Blocking, fix these:\n{blocking}" if blocking else "")
         + (f"Suggestions:\n{suggestions}" if suggestions else "")
         + (f"Scores:\n{low}" if low else "")

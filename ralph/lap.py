@@ -227,8 +227,9 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
     record = _record(ctx, state, facts, commit, judged).model_copy(update={"told": list(told.values())})
     ledger.save_lap(ctx.top, record)
-    for ref in told:
-        git.delete_ref(ctx.top, ref)
+    if record.status != "error":  # an agent that never worked (an outage) heard nothing: tell the next
+        for ref in told:
+            git.delete_ref(ctx.top, ref)
     crashpoint.reached("advance")
     for _ in range(MOVED_LINE_RETRIES):
         if record.status != "green" or git.update_ref(
@@ -326,7 +327,10 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
     judged = _judge_lap(ctx, state, facts.number, log_dir, commit, facts.agent, None, facts.ticked)
     replayed = _record(ctx, state, facts, commit, judged)
     replayed = replayed.model_copy(
-        update={"reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)"}
+        update={
+            "reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)",
+            "told": record.told,
+        }
     )
     git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))
     git.update_ref(ctx.top, ledger.lap_ref(ctx.run_name, facts.number), commit, record.commit)
@@ -441,7 +445,8 @@ def _ask_the_judge(
         green.reason += f"; {verdict.detail} (judged by the checks alone)"
     elif verdict.status == "held":
         threshold = ctx.judge.role.threshold
-        why = [f"score {verdict.score} below {threshold}"] if (verdict.score or 0) < threshold else []
+        low = verdict.score is not None and verdict.score < threshold
+        why = [f"score {verdict.score} below {threshold}"] if low else []
         why += [f"blocking: {'; '.join(verdict.blocking)}"] if verdict.blocking else []
         green.status, green.reason, green.output_tail = "red", f"judge: {', '.join(why)}", next_lap_text(verdict)
     else:

@@ -64,7 +64,10 @@ def told_prefix(run: str) -> str:
 def tell(cwd: Path, run: str, message: str) -> None:
     """Leave a message for the run's next lap (`ralph tell`), as a blob under the run's refs."""
     blob = git.write_blob(cwd, message)
-    git.update_ref(cwd, f"{told_prefix(run)}{time.time_ns()}", blob, None)
+    for _ in range(5):  # a name another message took the same nanosecond: the next one
+        if git.update_ref(cwd, f"{told_prefix(run)}{time.time_ns()}", blob, None):
+            return
+    raise RalphError(f"could not store the message under {told_prefix(run)} — try again")
 
 
 def messages(cwd: Path, run: str) -> dict[str, str]:

@@ -54,24 +54,29 @@ def run(options: RunOptions) -> Exit:
         if proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
         _restore_after_crash(repo, name)
-        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=(cfg.agent.api_key_env,), extra={RUN_MARK: mark})
-        sandboxed = _sandboxed(repo, cfg)
-        limiter.configure(cfg.limits.requests_per_minute)
-        agent = make_agent(cfg.agent)
-        agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
-        judge = _judge(cfg)
-        workspace = Workspace.create(repo.top, repo.common_dir, name)
-        ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed, judge=judge)
+        keys = (cfg.agent.api_key_env, *cfg.role_key_variables)
+        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=keys, extra={RUN_MARK: mark})
+        workspace: Workspace | None = None
         try:
+            sandboxed = _sandboxed(repo, cfg)
+            limiter.configure(cfg.limits.requests_per_minute)
+            judge = _judge(cfg)
+            agent = make_agent(cfg.agent)
+            agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+            workspace = Workspace.create(repo.top, repo.common_dir, name)
+            ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed, judge=judge)
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
             code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
             status = "error" if isinstance(stopped, RalphError) else "interrupted"
-            facts = dict(run=name, lap=0, status=status, reason=str(stopped) or status, exit=int(code))
+            last = ledger.load(repo.top, name)
+            lap = last.laps[-1].number if last and last.laps else 0
+            facts = dict(run=name, lap=lap, status=status, reason=str(stopped) or status, exit=int(code))
             lifecycle.fire(cfg.hooks, "on_stop", repo.top, env, **facts)
             raise
         finally:
-            workspace.remove()
+            if workspace is not None:
+                workspace.remove()
 
 
 def _judge(cfg: config_module.Config) -> Judge | None:

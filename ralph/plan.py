@@ -32,6 +32,7 @@ from ralph.agents.tools import ToolError, function_schema, numbered, view_bounds
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
 from ralph.errors import EndpointUnusable, Exit, RalphError
+from ralph.scaffold import TODO_TEMPLATE
 
 PLAN_SECONDS = 900  # the whole planning loop
 FORMAT_ERRORS = 3  # malformed write_plan calls (or replies without a tool call) in a row, then give up
@@ -130,9 +131,11 @@ def plan(cwd: Path, goal: str | None, config_path: Path | None, yes: bool, force
     todo_path = repo.top / cfg.files.todo
     if todo_path.is_symlink() or (os.path.lexists(todo_path) and not todo_path.is_file()):
         raise RalphError(f"{cfg.files.todo} is not a regular file (a link, a folder) — ralph plan writes only a file")
-    existing = todo.parse(todo_path.read_text(encoding="utf-8", errors="replace")) if todo_path.exists() else []
-    if existing and not force:
-        raise RalphError(f"{cfg.files.todo} already has {len(existing)} items — `ralph plan --force` replaces them")
+    text = todo_path.read_text(encoding="utf-8", errors="replace") if todo_path.exists() else ""
+    if text.strip() and text != TODO_TEMPLATE and not force:  # `ralph init`'s placeholder is no one's work
+        items = len(todo.parse(text))
+        what = f"already has {items} items" if items else "already has text of yours"
+        raise RalphError(f"{cfg.files.todo} {what} — `ralph plan --force` replaces it")
     limiter.configure(cfg.limits.requests_per_minute)
     folder = repo.common_dir / "ralph" / "plans" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     folder.mkdir(parents=True)
@@ -182,7 +185,10 @@ def _confirmed(question: str) -> bool:
     """The user's yes, asked on the terminal; no terminal, no yes."""
     if not sys.stdin.isatty():
         return False
-    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:  # Ctrl-D
+        return False
 
 
 class Planner:
@@ -241,9 +247,6 @@ class Planner:
         self.transcript.write("response", turn=turn, body=body)
         self.usage.add_reply(body)
         return body
-
-    def post(self, client: OpenAI) -> dict:
-        return chat_request(client, self.config, self.messages, self.endpoint, self.deadline, tools=PLAN_TOOLS)[0]
 
     def answer(self, call: ToolCall) -> tuple[Plan | None, str]:
         """The plan, when the call is a valid write_plan; else the result to show the model."""

@@ -154,3 +154,21 @@ def test_what_a_lap_writes_cannot_speak_for_ralph_nor_hide_from_the_judge(tmp_pa
     assert '## "notes.md"\n````\n```\n# PROGRESS.md' in seen  # a longer fence than the file's own
     assert second["status"] == "red" and "The diff is too large to review" in second["reason"]
     assert len(judge.requests) == 1 and result.returncode == 3  # lap 2 was never shown to it in part
+
+
+def test_a_malformed_verdict_is_answered_and_asked_again_and_keys_stay_with_their_hosts(tmp_path: Path):
+    malformed = tool_call("verdict", {"scores": [{"dimension": "complete", "score": "high"}]})
+    good = verdict([("does what the ticked items ask", 0.9, "return a + b")])
+    with ScriptedServer([malformed, good]) as judge:
+        repo = repo_for(tmp_path, {"model": "judge-1", "base_url": judge.base_url, "api_key_env": "JUDGE_KEY"})
+        result = ralph(repo, "run", "--name", "m", "--max-laps", "1")
+    assert result.returncode == 0 and lap_notes(repo, "m")[0]["judge"]["status"] == "passed", result.stderr
+    second = judge.requests[1].body["messages"]
+    assert second[-2]["role"] == "assistant" and second[-1]["role"] == "tool"  # every call answered
+    assert second[-1]["tool_call_id"] == second[-2]["tool_calls"][0]["id"] and "format error" in second[-1]["content"]
+
+    # A judge on a host of its own never gets the agent's key: it must name its own variable.
+    agent = {"kind": "openai", "model": "agent-1", "base_url": "http://127.0.0.1:9/v1"}
+    other = repo_for(tmp_path / "other", {"model": "judge-1", "base_url": "http://judge.example/v1"}, agent=agent)
+    result = ralph(other, "run", "--name", "k")
+    assert result.returncode == 1 and "a role on a base_url of its own needs api_key_env too" in result.stderr

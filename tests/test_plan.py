@@ -91,7 +91,7 @@ def test_a_checklist_with_items_is_never_replaced_without_force(tmp_path: Path):
         (repo / "TODO.md").write_text("- [ ] Mine\n")
         result = ralph(repo, "plan", "--yes")
         assert result.returncode == 1 and result.stderr.strip() == (
-            "ralph: TODO.md already has 1 items — `ralph plan --force` replaces them"
+            "ralph: TODO.md already has 1 items — `ralph plan --force` replaces it"
         )
         assert (repo / "TODO.md").read_text() == "- [ ] Mine\n" and server.requests == []
         assert ralph(repo, "plan", "--yes", "--force").returncode == 0
@@ -136,3 +136,15 @@ def test_odd_replies_and_odd_checklists_get_a_clear_answer_never_a_crash(tmp_pat
     assert (
         result.returncode == 1 and "files.todo: '../outside.md' must be a path inside the repository" in result.stderr
     )
+
+
+def test_the_checklist_ralph_init_wrote_is_a_placeholder_plan_may_replace(tmp_path: Path):
+    with ScriptedServer([tool_call("write_plan", GOOD_PLAN)]) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        assert ralph(repo, "init").returncode == 0 and "First slice of the job" in (repo / "TODO.md").read_text()
+        result = ralph(repo, "plan", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Make test_mul pass" in (repo / "TODO.md").read_text()
+    (repo / "TODO.md").write_text("Notes of mine, no items yet.\n")
+    result = ralph(repo, "plan", "--yes")
+    assert result.returncode == 1 and "TODO.md already has text of yours" in result.stderr

@@ -48,4 +48,7 @@ shared = RequestLimiter(None)  # configured by `ralph run` and `ralph plan` from
 
 
 def configure(per_minute: int | None) -> None:
-    shared.per_minute = per_minute
+    """A new run's cap, with no memory of an earlier run's requests in the same process."""
+    with shared.lock:
+        shared.per_minute = per_minute
+        shared.sent.clear()
