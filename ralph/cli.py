@@ -199,3 +199,21 @@ def hook_todo(todo_name: str) -> None:
     from ralph.hook import todo_hook
 
     _call(todo_hook, Path.cwd(), todo_name)
+
+
+@hook.command("progress")
+@click.option("--progress", "progress_name", default="PROGRESS.md", show_default=True, help="The handoff file.")
+@click.option("--max-chars", default=8000, show_default=True, help="Its budget, in characters.")
+def hook_progress(progress_name: str, max_chars: int) -> None:
+    """Pre-commit: refuse a PROGRESS.md over its size budget."""
+    from ralph.hook import progress_hook
+
+    _call(progress_hook, Path.cwd(), progress_name, max_chars)
+
+
+@hook.command("guard")
+def hook_guard() -> None:
+    """Pre-commit: refuse a commit on a ralph/* branch made outside a lap."""
+    from ralph.hook import guard_hook
+
+    _call(guard_hook, Path.cwd())

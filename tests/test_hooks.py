@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,42 @@ def test_the_pre_commit_framework_judges_laps_with_a_cache_of_ralphs(tmp_path: P
     assert second["status"] == "green"
     assert any((Path.home() / ".cache" / "ralph" / "pre-commit").glob("*/db.db"))
     assert sorted(path.name for path in users_cache.rglob("*")) == before  # (matters unsandboxed)
+
+
+def test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks(tmp_path: Path):
+    """`repo:` ralph's own repository (a local path, offline), `rev:` its commit, hooks by id,
+    through the real pre-commit framework and real `git commit`s."""
+    checkout = Path(__file__).resolve().parents[1]
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True)
+    assert rev.returncode == 0, f"the tests run from a git checkout of ralph (pre-commit clones it): {rev.stderr}"
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] One\n- [ ] Two\n", "PROGRESS.md": "start\n"})
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {checkout}\n  rev: {rev.stdout.strip()}\n"
+        "  hooks: [{id: ralph-todo}, {id: ralph-progress}, {id: ralph-guard}]\n"
+    )
+    env = dict(
+        os.environ,
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # where `ralph` is
+    )
+    subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=repo, env=env, check=True, capture_output=True)
+
+    def commit(message: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "commit", "-qam", message], cwd=repo, env=env, capture_output=True, text=True)
+
+    git(repo, "add", ".pre-commit-config.yaml")
+    assert commit("hooks").returncode == 0
+    (repo / "TODO.md").write_text("- [ ] One, reworded\n- [ ] Two\n")
+    refused = commit("reword")
+    assert refused.returncode != 0 and "TODO items deleted or reworded" in refused.stdout + refused.stderr
+    (repo / "TODO.md").write_text("- [x] One\n- [ ] Two\n")
+    (repo / "PROGRESS.md").write_text("x" * 9000)
+    refused = commit("diary")
+    assert refused.returncode != 0 and "over its budget of 8,000" in refused.stdout + refused.stderr
+    (repo / "PROGRESS.md").write_text("one done\n")
+    assert commit("tick one").returncode == 0
+    git(repo, "checkout", "-q", "-b", "ralph/by-hand")
+    (repo / "notes.txt").write_text("by hand\n")
+    git(repo, "add", "notes.txt")
+    refused = commit("on the green line")
+    assert refused.returncode != 0 and "ralph/by-hand is a run's green line" in refused.stdout + refused.stderr
