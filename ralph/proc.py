@@ -150,16 +150,25 @@ def run(
     env = dict(os.environ if env is None else env, **{_TOKEN_VAR: token})
     started = time.monotonic()
     errors = tempfile.TemporaryFile() if stderr_apart else None
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        shell=isinstance(command, str),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=errors or subprocess.STDOUT,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            shell=isinstance(command, str),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors or subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        # An interrupt inside Popen, after the child started: no handle to it, but its token.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            kill_marked(_TOKEN_VAR, token)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        raise
     timed_out = False
     try:  # at once: an interrupt from here on must still reach the cleanup
         output = _CappedOutput(cap, spill)

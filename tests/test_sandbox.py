@@ -78,6 +78,9 @@ def point_dot_git_elsewhere():
     sh(f"git init -q {fake} && cp calc.py {fake}/ && git -C {fake} add -A && git -C {fake} -c user.name=a -c user.email=a@b commit -qm good")
     pathlib.Path(".git").write_text(f"gitdir: {fake}/.git\n")
 
+def canary(folder):
+    return ("canary-" + folder.parent.name).encode()
+
 def read_secrets():
     found = []
     for environ in glob.glob("/proc/*/environ"):
@@ -85,7 +88,8 @@ def read_secrets():
             data = pathlib.Path(environ).read_bytes()
         except OSError:
             continue
-        if b"canary" in data and not environ.startswith(f"/proc/{os.getpid()}/"):
+        # This test's canary only: other tests' ralphs run beside it, with canaries of their own.
+        if canary(out) in data and not environ.startswith(f"/proc/{os.getpid()}/"):
             found.append(environ)
     filled = sh("printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill").stdout
     note("secrets", json.dumps({"environ": found, "credential": filled, "sock": os.environ.get("SSH_AUTH_SOCK")}))
@@ -172,7 +176,7 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
         "leave_daemons stop_ralph plant_a_pth point_dot_git_elsewhere",
     )
     before = git_dir_state(repo)
-    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN="canary-token"))
+    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN=f"canary-{tmp_path.name}"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert git_dir_state(repo) == before
     (lap,) = lap_notes(repo, "r")
@@ -254,7 +258,7 @@ def test_unsandboxed_the_agents_git_works_on_its_own_git_dir(tmp_path: Path):
 
 def test_unsandboxed_stray_processes_are_ended_and_ralphs_environ_holds_no_secret(tmp_path: Path):
     repo, env = hostile(tmp_path, "leave_daemons read_secrets", sandbox="off")
-    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN="canary-token"))
+    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN=f"canary-{tmp_path.name}"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert not subprocess.run(["pgrep", "-f", "sleep 99[78]"], capture_output=True).stdout
     seen = json.loads((tmp_path / "out" / "secrets").read_text())
