@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
 from openai import OpenAI
@@ -34,6 +33,7 @@ from ralph.agents.tools import function_schema
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig, Config, JudgeConfig
 from ralph.errors import RalphError
+from ralph.ledger import JudgeRecord, Score
 
 RETRY_SECONDS = 60  # the judge's own budget for retries: an outage costs a lap about a minute
 ATTEMPTS = 3  # verdicts that do not fit the schema, then "unavailable"
@@ -86,32 +86,10 @@ VERDICT_TOOL = function_schema(
 )
 
 
-class Score(BaseModel):
-    dimension: str = Field(min_length=1)
-    evidence: str = ""
-    reason: str = ""
-    score: float = Field(ge=0, le=1)
-    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
-
-
 class Verdict(BaseModel):
     scores: list[Score] = Field(min_length=1)
     blocking: list[str] = []
     suggestions: list[str] = []
-
-
-class JudgeRecord(BaseModel):
-    """The judge's part of a lap note."""
-
-    status: Literal["passed", "held", "unavailable"]
-    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
-    judge_score: float | None = None  # the mean of the scores that count
-    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
-    scores: list[Score] = []
-    blocking: list[str] = []
-    suggestions: list[str] = []
-    detail: str = ""  # why it was unavailable
-    usage: Usage = Field(default_factory=Usage)
 
 
 @dataclass(frozen=True)

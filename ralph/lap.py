@@ -18,8 +18,8 @@ from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.checks import done as checks_done
 from ralph.config import Config
 from ralph.errors import RalphError
-from ralph.judge import Judge, JudgeRecord, material, next_lap_text, signals
-from ralph.ledger import LapRecord, RunState, TestChanges
+from ralph.judge import Judge, material, next_lap_text, signals
+from ralph.ledger import JudgeRecord, LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
 

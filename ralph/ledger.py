@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ralph import crashpoint, git, ui
-from ralph.agents.base import AgentResult
+from ralph.agents.base import AgentResult, Usage
 from ralph.checks import CheckResult
 from ralph.config import Config
 from ralph.errors import RalphError
-from ralph.judge import JudgeRecord
 from ralph.todo import Counts
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -95,6 +94,28 @@ class RunRecord(BaseModel):
     user_branch: str | None
     config: Config  # the configuration the run is judged by
     baseline: list[CheckResult]  # the checks on the base commit
+
+
+class Score(BaseModel):
+    dimension: str = Field(min_length=1)
+    evidence: str = ""
+    reason: str = ""
+    score: float = Field(ge=0, le=1)
+    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
+
+
+class JudgeRecord(BaseModel):
+    """The judge's part of a lap note (ralph/judge.py)."""
+
+    status: Literal["passed", "held", "unavailable"]
+    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
+    judge_score: float | None = None  # the mean of the scores that count
+    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
+    scores: list[Score] = []
+    blocking: list[str] = []
+    suggestions: list[str] = []
+    detail: str = ""  # why it was unavailable
+    usage: Usage = Field(default_factory=Usage)
 
 
 class TestChanges(BaseModel):

@@ -11,8 +11,7 @@ from rich.markup import escape
 from ralph import git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
-from ralph.judge import JudgeRecord
-from ralph.ledger import RunState
+from ralph.ledger import JudgeRecord, RunState
 from ralph.workspace import folder_for
 
 LOG_OTHER_COLUMNS = 50  # the width of `ralph log`'s columns but the reason, cut to fit the rest
