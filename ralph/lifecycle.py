@@ -12,13 +12,17 @@ from pathlib import Path
 from ralph import proc, ui
 from ralph.config import LifecycleHooks
 
+VALUE_CAP = 4000  # characters of each RALPH_* value a hook gets
+
 
 def fire(hooks: LifecycleHooks, event: str, top: Path, env: dict[str, str], **facts: object) -> None:
     """Run the hook for `event` (on_lap_end, on_done, on_stop), if there is one."""
     command = getattr(hooks, event)
     if not command:
         return
-    told = {f"RALPH_{name.upper()}": str(value) for name, value in facts.items()}
+    # A reason can hold what a model or a lap wrote: no NUL (no environment can hold one) and
+    # not so long that the kernel refuses to start the hook.
+    told = {f"RALPH_{name.upper()}": str(value).replace("\0", "")[:VALUE_CAP] for name, value in facts.items()}
     done = proc.run(command, top, env=dict(env, **told), timeout=hooks.timeout)
     if not done.ok:
         why = f"timed out after {hooks.timeout:g}s" if done.timed_out else f"exit {done.exit_code}"

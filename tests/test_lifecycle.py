@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -77,3 +78,16 @@ def test_on_stop_hears_of_a_run_that_ends_in_an_error(tmp_path: Path):
     assert result.returncode == 1 and "setup `exit 3` failed" in result.stderr
     told = json.loads(heard.read_text())
     assert told["RALPH_EXIT"] == "1" and told["RALPH_STATUS"] == "error" and "setup `exit 3`" in told["RALPH_REASON"]
+
+
+def test_a_hook_gets_a_reason_as_a_model_or_a_lap_may_write_it(tmp_path: Path):
+    """A NUL and a reason of 300,000 characters (a judge's blocking items, a lap's output) reach
+    the hook cut and cleaned, rather than failing to start it."""
+    from ralph import lifecycle
+    from ralph.config import LifecycleHooks
+
+    heard = tmp_path / "heard.json"
+    hooks = LifecycleHooks(on_lap_end=f"{HOOK} > {heard}")
+    lifecycle.fire(hooks, "on_lap_end", tmp_path, {"PATH": os.environ["PATH"]}, reason="a\0b" + "x" * 300_000)
+    reason = json.loads(heard.read_text())["RALPH_REASON"]
+    assert reason.startswith("abxx") and len(reason) == lifecycle.VALUE_CAP
