@@ -117,6 +117,16 @@ def handoff(text: str) -> Step:
     return edit("create", "PROGRESS.md", file_text=f"# Progress\n{text}\n")
 
 
+def implement_slugify() -> Step:
+    """The edit that implements slugify, as both demo laps that do it send it."""
+    return edit(
+        "str_replace",
+        "textkit/slug.py",
+        old_str="    raise NotImplementedError",
+        new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")',
+    )
+
+
 def lap_plan(prompt: str) -> list[Step]:
     """The scripted model's whole lap, chosen from what the lap prompt says."""
     was_red = "was red and its edits were discarded" in prompt
@@ -132,12 +142,7 @@ def lap_plan(prompt: str) -> list[Step]:
     if f"- [ ] {ITEMS[1]}" in prompt and not was_red:
         # A plausible mistake: a "tidy-up" of top_words that breaks its ordering.
         return [
-            edit(
-                "str_replace",
-                "textkit/slug.py",
-                old_str="    raise NotImplementedError",
-                new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")',
-            ),
+            implement_slugify(),
             edit(
                 "str_replace", "textkit/words.py", old_str="counts.most_common(n)", new_str="sorted(counts.items())[:n]"
             ),
@@ -146,12 +151,7 @@ def lap_plan(prompt: str) -> list[Step]:
         ]
     if f"- [ ] {ITEMS[1]}" in prompt:
         return [
-            edit(
-                "str_replace",
-                "textkit/slug.py",
-                old_str="    raise NotImplementedError",
-                new_str='    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")',
-            ),
+            implement_slugify(),
             bash(f"{PY} -m unittest -q tests.test_slug tests.test_words"),
             tick(ITEMS[1]),
             edit(

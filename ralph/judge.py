@@ -26,8 +26,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ralph import git, ui
 from ralph.agents.base import Usage
-from ralph.agents.openai import DEFAULT_ENDPOINT, PREFLIGHT, chat_request
-from ralph.agents.replies import ReplyReader, assistant_message
+from ralph.agents.openai import PREFLIGHT, chat_request, endpoint_of
+from ralph.agents.replies import ReplyReader, assistant_message, schema_problems
 from ralph.agents.retry import RequestFailed, call_with_retry
 from ralph.agents.tools import function_schema
 from ralph.agents.transcript import Transcript
@@ -104,10 +104,6 @@ class Material:
     summary: str
 
 
-def endpoint_of(config: AgentConfig) -> str:
-    return config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
-
-
 def check_independence(cfg: Config, role: JudgeConfig, judge: AgentConfig) -> None:
     """A judge on the agent's own model or provider tends to approve its own kind of work."""
     if cfg.agent.kind != "openai":
@@ -122,13 +118,21 @@ def check_independence(cfg: Config, role: JudgeConfig, judge: AgentConfig) -> No
     ui.warn(f"the judge runs on {what}: it may approve what the agent does; a judge of its own judges better")
 
 
-def material(cfg: Config, top: Path, green: str, commit: str, ticked: list[str], summary: str) -> Material:
+def material(
+    cfg: Config,
+    top: Path,
+    green: str,
+    commit: str,
+    changes: dict[str, tuple[str, str]],
+    ticked: list[str],
+    summary: str,
+) -> Material:
     """What the judge is shown of a lap: the diff whole (a lap whose diff does not fit is held,
     not judged on a part), changed files within a budget, PROGRESS.md and the summary capped."""
     diff = git.run(top, "diff", "--no-color", "--no-renames", green, commit, "--").output
     files: dict[str, str] = {}
     total = 0
-    for path, (status, mode) in git.changes(top, green, commit).items():
+    for path, (status, mode) in changes.items():
         if status == "D" or mode not in ("100644", "100755"):  # regular files only
             continue
         text = _capped(git.show_file(top, commit, path) or "", min(FILE_CAP, max(0, FILES_CAP - total)))
@@ -254,8 +258,7 @@ class Judge:
                         try:
                             return Verdict.model_validate(call.arguments)
                         except ValidationError as exc:
-                            errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-                            problem = f"format error: {errors}; call verdict again"
+                            problem = f"format error: {schema_problems(exc)}; call verdict again"
                     answers.append({"role": "tool", "tool_call_id": call.id, "content": problem})
                 messages += answers
         raise _Unavailable(f"judge unavailable: no valid verdict in {ATTEMPTS} replies")

@@ -431,7 +431,7 @@ def _ask_the_judge(
 ) -> Judged:
     """The judge's verdict on a lap the checks passed: held back, it is red."""
     assert ctx.judge is not None
-    seen = material(ctx.config, ctx.top, state.green, commit, ticked, agent.summary)
+    seen = material(ctx.config, ctx.top, state.green, commit, changes, ticked, agent.summary)
     measured = signals(
         seen,
         all_pass(green.checks),

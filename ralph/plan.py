@@ -25,8 +25,8 @@ from ralph import config as config_module
 from ralph import git, todo, ui
 from ralph.agents import limiter
 from ralph.agents.base import Usage
-from ralph.agents.openai import chat_request
-from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
+from ralph.agents.openai import chat_request, endpoint_of
+from ralph.agents.replies import ReplyReader, ToolCall, assistant_message, schema_problems
 from ralph.agents.retry import RequestFailed, call_with_retry
 from ralph.agents.tools import ToolError, function_schema, numbered, view_bounds
 from ralph.agents.transcript import Transcript
@@ -196,7 +196,7 @@ class Planner:
 
     def __init__(self, config: AgentConfig, top: Path, head: str, folder: Path):
         self.config, self.top, self.head = config, top, head
-        self.endpoint = config.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.endpoint = endpoint_of(config)
         self.api_key = os.environ.get(config.api_key_env)
         self.transcript = Transcript(folder / "transcript.jsonl", secret=self.api_key)
         self.messages: list[dict] = []
@@ -256,7 +256,7 @@ class Planner:
             try:
                 return Plan.model_validate(call.arguments), ""
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+                problems = schema_problems(exc)
                 return None, f"format error: the plan does not fit write_plan's schema ({problems}); send it again"
         try:
             result, ok = getattr(self, call.name)(call.arguments), True

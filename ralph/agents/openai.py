@@ -90,7 +90,7 @@ class OpenAIAgent:
     def __init__(self, config: AgentConfig, *, sleep: Callable[[float], None] = time.sleep):
         self.config = config
         self.sleep = sleep  # between retries; tests pass a recorder
-        self.endpoint = config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
+        self.endpoint = endpoint_of(config)
 
     def check_endpoint(self, deadline: float) -> None:
         """One cheap request with the lap's tools, before the run starts: the endpoint is
@@ -306,6 +306,11 @@ class _Lap:
 
     def answer(self, call: ToolCall, result: str) -> None:
         self.add({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def endpoint_of(config: AgentConfig) -> str:
+    """Where a role's requests go: its base_url, else $OPENAI_BASE_URL, else OpenAI's."""
+    return config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_ENDPOINT
 
 
 def chat_request(

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 
 @dataclass
 class ToolCall:
@@ -80,6 +82,11 @@ def parse_arguments(raw: object) -> tuple[dict, str | None]:
     if not isinstance(value, dict):
         return {}, 'format error: the arguments must be a JSON object, e.g. {"command": "ls"}.'
     return value, None
+
+
+def schema_problems(error: ValidationError) -> str:
+    """A validation error of a model's call, as a line the model can act on."""
+    return "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors()[:5])
 
 
 def _text_fit(value: Any) -> Any:
