@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ralph import proc, pytest_results
+from ralph import events, proc, pytest_results
 from ralph.config import CheckSpec
 from ralph.files import remove_path
 from ralph.pytest_results import TestResults
@@ -47,7 +47,20 @@ def run_checks(
     spilled under `log_dir`. pytest notes the modules it ran from `user_tree`."""
     if user_tree is not None:
         env = dict(env, RALPH_PYTEST_USER_TREE=str(user_tree))
-    return [_run_one(spec, index, worktree, timeout, env, log_dir, jail) for index, spec in enumerate(specs, 1)]
+    results = []
+    for index, spec in enumerate(specs, 1):
+        result = _run_one(spec, index, worktree, timeout, env, log_dir, jail)
+        events.emit(
+            "check_finished",
+            command=result.command,
+            passed=result.passed,
+            exit_code=result.exit_code,
+            duration_s=result.duration_s,
+            tests_passed=result.tests.counts.passed if result.tests else None,
+            tests_failed=len(result.tests.failing_ids) if result.tests else None,
+        )
+        results.append(result)
+    return results
 
 
 def _run_one(

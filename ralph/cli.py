@@ -62,7 +62,21 @@ def init() -> None:
 @click.option("--name", help="Run name; an existing run is resumed.")
 @click.option("--max-laps", type=click.IntRange(min=1), help="Override limits.max_laps.")
 @click.option("--allow-dirty", is_flag=True, help="Start even with uncommitted changes (laps will not see them).")
-def run(config_path: Path | None, name: str | None, max_laps: int | None, allow_dirty: bool) -> None:
+@click.option(
+    "--plain", "display", flag_value="plain", help="Plain lines, no escape codes (the default off a terminal)."
+)
+@click.option("--quiet", "display", flag_value="quiet", help="Only the result (warnings and errors still on stderr).")
+@click.option(
+    "--events", "events_to", metavar="FILE", help="Append one JSON object a line per event to FILE (-: stdout)."
+)
+def run(
+    config_path: Path | None,
+    name: str | None,
+    max_laps: int | None,
+    allow_dirty: bool,
+    display: str | None,
+    events_to: str | None,
+) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
     from ralph.hardening import harden
@@ -73,7 +87,8 @@ def run(config_path: Path | None, name: str | None, max_laps: int | None, allow_
         harden(sys.argv[1:])
         return do_run(options)
 
-    _call(hardened, RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty))
+    options = RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty, display or "auto", events_to)  # type: ignore[arg-type]
+    _call(hardened, options)
 
 
 @main.command()

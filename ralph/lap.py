@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
-from ralph import crashpoint, git, ledger, prompt, ratchet, todo, ui, user_state
+from ralph import crashpoint, events, git, ledger, prompt, ratchet, todo, ui, user_state
 from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
@@ -67,6 +67,7 @@ class RunContext:
 
     def check(self, log_dir: Path) -> list[CheckResult]:
         """The checks on the workspace's files as they are now."""
+        events.emit("phase_changed", phase="checks")
         results = run_checks(
             self.config.checks,
             self.workspace.tree,
@@ -91,6 +92,7 @@ class RunContext:
         `strict` starts from an emptied tree: what one lap's build code left never counts as
         setup's for another. Raises SetupFailed, and CopyFailed before the checks."""
         workspace, config = self.workspace, self.config
+        events.emit("phase_changed", phase="preparing")
         # Bytecode matters to the checks only: the agent runs whatever it likes anyway.
         removed = workspace.checkout(commit, bytecode=for_checks)
         setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks)
@@ -124,6 +126,7 @@ class RunContext:
 
     def _set_up(self, commit: str, lap: int, log_dir: Path, for_checks: bool) -> None:
         workspace, config = self.workspace, self.config
+        events.emit("phase_changed", phase="setup")
         output, rewrote = workspace.set_up(
             config.setup,
             commit,
@@ -202,8 +205,6 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         log_dir,
         ctx.env,
         check=lambda: _check_now(ctx, state, log_dir),
-        progress=ui.agent_step,
-        waiting=ui.waiting,
         jail=ctx.jail("agent"),
     )
     # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
@@ -212,8 +213,10 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     # lap) and once after the hooks and checks, which run the lap's code too.
     with watching_the_repository(ctx, number) as tampered:
         crashpoint.reached("agent")
+        events.emit("phase_changed", phase="agent")
         agent = ctx.agent.run_lap(task)
     with watching_the_repository(ctx, number) as tampered_later:
+        events.emit("phase_changed", phase="committing")
         commit, ticked, counts, refusal = _commit(ctx, state, number, agent, todo.parse(todo_before))
         crashpoint.reached("commit")
         judged = _judge_lap(ctx, state, number, log_dir, commit, agent, refusal, ticked)
@@ -439,6 +442,7 @@ def _ask_the_judge(
         passing_tests(green.checks),
         ctx.config.files.progress in changes,
     )
+    events.emit("phase_changed", phase="judge")
     verdict = ctx.judge.judge(seen, measured, log_dir)
     green.judge = verdict
     if verdict.status == "unavailable":
@@ -461,6 +465,7 @@ def _green_reason(checks: list[CheckResult]) -> str:
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
     comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), guard_module.GuardReport())
+    events.emit("phase_changed", phase="agent")
     return "; ".join(comparison.problems) + "\n" + comparison.failing_output if comparison.problems else None
 
 

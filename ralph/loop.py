@@ -8,7 +8,22 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from ralph import checks, git, guard, ledger, lifecycle, proc, pytest_results, sandbox, todo, ui, user_state
+from ralph import (
+    checks,
+    events,
+    git,
+    guard,
+    ledger,
+    lifecycle,
+    proc,
+    pytest_results,
+    review,
+    sandbox,
+    todo,
+    ui,
+    user_state,
+    view,
+)
 from ralph import config as config_module
 from ralph.agents import limiter, make_agent
 from ralph.errors import Exit, Interrupted, RalphError
@@ -28,9 +43,22 @@ class RunOptions:
     name: str | None = None
     max_laps: int | None = None
     allow_dirty: bool = False
+    display: view.Mode = "auto"
+    events_to: str | None = None  # --events: a file, or - for stdout
 
 
 def run(options: RunOptions) -> Exit:
+    with view.watching(options.display, options.events_to):
+        try:
+            return _run(options)
+        except (RalphError, KeyboardInterrupt, Interrupted) as stopped:
+            code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
+            how = "error" if isinstance(stopped, RalphError) else "interrupted"
+            events.emit("run_ended", exit=int(code), reason=str(stopped) or how, stopped_by=how, flaky=[])
+            raise
+
+
+def _run(options: RunOptions) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     name = ledger.check_name(options.name or _name_for(repo.top, cfg.goal))
@@ -182,8 +210,22 @@ def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
 
 
 def _resume(ctx: RunContext, state: RunState) -> RunState:
-    ui.say(f"resuming run [bold]{ctx.run_name}[/] at lap {state.next_lap} (last green {state.green[:10]})")
+    _run_started(ctx, state.record.base, state)
     return _finish_interrupted_advance(ctx, state)
+
+
+def _run_started(ctx: RunContext, base: str, state: RunState | None) -> None:
+    events.emit(
+        "run_started",
+        run=ctx.run_name,
+        resumed=state is not None,
+        base=base,
+        green=state.green if state else base,
+        next_lap=state.next_lap if state else 1,
+        max_laps=ctx.config.limits.max_laps,
+        one_session=state.context_bars()[1] if state else 0,
+        goal=ctx.config.goal,
+    )
 
 
 def _start(ctx: RunContext) -> RunState:
@@ -196,7 +238,7 @@ def _start(ctx: RunContext) -> RunState:
             f"a branch ralph/{ctx.run_name} already exists and is not this run's — pick another name with --name"
         )
     base = ctx.repo.head
-    ui.say(f"run [bold]{ctx.run_name}[/]: baseline checks on {base[:10]}")
+    _run_started(ctx, base, None)
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
     _warn_unmatched_patterns(ctx, base)
@@ -204,7 +246,6 @@ def _start(ctx: RunContext) -> RunState:
     _warn_outside_environments(ctx)
     ctx.prepare(base, 0, log_dir)
     baseline = ctx.check(log_dir)
-    ui.baseline(baseline)
     _refuse_broken_checks(baseline)
     git.update_ref(ctx.top, ledger.base_ref(ctx.run_name), base, leftover)
     git.update_ref(ctx.top, ledger.branch_ref(ctx.run_name), base, branch)
@@ -326,7 +367,9 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
         stop = _why_stop(ctx, state, started, outage)
         if stop is not None:
             code, reason = stop
-            ui.stopped(code, reason, state.flaky_checks())
+            review.laps_table(state)
+            how = "done" if code == Exit.DONE else "fuse"
+            events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
             last = state.last_record()
             facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
             if code == Exit.DONE:
@@ -338,14 +381,30 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
         else:
             outage = Outage(limits.outage_wait)
         number = state.next_lap
-        ui.lap_start(number, limits.max_laps)
+        events.emit("lap_started", lap=number, max_laps=limits.max_laps)
         record = run_lap(ctx, state, number)
-        ui.lap_end(record)
+        _lap_ended(record)
         facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
         lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
         state.laps.append(ledger.Lap(number, record.commit, record))
         if record.status == "green":
             state.green = record.commit
+
+
+def _lap_ended(record: LapRecord) -> None:
+    events.emit(
+        "lap_ended",
+        status=record.status,
+        reason=record.reason,
+        duration_s=record.duration_s,
+        tokens=record.agent.usage.total if record.agent.usage.requests else None,
+        largest_prompt_tokens=record.agent.usage.largest_prompt_tokens,
+        files_changed=record.files_changed,
+        ticked=record.ticked,
+        todo_done=record.todo.done,
+        todo_total=record.todo.total,
+        commit=record.commit,
+    )
 
 
 def _endpoint_failed(record: LapRecord | None) -> bool:

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -86,7 +87,8 @@ class Completed:
 class _CappedOutput:
     """Keeps the first and last `cap/2` bytes, counts the rest, optionally spills all of it."""
 
-    def __init__(self, cap: int, spill: Path | None):
+    def __init__(self, cap: int, spill: Path | None, listener: Callable[[bytes], None] | None = None):
+        self.listener = listener
         self.head = bytearray()
         self.tail: deque[bytes] = deque()
         self.tail_len = 0
@@ -98,6 +100,8 @@ class _CappedOutput:
         self.total += len(data)
         if self.spill:
             self.spill.write(data)
+        if self.listener:
+            self.listener(data)
         room = self.half - len(self.head)
         if room > 0:
             self.head += data[:room]
@@ -133,14 +137,16 @@ def run(
     stderr_apart: bool = False,
     sweep: bool = True,
     jail: Jail | None = None,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> Completed:
     """Run `command` (a shell string, or an argv list) and wait for it, whatever it does.
 
     The command gets its own session (so its own process group); on timeout or
-    interrupt the whole group gets TERM, then KILL. Processes that left the group
-    (setsid) are found by a token in their environment and killed too (`sweep`; git
-    plumbing that runs no user code skips that scan). With a `jail` the command runs inside
-    the sandbox, whose PID namespace ends every process in it when the command's group dies.
+    interrupt the whole group gets TERM, then KILL. Processes that left the group (setsid)
+    are found by a token in their environment and killed too (`sweep`; git plumbing that
+    runs no user code skips that scan). With a `jail` the command runs inside the sandbox,
+    whose PID namespace ends every process in it when the command's group dies. `on_output`
+    hears the output as it comes.
     """
     token = uuid.uuid4().hex
     shown = command if isinstance(command, str) else " ".join(command)
@@ -171,7 +177,7 @@ def run(
         raise
     timed_out = False
     try:  # at once: an interrupt from here on must still reach the cleanup
-        output = _CappedOutput(cap, spill)
+        output = _CappedOutput(cap, spill, on_output)
         if input is not None:
             data = input.encode() if isinstance(input, str) else input
             threading.Thread(target=_feed, args=(proc, data), daemon=True).start()

@@ -14,7 +14,7 @@ from ralph.files import remove_path
 from ralph.ledger import JudgeRecord, RunState
 from ralph.workspace import folder_for
 
-LOG_OTHER_COLUMNS = 50  # the width of `ralph log`'s columns but the reason, cut to fit the rest
+LOG_OTHER_COLUMNS = 44  # the width of the laps table's columns but the reason, which is cut to fit the rest
 
 
 def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
@@ -34,26 +34,32 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
             }
         )
         return Exit.DONE
-    rows, width = [], max(30, ui.console.width - LOG_OTHER_COLUMNS)  # a lap a line; `ralph show` has it whole
+    ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
+    laps_table(state)
+    return Exit.DONE
+
+
+def laps_table(state: RunState) -> None:
+    """A lap a line, its reason cut to the terminal's width (`ralph show` has it whole); TODO
+    is done/all after the lap, +N the items it ticked. Also the end of `ralph run`'s output."""
+    rows, width = [], max(20, ui.console.width - LOG_OTHER_COLUMNS)
     for lap in state.laps:
         r = lap.record
         if r is None:
-            rows.append([str(lap.number), "?", escape(ui.one_line(lap.problem, width)), "", "", "", ""])
+            rows.append([str(lap.number), "?", "", "", "", "", escape(ui.one_line(lap.problem, width))])
             continue
         rows.append(
             [
                 str(r.lap),
                 ui.status_text(r.status),
-                escape(ui.one_line(r.reason, width)),
                 f"{r.duration_s:.1f}s",
-                f"{r.prepare_s:.1f}s",
+                f"{r.agent.usage.total:,}" if r.agent.usage.requests else "-",
                 str(r.files_changed),
-                f"{r.todo.done}/{r.todo.total}",
+                f"{r.todo.done}/{r.todo.total}" + (f" +{len(r.ticked)}" if r.ticked else ""),
+                escape(ui.one_line(r.reason, width)),
             ]
         )
-    ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
-    ui.table(["lap", "status", "reason", "time", "prepare", "files", "TODO"], rows)
-    return Exit.DONE
+    ui.table(["lap", "status", "time", "tokens", "files", "TODO", "reason"], rows)
 
 
 def tell(cwd: Path, message: str, run: str | None) -> Exit:

@@ -504,13 +504,3 @@ def test_the_config_selects_this_agent() -> None:
 
     agent = make_agent(AgentConfig(kind="openai", model="any", base_url="http://127.0.0.1:9/v1"))
     assert isinstance(agent, OpenAIAgent) and agent.kind == "openai"
-
-
-def test_a_long_wait_for_the_model_is_shown_while_it_lasts(capsys) -> None:
-    """Outside a terminal, a line once the wait passes its quiet time, then at each interval."""
-    from ralph import ui
-
-    with ui.waiting("model request 3", quiet_for=0.5, every=1):
-        time.sleep(2.3)
-    lines = [line for line in capsys.readouterr().out.splitlines() if "model request 3" in line]
-    assert [line.strip() for line in lines] == ["· model request 3: waiting 1s", "· model request 3: waiting 2s"]

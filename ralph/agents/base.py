@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -26,10 +25,6 @@ class LapTask:
     # included) and returns None when nothing regressed, else the failure to show
     # the agent. Used by agents that fix red checks within the lap (fix_attempts).
     check: Callable[[], str | None] | None = None
-    # Shows one line of what the agent is doing to the person watching the run.
-    progress: Callable[[str], None] = lambda line: None
-    # Shows, while the agent waits on something (a model request), how long it has waited.
-    waiting: Callable[[str], AbstractContextManager] = lambda label: nullcontext()
     jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from openai import OpenAI
 
+from ralph import events
 from ralph.agents import limiter
 from ralph.agents.base import AgentResult, LapTask, Usage
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
@@ -220,20 +221,23 @@ class _Lap:
                 self.finish(call)  # raises Finished unless the checks failed
                 finished = True
             else:
-                self.task.progress(_describe(call))
+                events.emit("tool_called", line=_describe(call))
                 self.answer(call, self.tools.run(call.name, call.arguments))
         self.tally([call.problem for call in calls if call.problem])
 
     def finish(self, call: ToolCall) -> None:
         summary = str(call.arguments.get("summary") or "").strip()
-        self.task.progress(f"finish ({call.arguments.get('status', 'done')}): {summary[:100]}")
+        events.emit("tool_called", line=f"finish ({call.arguments.get('status', 'done')}): {summary[:100]}")
         if call.arguments.get("status") == "blocked":
             raise Finished(summary=f"blocked: {summary}")  # checks cannot unblock it
         if self.task.check and self.fixes_left > 0:
             failure = self.task.check()
             self.transcript.write("check", failure=failure)
             if failure:
-                self.task.progress(f"checks fail on the agent's edits, shown to it: {failure.splitlines()[0][:100]}")
+                events.emit(
+                    "tool_called",
+                    line=f"checks fail on the agent's edits, shown to it: {failure.splitlines()[0][:100]}",
+                )
                 self.fixes_left -= 1
                 self.answer(call, FIX_REQUEST.format(failure=failure[-FAILURE_TEXT_CAP:]))
                 return
@@ -251,10 +255,9 @@ class _Lap:
         self.transcript.write("request", turn=turn, messages=len(self.messages))
         started = time.monotonic()
         try:
-            with self.task.waiting(f"model request {turn}"):
-                body = call_with_retry(
-                    self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep, on_retry=self.log_retry
-                )
+            body = call_with_retry(
+                self.post, endpoint=self.endpoint, deadline=self.deadline, sleep=self.sleep, on_retry=self.log_retry
+            )
         except RequestFailed as exc:
             # The endpoint's failure, even when it used up the lap's time retrying: an error lap
             # (not judged, not stagnation), as the README promises, never a red one.
@@ -274,7 +277,7 @@ class _Lap:
 
     def log_retry(self, attempt: int, error: str, wait: float) -> None:
         self.transcript.write("retry", attempt=attempt, error=error, wait=wait)
-        self.task.progress(f"model request failed ({error[:120]}); again in {wait:g}s")
+        events.emit("tool_called", line=f"model request failed ({error[:120]}); again in {wait:g}s")
 
     def count_usage(self, turn: int, body: dict, seconds: float) -> None:
         reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
@@ -290,6 +293,7 @@ class _Lap:
         self.usage.completion_tokens += completion
         self.usage.estimated = self.usage.estimated or estimated
         self.usage.largest_prompt_tokens = max(self.usage.largest_prompt_tokens, prompt)
+        events.emit("model_replied", prompt_tokens=prompt, completion_tokens=completion)
         self.transcript.write(
             "response",
             turn=turn,

@@ -1,0 +1,92 @@
+"""What happens during a run, as events: the live view, the plain lines and `--events` hear them.
+
+`emit` stamps each event with its type, the run, the lap (0 before the first) and the time, and
+hands it to whatever listens; with nothing listening it costs nothing. The types, with the
+fields each adds, are TYPES: the README's "Events" section lists the same.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from ralph.errors import RalphError
+
+Event = dict[str, Any]
+Listener = Callable[[Event], None]
+
+TYPES = {
+    "run_started": "resumed, base, green, next_lap, max_laps, one_session (prompt tokens of the laps before), goal",
+    "lap_started": "max_laps",
+    "phase_changed": "phase: preparing, setup, agent, committing, checks or judge",
+    "tool_called": "line: what the built-in agent did (a tool and its argument)",
+    "agent_output": "line: a line a command agent printed",
+    "model_replied": "prompt_tokens, completion_tokens: one reply of the model to the agent",
+    "check_finished": "command, passed, exit_code, duration_s, tests_passed, tests_failed (lap 0: the baseline)",
+    "lap_ended": "status, reason, duration_s, tokens, largest_prompt_tokens, files_changed, ticked, todo_done, "
+    "todo_total, commit",
+    "warning": "message",
+    "run_ended": "exit, reason, stopped_by (done, fuse, error or interrupted), flaky (checks that failed, then "
+    "passed on a retry)",
+}
+
+_listeners: list[Listener] = []
+_where: dict[str, Any] = {"run": None, "lap": 0}
+_lock = threading.Lock()  # agents emit from their own threads
+
+
+def emit(kind: str, **fields: Any) -> None:
+    assert kind in TYPES, kind
+    if not _listeners:
+        return
+    with _lock:
+        if kind == "run_started":
+            _where.update(run=fields.pop("run"), lap=0)
+        elif kind == "lap_started":
+            _where["lap"] = fields.pop("lap")
+        at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        event = {"type": kind, **_where, "at": at, **fields}
+        for listener in list(_listeners):
+            listener(event)
+
+
+@contextmanager
+def listening(*listeners: Listener) -> Iterator[None]:
+    _listeners.extend(listeners)
+    try:
+        yield
+    finally:
+        for listener in listeners:
+            _listeners.remove(listener)
+        if not _listeners:
+            _where.update(run=None, lap=0)
+
+
+class JsonLines:
+    """`--events FILE` (`-`: stdout): one JSON object a line, flushed as it happens."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.out: IO[str] | None = None
+
+    def __enter__(self) -> JsonLines:
+        try:
+            self.out = sys.stdout if self.target == "-" else open(Path(self.target), "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise RalphError(f"--events: cannot write {self.target}: {exc.strerror}") from None
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.out is not None and self.out is not sys.stdout:
+            self.out.close()
+
+    def __call__(self, event: Event) -> None:
+        assert self.out is not None
+        self.out.write(json.dumps(event, default=str) + "\n")
+        self.out.flush()

@@ -1,0 +1,206 @@
+"""What `ralph run` shows while it works: plain lines, the live view in a terminal, `--quiet`,
+the `--events` JSON lines and the table of laps at the end."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import make_repo, ralph
+
+from ralph.scripted import ScriptedServer, bash, finish, tool_call
+
+PY = sys.executable
+ESCAPE = "\x1b"
+
+
+def tick(item: str) -> object:
+    return tool_call(
+        "str_replace_based_edit_tool",
+        dict(command="str_replace", path="TODO.md", old_str=f"- [ ] {item}", new_str=f"- [x] {item}"),
+    )
+
+
+def write_file(path: str, text: str) -> object:
+    return tool_call("str_replace_based_edit_tool", dict(command="create", path=path, file_text=text))
+
+
+def two_laps() -> list:
+    """Lap 1 breaks the check (red), lap 2 does the job (green, done)."""
+    return [
+        write_file("calc.py", "def mul(a, b)\n"),
+        finish("tried"),
+        bash("sleep 0.6; echo working"),
+        write_file("calc.py", "def mul(a, b):\n    return a * b\n"),
+        tick("Implement mul"),
+        finish("implemented mul"),
+    ]
+
+
+def repo_for(tmp_path: Path, base_url: str) -> Path:
+    config = {
+        "goal": "Finish calc",
+        "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url, "fix_attempts": 0},
+        "checks": [f"{PY} -c 'import calc'", f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
+    }
+    files = {
+        "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
+        "TODO.md": "# TODO\n- [ ] Implement mul\n",
+        "PROGRESS.md": "nothing yet\n",
+        "ralph.yaml": json.dumps(config),
+    }
+    return make_repo(tmp_path / "repo", files)
+
+
+def test_plain_output_events_and_the_table_of_laps(tmp_path: Path):
+    events_file = tmp_path / "events.jsonl"
+    with ScriptedServer(two_laps()) as server:
+        repo = repo_for(tmp_path, server.base_url)
+        result = ralph(repo, "run", "--name", "v", "--plain", "--events", str(events_file))
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert ESCAPE not in out + result.stderr
+    assert "lap 1 of at most 10 …" in out and "  · agent" in out and "  · write calc.py" not in out
+    assert "  · create calc.py" in out and "  · bash: sleep 0.6; echo working" in out
+    assert "fail  " in out and "pass  " in out  # the lap's checks as they finish
+    # The table, then the stop reason with the exit code, last.
+    table = [line.rstrip() for line in out[out.index("lap  status") :].splitlines()]
+    assert re.match(r"1 +red +\d+\.\ds +[\d,]+ +1 +0/1 +check .*\(exit 1\)$", table[1]), table
+    assert re.match(r"2 +green +\d+\.\ds +[\d,]+ +2 +1/1 \+1 +all checks pass$", table[2]), table
+    assert table[-1] == "stopped: done at lap 2: every check passes and every TODO item is ticked (exit 0)"
+
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert {event["run"] for event in events} == {"v"}
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$", event["at"]) for event in events)
+    kinds = [event["type"] for event in events if event["type"] != "phase_changed"]
+    lap_one = ["lap_started", *["model_replied", "tool_called"] * 2, "check_finished", "check_finished", "lap_ended"]
+    lap_two = ["lap_started", *["model_replied", "tool_called"] * 4, "check_finished", "check_finished", "lap_ended"]
+    assert kinds == ["run_started", "check_finished", "check_finished", *lap_one, *lap_two, "run_ended"], kinds
+    phases = [(event["lap"], event["phase"]) for event in events if event["type"] == "phase_changed"]
+    assert phases[:4] == [(0, "preparing"), (0, "checks"), (1, "preparing"), (1, "agent")]
+    assert phases[4:8] == [(1, "committing"), (1, "preparing"), (1, "checks"), (2, "preparing")]
+    first, *_, last = events
+    assert first["resumed"] is False and first["max_laps"] == 10 and first["goal"] == "Finish calc"
+    assert last == dict(last, exit=0, stopped_by="done", lap=2, flaky=[])
+    ended = [event for event in events if event["type"] == "lap_ended"]
+    assert [(event["lap"], event["status"], event["ticked"]) for event in ended] == [
+        (1, "red", []),
+        (2, "green", ["Implement mul"]),
+    ]
+    assert all(event["tokens"] > 0 and event["largest_prompt_tokens"] > 0 for event in ended)
+    checks = [event for event in events if event["type"] == "check_finished"]
+    assert [(event["lap"], event["passed"]) for event in checks] == [
+        (0, True),
+        (0, False),
+        (1, False),
+        (1, False),
+        (2, True),
+        (2, True),
+    ]
+
+
+def test_quiet_prints_only_the_result_and_events_can_own_stdout(tmp_path: Path):
+    with ScriptedServer(two_laps()[2:]) as server:
+        repo = repo_for(tmp_path, server.base_url)
+        quiet = ralph(repo, "run", "--name", "q", "--quiet", "--max-laps", "1")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert quiet.stdout == "stopped: done at lap 1: every check passes and every TODO item is ticked (exit 0)\n"
+
+    with ScriptedServer(two_laps()[2:]) as server:
+        repo = repo_for(tmp_path / "second", server.base_url)
+        piped = ralph(repo, "run", "--name", "e", "--events", "-")
+    assert piped.returncode == 0, piped.stdout + piped.stderr
+    events = [json.loads(line) for line in piped.stdout.splitlines()]  # every line of stdout is an event
+    assert events[0]["type"] == "run_started" and events[-1]["type"] == "run_ended"
+    assert "stopped: done at lap 1" in piped.stderr and "lap  status" in piped.stderr
+
+
+def test_an_error_ends_the_events_with_its_reason(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": "goal: g\nchecks: [true]\nagent: {kind: command}\n"})
+    events_file = tmp_path / "events.jsonl"
+    result = ralph(repo, "run", "--events", str(events_file))
+    assert result.returncode == 1 and "agent.command" in result.stderr, result.stderr
+    assert "stopped:" not in result.stdout  # said once, by the error line
+    (ended,) = [json.loads(line) for line in events_file.read_text().splitlines()]
+    assert ended["type"] == "run_ended" and ended["stopped_by"] == "error" and ended["exit"] == 1
+    assert ended["run"] is None and "agent.command" in ended["reason"]
+
+    bad = ralph(repo, "run", "--events", str(tmp_path / "no-such-folder" / "e.jsonl"))
+    assert bad.returncode == 1 and bad.stderr.startswith("ralph: --events: cannot write")
+
+
+def test_plain_says_a_silent_phase_is_still_going():
+    from ralph import events, ui
+    from ralph.view import Plain, console_for
+
+    display = Plain(heartbeat=0.4)
+    console = console_for(plain=True)
+    console.file = captured = io.StringIO()  # the heartbeat prints from its own thread
+    with ui.using(console), events.listening(display), display.shown():
+        events.emit(
+            "run_started",
+            run="r",
+            resumed=False,
+            base="b" * 40,
+            green="b" * 40,
+            next_lap=1,
+            max_laps=3,
+            one_session=0,
+            goal="g",
+        )
+        events.emit("lap_started", lap=1, max_laps=3)
+        events.emit("phase_changed", phase="agent")
+        time.sleep(1.0)
+    lines = captured.getvalue().splitlines()
+    assert lines[:3] == ["run r: baseline checks on bbbbbbbbbb", "lap 1 of at most 3 …", "  · agent"]
+    assert lines[3:] and all(re.fullmatch(r"  · lap 1: agent for 0:0\d", line) for line in lines[3:]), lines
+
+
+def test_the_live_view_in_a_terminal_shows_the_phase_and_the_token_bars(tmp_path: Path):
+    """A real `ralph run` on a pseudo-terminal: what a person watching it sees."""
+    with ScriptedServer(two_laps()[2:]) as server:
+        repo = repo_for(tmp_path, server.base_url)
+        screen = _run_in_terminal(repo, ["run", "--name", "t"])
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.replace("\r", ""))
+    assert ESCAPE in screen  # drawn, not printed as lines
+    assert re.search(r"lap 1/10 +agent \d:\d\d +lap \d:\d\d", text), text
+    assert "· bash: sleep 0.6; echo working" in text
+    bars = re.findall(r"(this lap|one session) +[█░]{30} ([\d,]+) tokens", text)
+    assert {label for label, tokens in bars if tokens != "0"} == {"this lap", "one session"}, bars
+    assert "stopped: done at lap 1" in text and "lap  status" in text
+
+
+def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60) -> str:
+    leader, follower = pty.openpty()
+    env = dict(os.environ, COLUMNS="100", LINES="30", TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen(
+        [PY, "-m", "ralph", *args], cwd=repo, stdin=follower, stdout=follower, stderr=follower, env=env
+    )
+    os.close(follower)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                try:
+                    data = os.read(leader, 65536)
+                except OSError:  # the terminal closed: ralph exited
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif process.poll() is not None:
+                break
+    finally:
+        os.close(leader)
+        process.wait(timeout=10)
+    assert process.returncode == 0, b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode("utf-8", "replace")
