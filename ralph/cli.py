@@ -16,7 +16,21 @@ import click
 from ralph import ui
 from ralph.errors import Exit, Interrupted, RalphError
 
-RUN_OPTION = click.option("--run", "run_name", metavar="NAME", help="The run (default: the most recent).")
+
+def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of --run: the runs of the repository here."""
+    from ralph import git, ledger
+
+    try:
+        names = ledger.run_names(git.open_repo(Path.cwd()).top)
+    except RalphError:
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+RUN_OPTION = click.option(
+    "--run", "run_name", metavar="NAME", help="The run (default: the most recent).", shell_complete=_run_names
+)
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
@@ -146,14 +160,28 @@ def status(run_name: str | None, as_json: bool) -> None:
 
 @main.command()
 @RUN_OPTION
+@click.option(
+    "-o", "--output", metavar="FILE", help="Where to write it (-: stdout; default: report.html in the run's folder)."
+)
+def report(run_name: str | None, output: str | None) -> None:
+    """One self-contained HTML page of the run: outcome, timeline, tokens, every lap and its diff."""
+    from ralph.report import report as do_report
+
+    _call(do_report, Path.cwd(), run_name, output)
+
+
+@main.command()
+@RUN_OPTION
 @click.option("--squash", "how", flag_value="squash", default=True, help="One commit (default).")
 @click.option("--merge", "how", flag_value="merge", help="A merge commit keeping every lap.")
 @click.option("--rebase", "how", flag_value="rebase", help="Every green lap replayed onto your branch.")
-def land(run_name: str | None, how: str) -> None:
-    """Bring the green line onto your current branch (refuses a dirty work tree)."""
+@click.option("--partial", is_flag=True, help="Land a run that is not done yet.")
+def land(run_name: str | None, how: str, partial: bool) -> None:
+    """Bring the green line onto your current branch (refuses a dirty work tree, a run that
+    is not done without --partial, and a branch that moved since the run began unless --rebase)."""
     from ralph.review import land as do_land
 
-    _call(do_land, Path.cwd(), run_name, how)
+    _call(do_land, Path.cwd(), run_name, how, partial)
 
 
 @main.command()

@@ -202,7 +202,7 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     return Exit.DONE
 
 
-def land(cwd: Path, run: str | None, how: str) -> Exit:
+def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
     """Bring the green line onto the user's current branch: the one command that touches it."""
     repo = git.open_repo(cwd)
     state = ledger.resolve(repo.top, run)
@@ -212,6 +212,17 @@ def land(cwd: Path, run: str | None, how: str) -> Exit:
         raise RalphError("the work tree has uncommitted changes — commit or stash them before landing")
     if state.green == state.record.base:
         raise RalphError(f"run {state.name!r} has no green lap yet: nothing to land")
+    if not state.is_done and not partial:
+        raise RalphError(
+            f"run {state.name!r} is not done — `ralph status` says what is left; "
+            "land its green laps so far with --partial"
+        )
+    if how != "rebase" and not git.is_ancestor(repo.top, repo.head, state.green):
+        raise RalphError(
+            f"{repo.branch} has commits the run never saw (it started from {state.record.base[:10]}): "
+            f"a {how} would make a tree no check ran on — replay the laps onto it with --rebase "
+            "and run your checks, or land on a branch at the run's base"
+        )
     _refuse_unsafe_landing(repo, state)
     branch, head = f"ralph/{state.name}", repo.head
     if how == "merge":
@@ -265,10 +276,22 @@ def _inside(top: Path, path: Path) -> str | None:
 
 
 def _squash_message(top: Path, state: RunState) -> str:
-    ticked = [item for lap in state.laps if lap.record and lap.record.status == "green" for item in lap.record.ticked]
-    lines = "\n".join(f"- {item}" for item in ticked) or "- (no TODO item ticked)"
-    goal = state.record.config.goal
-    return f"ralph: {goal.strip()[:60]}\n\n{lines}\n\nRalph-Run: {state.name}\n"
+    """The goal, then each green lap on the line with its subject (the items it ticked)."""
+    listing = git.out(
+        top,
+        "log",
+        "--reverse",
+        "--format=%(trailers:key=Ralph-Lap,valueonly,separator=)%x09%s",
+        f"{state.record.base}..{state.green}",
+    )
+    laps = "\n".join(
+        f"- lap {number.strip() or '?'}: {subject}"
+        for number, _, subject in (line.partition("\t") for line in listing.splitlines())
+    )
+    goal = " ".join(state.record.config.goal.split())
+    subject = goal if len(goal) <= 64 else goal[:63].rstrip() + "…"
+    done = "" if state.is_done else " (partial: the run is not done)"
+    return f"ralph: {subject}\n\nThe green laps of run {state.name}{done}:\n{laps}\n\nRalph-Run: {state.name}\n"
 
 
 def clean(cwd: Path, run: str | None, refs: bool) -> Exit:

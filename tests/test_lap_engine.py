@@ -164,6 +164,27 @@ def test_land_squash_brings_the_green_line_onto_the_users_branch(calc_repo: Path
     assert "Ralph-Run: calc" in git(calc_repo, "log", "-1", "--format=%B")
 
 
+def test_land_refuses_an_unfinished_run_without_partial_and_a_moved_branch_without_rebase(calc_repo: Path):
+    assert ralph(calc_repo, "run", "--name", "calc", "--max-laps", "2").returncode == 3  # lap 1 green, lap 2 red
+    head = git(calc_repo, "rev-parse", "HEAD")
+    refused = ralph(calc_repo, "land")
+    assert refused.returncode == 1 and "run 'calc' is not done" in refused.stderr and "--partial" in refused.stderr
+    git(calc_repo, "commit", "-q", "--allow-empty", "-m", "the user went on working")
+    moved = ralph(calc_repo, "land", "--partial")
+    assert moved.returncode == 1 and "main has commits the run never saw" in moved.stderr and "--rebase" in moved.stderr
+    assert git(calc_repo, "rev-parse", "HEAD^") == head and git(calc_repo, "status", "--porcelain") == ""
+
+    assert ralph(calc_repo, "land", "--partial", "--rebase").returncode == 0  # replayed onto the new commit
+    assert git(calc_repo, "log", "--format=%s", "-2").splitlines() == ["Implement mul", "the user went on working"]
+    git(calc_repo, "reset", "-q", "--hard", head)
+    assert ralph(calc_repo, "land", "--partial").returncode == 0
+    message = git(calc_repo, "log", "-1", "--format=%B")
+    assert message.startswith(
+        "ralph: Finish the calc module\n\nThe green laps of run calc (partial: the run is not done):\n"
+    )
+    assert "- lap 1: Implement mul\n" in message and "lap 2" not in message and "Ralph-Run: calc" in message
+
+
 def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):
     assert ralph(calc_repo, "run", "--name", "calc").returncode == 0
     assert ralph(calc_repo, "clean", "--refs").returncode == 0

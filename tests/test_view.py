@@ -204,3 +204,29 @@ def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60) -> str:
         process.wait(timeout=10)
     assert process.returncode == 0, b"".join(chunks).decode(errors="replace")
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_the_live_view_draws_the_lap_the_phase_the_agents_lines_and_the_bars():
+    from rich.console import Console
+
+    from ralph.view import LiveView
+
+    live = LiveView()
+    start = dict(run="r", resumed=True, base="b" * 40, green="c" * 40, next_lap=3, max_laps=9, one_session=1200)
+    steps = [
+        ("run_started", start),
+        ("lap_started", dict(lap=3, max_laps=9)),
+        ("phase_changed", dict(phase="agent")),
+        *[("tool_called", dict(line=f"bash: step {n}")) for n in range(7)],
+        ("model_replied", dict(prompt_tokens=600, completion_tokens=50)),
+        ("check_finished", dict(command="pytest -q", passed=False, exit_code=1, duration_s=2.0)),
+    ]
+    for kind, fields in steps:
+        live({"type": kind, "lap": fields.get("lap", 3), "at": "", **fields})
+    console = Console(width=100, record=True, force_terminal=True, file=io.StringIO())
+    console.print(live)
+    drawn = console.export_text()
+    assert re.match(r"lap 3/9  agent 0:0\d  lap 0:0\d\n", drawn), drawn
+    assert "step 0" not in drawn and "step 1" not in drawn and "· bash: step 6" in drawn  # the last five
+    assert "fail  pytest -q  (2.0s)" in drawn
+    assert re.search(r"this lap +█{10}░{20} 600 tokens\n +one session +█{30} 1,800 tokens", drawn), drawn

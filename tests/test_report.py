@@ -1,0 +1,139 @@
+"""`ralph report`: one self-contained HTML page of a run, loaded in a real browser (headless
+Chromium) and judged by what it draws."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo, ralph
+from PIL import Image
+
+from ralph.report import COLOURS, SESSION_COLOUR, TOKENS_COLOUR
+from ralph.scripted import ScriptedServer, bash, finish, tool_call
+
+PY = sys.executable
+
+
+def edit(**arguments: str) -> object:
+    return tool_call("str_replace_based_edit_tool", arguments)
+
+
+def judged_run(tmp_path: Path) -> Path:
+    """Lap 1 breaks calc (red); lap 2 does the job, which the judge scores (green, done)."""
+    agent = [
+        edit(command="create", path="calc.py", file_text="def mul(a, b)\n"),
+        finish("tried"),
+        bash("echo working"),
+        edit(command="create", path="calc.py", file_text="def mul(a, b):\n    return a * b\n"),
+        edit(command="str_replace", path="TODO.md", old_str="- [ ] Implement mul", new_str="- [x] Implement mul"),
+        finish("implemented mul <b>for real</b>"),
+    ]
+    verdict = tool_call(
+        "verdict",
+        {
+            "scores": [
+                {"dimension": "does what the item asks", "score": 0.9, "evidence": "return a * b", "reason": "ok"}
+            ]
+        },
+    )
+    with ScriptedServer(agent) as model, ScriptedServer([verdict]) as judge:
+        config = {
+            "goal": "Finish calc <script>alert(1)</script>",
+            "agent": {"kind": "openai", "model": "scripted-1", "base_url": model.base_url, "fix_attempts": 0},
+            "roles": {"judge": {"model": "judge-1", "base_url": judge.base_url, "api_key_env": "JUDGE_KEY"}},
+            "checks": [f"{PY} -c 'import calc'", f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
+        }
+        files = {
+            "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
+            "TODO.md": "# TODO\n- [ ] Implement mul\n",
+            "PROGRESS.md": "nothing yet\n",
+            "ralph.yaml": json.dumps(config),
+        }
+        repo = make_repo(tmp_path / "repo", files)
+        result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return repo
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None:
+        pytest.fail("the report is tested in headless Chromium, which is not installed: apt-get install chromium")
+    return found
+
+
+def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    command += ["--force-color-profile=srgb", f"--user-data-dir={profile}", *args, page.as_uri()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+
+
+def colour_runs(row: list[tuple[int, ...]], colours: dict[str, str]) -> list[str]:
+    """The named colours along a row of pixels, each stretch once, in order."""
+    names = {tuple(int(hex_[i : i + 2], 16) for i in (1, 3, 5)): name for name, hex_ in colours.items()}
+    runs: list[str] = []
+    for pixel in row:
+        name = names.get(pixel[:3])
+        if name and (not runs or runs[-1] != name):
+            runs.append(name)
+    return runs
+
+
+def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
+    repo = judged_run(tmp_path)
+    page = tmp_path / "report.html"
+    assert ralph(repo, "report", "-o", str(page)).returncode == 0
+    html = page.read_text()
+    assert not re.search(r"""(src|href)\s*=|url\(|@import|<script""", html, re.IGNORECASE)  # nothing to fetch, no code
+    assert "Finish calc &lt;script&gt;" in html and "&lt;b&gt;for real&lt;/b&gt;" in html
+
+    dom = browse(page, tmp_path / "profile", "--dump-dom").stdout
+    assert dom.count('<details class="lap"') == 2
+    assert re.findall(r'<details class="lap" data-status="(\w+)"', dom) == ["red", "green"]
+    assert 'data-status="red"' in dom and "judge</b> passed" in dom and "does what the item asks" in dom
+    assert "tests passing" not in dom  # no pytest here: no counts invented
+    assert '<span class="add">+    return a * b</span>' in dom
+
+    shot = tmp_path / "report.png"
+    browse(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1100,1000")
+    print(f"screenshot: {shot}")
+    image = Image.open(shot).convert("RGB")
+    width, height = image.size
+    rows = [[image.getpixel((x, y)) for x in range(width)] for y in range(height)]
+    statuses = {name: COLOURS[name] for name in ("green", "red", "error")}
+    # The timeline: the row most covered by status colours, a stretch per lap in lap order.
+    timeline = max(rows, key=lambda row: sum(bool(colour_runs([pixel], statuses)) for pixel in row))
+    assert colour_runs(timeline, statuses) == ["red", "green"]
+    assert sum(bool(colour_runs([pixel], statuses)) for pixel in timeline) > width * 0.7
+    # The tokens chart: a bar a lap (the row they cover most crosses each) and the session line.
+    bar = tuple(int(TOKENS_COLOUR[i : i + 2], 16) for i in (1, 3, 5))
+    widest = max(rows, key=lambda row: row.count(bar))
+    assert len(re.findall(r"1+", "".join("1" if pixel == bar else "0" for pixel in widest))) == 2
+    assert any(colour_runs(row, {"line": SESSION_COLOUR}) for row in rows)
+
+
+def test_report_to_stdout_and_its_errors(tmp_path: Path):
+    agent = {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && echo done > notes.txt"}
+    config = {"goal": "g", "agent": agent, "checks": ["true"]}
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n", "ralph.yaml": json.dumps(config)})
+    assert ralph(repo, "report").stderr == "ralph: no ralph run in this repository yet — start one with `ralph run`\n"
+    assert ralph(repo, "run", "--name", "s").returncode == 0
+    shown = ralph(repo, "report", "-o", "-")
+    assert shown.returncode == 0 and shown.stdout.startswith("<!DOCTYPE html>")
+    assert 'id="tokens"' not in shown.stdout and "unknown" in shown.stdout  # a command agent tells no tokens
+    default = ralph(repo, "report")
+    written = repo / ".git" / "ralph" / "s" / "report.html"
+    assert default.stdout.strip().endswith(str(written)) and written.read_text() == shown.stdout
+    completion = dict(os.environ, COMP_WORDS="ralph report --run ", COMP_CWORD="3", _RALPH_COMPLETE="bash_complete")
+    script = Path(sys.executable).parent / "ralph"  # the installed command, whose name click completes for
+    completed = subprocess.run([script], cwd=repo, env=completion, capture_output=True, text=True)
+    assert completed.stdout.split() == ["plain,s"]  # click's shell completion names the runs
+    bad = ralph(repo, "report", "-o", str(tmp_path / "missing" / "r.html"))
+    assert bad.returncode == 1 and bad.stderr.startswith("ralph: cannot write the report to ")
