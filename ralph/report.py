@@ -4,6 +4,7 @@ and each lap with its checks, tests, ticked items, judge's scores and diff."""
 
 from __future__ import annotations
 
+import os
 import sys
 from html import escape
 from pathlib import Path
@@ -41,9 +42,15 @@ def report(cwd: Path, run: str | None, output: str | None) -> Exit:
         sys.stdout.write(page)
         return Exit.DONE
     target = Path(output) if output else ledger.run_dir(repo.common_dir, state.name) / "report.html"
+    # Written beside the target, then moved over it: a link planted where the report goes is
+    # replaced, never followed to overwrite whatever it points at.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        target.write_text(page, encoding="utf-8")
+        with open(partial, "x", encoding="utf-8") as out:
+            out.write(page)
+        os.replace(partial, target)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise RalphError(f"cannot write the report to {target}: {exc.strerror}") from None
     ui.say(f"report of run [bold]{state.name}[/] ({len(state.laps)} laps): {target.resolve()}")
     return Exit.DONE

@@ -128,8 +128,12 @@ def test_report_to_stdout_and_its_errors(tmp_path: Path):
     shown = ralph(repo, "report", "-o", "-")
     assert shown.returncode == 0 and shown.stdout.startswith("<!DOCTYPE html>")
     assert 'id="tokens"' not in shown.stdout and "unknown" in shown.stdout  # a command agent tells no tokens
-    default = ralph(repo, "report")
     written = repo / ".git" / "ralph" / "s" / "report.html"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's")
+    written.symlink_to(victim)  # planted where the report goes: replaced, not followed
+    default = ralph(repo, "report")
+    assert victim.read_text() == "the user's" and not written.is_symlink()
     assert default.stdout.strip().endswith(str(written)) and written.read_text() == shown.stdout
     completion = dict(os.environ, COMP_WORDS="ralph report --run ", COMP_CWORD="3", _RALPH_COMPLETE="bash_complete")
     script = Path(sys.executable).parent / "ralph"  # the installed command, whose name click completes for
