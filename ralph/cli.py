@@ -7,6 +7,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -96,13 +97,17 @@ def run(
     from ralph.hardening import harden
     from ralph.loop import RunOptions
     from ralph.loop import run as do_run
+    from ralph.view import console_for
 
     def hardened(options: RunOptions) -> int:
         harden(sys.argv[1:])
         return do_run(options)
 
     options = RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty, display or "auto", events_to)  # type: ignore[arg-type]
-    _call(hardened, options)
+    # --plain holds for every line, the error that may end the run included.
+    plain = ui.using(console_for(True), console_for(True, stderr=True)) if display == "plain" else nullcontext()
+    with plain:
+        _call(hardened, options)
 
 
 @main.command()

@@ -52,14 +52,15 @@ def status_text(status: str) -> str:
 
 
 @contextmanager
-def using(other: Console) -> Iterator[None]:
-    """`console` is `other` for a while (a run's: plain, quiet, or on stderr)."""
-    global console
-    before, console = console, other
+def using(out: Console, err: Console | None = None) -> Iterator[None]:
+    """`console` is `out` (and `errors` is `err`) for a while: a run's, plain, quiet or on stderr."""
+    global console, errors
+    before = console, errors
+    console, errors = out, err or errors
     try:
         yield
     finally:
-        console = before
+        console, errors = before
 
 
 def bars(this_lap: int, one_session: int, width: int = 30) -> list[Text]:

@@ -133,7 +133,7 @@ def test_an_error_ends_the_events_with_its_reason(tmp_path: Path):
     assert ended["type"] == "run_ended" and ended["stopped_by"] == "error" and ended["exit"] == 1
     assert ended["run"] is None and "agent.command" in ended["reason"]
 
-    bad = ralph(repo, "run", "--events", str(tmp_path / "no-such-folder" / "e.jsonl"))
+    bad = ralph(repo, "run", "--plain", "--events", str(tmp_path / "no-such-folder" / "e.jsonl"))
     assert bad.returncode == 1 and bad.stderr.startswith("ralph: --events: cannot write")
 
 
@@ -178,7 +178,14 @@ def test_the_live_view_in_a_terminal_shows_the_phase_and_the_token_bars(tmp_path
     assert "stopped: done at lap 1" in text and "lap  status" in text
 
 
-def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60) -> str:
+def test_plain_in_a_terminal_writes_no_escape_code_even_for_an_error(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n"})
+    screen = _run_in_terminal(repo, ["run", "--plain"], expect=1)
+    assert screen == f"ralph: {repo / 'ralph.yaml'}: not found — write one with `ralph init` or pass --config\r\n"
+    assert ESCAPE in _run_in_terminal(repo, ["run"], expect=1)  # what --plain took away
+
+
+def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60, expect: int = 0) -> str:
     leader, follower = pty.openpty()
     env = dict(os.environ, COLUMNS="100", LINES="30", TERM="xterm-256color")
     env.pop("NO_COLOR", None)
@@ -202,7 +209,7 @@ def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60) -> str:
     finally:
         os.close(leader)
         process.wait(timeout=10)
-    assert process.returncode == 0, b"".join(chunks).decode(errors="replace")
+    assert process.returncode == expect, b"".join(chunks).decode(errors="replace")
     return b"".join(chunks).decode("utf-8", "replace")
 
 
