@@ -197,7 +197,7 @@ def demo(folder: Path | None, model: str | None, base_url: str | None, limits: D
         raise RalphError("give both --model and --base-url to run the demo against a real endpoint")
     repo = _create_sample(folder)
     if model and base_url:
-        ui.say(f"demo: a sample repository in {repo}, worked by {model} at {base_url}")
+        ui.say(f"demo: a sample repository in {ui.safe(repo)}, worked by {ui.safe(model)} at {ui.safe(base_url)}")
         return _run_in(repo, model, base_url, limits)
     with ScriptedServer(scripted_model) as server:
         ui.say(
@@ -219,7 +219,7 @@ def _run_in(repo: Path, model: str, base_url: str, limits: DemoLimits) -> Exit:
     git.run(repo, "add", "-A")
     git.run(repo, "commit", "-q", "-m", "ralph demo: the job")
     code = run(RunOptions(cwd=repo, name="demo"))
-    ui.say(f"\nlook around: cd {shlex.quote(str(repo))} && ralph log && git log --stat ralph/demo")
+    ui.say(f"\nlook around: cd {ui.safe(shlex.quote(str(repo)))} && ralph log && git log --stat ralph/demo")
     return code
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -17,6 +18,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ralph.errors import RalphError
+from ralph.text import printable
+
+LINES_PER_SECOND = 20  # an agent's lines told as events; all of them are in the lap's logs
+LINE_CHARS = 200
 
 Event = dict[str, Any]
 Listener = Callable[[Event], None]
@@ -66,6 +71,24 @@ def listening(*listeners: Listener) -> Iterator[None]:
             _listeners.remove(listener)
         if not _listeners:
             _where.update(run=None, lap=0)
+
+
+class Lines:
+    """What an agent says, as `kind` events: control characters removed, whitespace folded,
+    each cut to LINE_CHARS, at most LINES_PER_SECOND of them."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.second, self.told = 0, 0
+
+    def __call__(self, text: str) -> None:
+        line = " ".join(printable(text).split())
+        now = int(time.monotonic())
+        if now != self.second:
+            self.second, self.told = now, 0
+        if line and self.told < LINES_PER_SECOND:
+            self.told += 1
+            emit(self.kind, line=line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…")
 
 
 class JsonLines:

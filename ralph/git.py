@@ -159,10 +159,12 @@ def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = No
     key = (cwd, commit, path)
     if key in _SHOWN:
         return _SHOWN[key]
-    result = run(cwd, "show", f"{commit}:{path}", check=False, env=env)
+    # `--`: git takes the argument as a revision without first trying it as a file name, which
+    # fails for a path as long as the file system allows (and would read as "no such file").
+    result = run(cwd, "show", f"{commit}:{path}", "--", check=False, env=env)
     text = result.output if result.ok else None
     # Kept: a text, or that the path is not there; never a failure of another kind (a timeout).
-    known = result.ok or "does not exist in" in result.stderr or "exists on disk, but not in" in result.stderr
+    known = result.ok or "bad revision" in result.stderr
     immutable = len(commit) == 40 and all(char in "0123456789abcdef" for char in commit)
     if known and immutable and len(text or "") <= _SHOWN_LARGEST:
         if len(_SHOWN) >= _SHOWN_ENTRIES:

@@ -21,6 +21,7 @@ from ralph.errors import RalphError
 from ralph.judge import Judge, material, next_lap_text, signals
 from ralph.ledger import JudgeRecord, LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
+from ralph.text import printable
 from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
 
 MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
@@ -560,7 +561,7 @@ def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult,
     trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.kind}\n"
     message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {model}\n" if model else "")
     # An agent's output may hold NULs (git refuses them) or terminal escapes (shown by git log).
-    return "".join(char for char in message if char in "\n\t" or (char >= " " and char != "\x7f"))
+    return printable(message)
 
 
 def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:

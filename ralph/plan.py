@@ -19,7 +19,6 @@ from pathlib import Path
 
 from openai import OpenAI
 from pydantic import BaseModel, Field, ValidationError, field_validator
-from rich.markup import escape
 
 from ralph import config as config_module
 from ralph import git, todo, ui
@@ -144,12 +143,12 @@ def plan(cwd: Path, goal: str | None, config_path: Path | None, yes: bool, force
     saved = dict(made.model_dump(), goal=goal, files_read=files_read(folder), usage=planner.usage.model_dump())
     (folder / "plan.json").write_text(json.dumps(saved, indent=1), encoding="utf-8")
     _show(made, cfg.files.todo)
-    ui.say(f"the planner's reasoning and what it read: {folder}")
+    ui.say(f"the planner's reasoning and what it read: {ui.safe(folder)}")
     if not yes and not _confirmed(f"write these {len(made.todo)} items to {cfg.files.todo}?"):
-        ui.say(f"{cfg.files.todo} not written — `ralph plan --yes` writes it without asking")
+        ui.say(f"{ui.safe(cfg.files.todo)} not written — `ralph plan --yes` writes it without asking")
         return Exit.ERROR
     todo_path.write_text(checklist(goal, made.todo), encoding="utf-8")
-    ui.say(f"wrote {cfg.files.todo} ({len(made.todo)} items): review it, commit it, then `ralph run`")
+    ui.say(f"wrote {ui.safe(cfg.files.todo)} ({len(made.todo)} items): review it, commit it, then `ralph run`")
     return Exit.DONE
 
 
@@ -170,15 +169,15 @@ def files_read(folder: Path) -> list[str]:
 
 def _show(made: Plan, todo_name: str) -> None:
     for approach in made.approaches:
-        ui.say(f"[bold]approach:[/] {escape(approach.name)}")
+        ui.say(f"[bold]approach:[/] {ui.safe(approach.name)}")
         for pro in approach.pros:
-            ui.say(f"  + {escape(pro)}")
+            ui.say(f"  + {ui.safe(pro)}")
         for con in approach.cons:
-            ui.say(f"  - {escape(con)}")
-    ui.say(f"[bold]recommended:[/] {escape(made.recommendation)}")
-    ui.say(f"[bold]{todo_name}:[/]")
+            ui.say(f"  - {ui.safe(con)}")
+    ui.say(f"[bold]recommended:[/] {ui.safe(made.recommendation)}")
+    ui.say(f"[bold]{ui.safe(todo_name)}:[/]")
     for item in made.todo:
-        ui.say(f"  - [ ] {escape(item)}")
+        ui.say(f"  - [ ] {ui.safe(item)}")
 
 
 def _confirmed(question: str) -> bool:

@@ -52,7 +52,7 @@ def report(cwd: Path, run: str | None, output: str | None) -> Exit:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise RalphError(f"cannot write the report to {target}: {exc.strerror}") from None
-    ui.say(f"report of run [bold]{state.name}[/] ({len(state.laps)} laps): {target.resolve()}")
+    ui.say(f"report of run [bold]{state.name}[/] ({len(state.laps)} laps): {ui.safe(target.resolve())}")
     return Exit.DONE
 
 

@@ -6,8 +6,6 @@ import os
 import shutil
 from pathlib import Path
 
-from rich.markup import escape
-
 from ralph import git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
@@ -46,7 +44,7 @@ def laps_table(state: RunState) -> None:
     for lap in state.laps:
         r = lap.record
         if r is None:
-            rows.append([str(lap.number), "?", "", "", "", "", escape(ui.one_line(lap.problem, width))])
+            rows.append([str(lap.number), "?", "", "", "", "", ui.safe(ui.one_line(lap.problem, width))])
             continue
         rows.append(
             [
@@ -56,7 +54,7 @@ def laps_table(state: RunState) -> None:
                 f"{r.agent.usage.total:,}" if r.agent.usage.requests else "-",
                 str(r.files_changed),
                 f"{r.todo.done}/{r.todo.total}" + (f" +{len(r.ticked)}" if r.ticked else ""),
-                escape(ui.one_line(r.reason, width)),
+                ui.safe(ui.one_line(r.reason, width)),
             ]
         )
     ui.table(["lap", "status", "time", "tokens", "files", "TODO", "reason"], rows)
@@ -74,18 +72,18 @@ def tell(cwd: Path, message: str, run: str | None) -> Exit:
 
 def _show_judge(judge: JudgeRecord) -> None:
     if judge.status == "unavailable":
-        ui.say(f"judge   unavailable: {escape(judge.detail)}")
+        ui.say(f"judge   unavailable: {ui.safe(judge.detail)}")
         return
     signals = ", ".join(f"{name} {value:g}" for name, value in judge.signals.items())
     ui.say(f"judge   {judge.status}: score {judge.score} (the judge's {judge.judge_score}; ralph's signals: {signals})")
     for score in judge.scores:
         counted = "" if score.counted else " \\[not counted: its evidence is in neither the diff nor a changed file]"
-        ui.say(f"  {score.score:g}  {escape(score.dimension)}: {escape(score.reason)}{counted}")
-        ui.say(f"        evidence: {escape(ui.one_line(score.evidence, 160))}")
+        ui.say(f"  {score.score:g}  {ui.safe(score.dimension)}: {ui.safe(score.reason)}{counted}")
+        ui.say(f"        evidence: {ui.safe(ui.one_line(score.evidence, 160))}")
     for item in judge.blocking:
-        ui.say(f"  blocking: {escape(item)}")
+        ui.say(f"  blocking: {ui.safe(item)}")
     for item in judge.suggestions:
-        ui.say(f"  suggestion: {escape(item)}")
+        ui.say(f"  suggestion: {ui.safe(item)}")
 
 
 def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
@@ -109,36 +107,36 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
         return Exit.DONE
     ui.say(f"[bold]lap {number}[/] of run {state.name}  commit {lap.commit}")
     if record is None:
-        ui.say(f"no record: {escape(lap.problem)}")
+        ui.say(f"no record: {ui.safe(lap.problem)}")
         return Exit.DONE
     on_line = " (on the green line)" if git.is_ancestor(top, lap.commit, state.green) else ""
-    ui.say(f"status  {ui.status_text(record.status)}{on_line} — {escape(record.reason)}")
+    ui.say(f"status  {ui.status_text(record.status)}{on_line} — {ui.safe(record.reason)}")
     ui.say(
         f"started {record.started_at}, {record.duration_s:.1f}s (prepare {record.prepare_s:.1f}s); "
         f"agent {record.agent.kind} {record.agent.outcome} ({record.agent.duration_s:.1f}s)"
     )
     ui.say(
         f"TODO    {record.todo.done} done, {record.todo.open} open; ticked: "
-        f"{escape('; '.join(record.ticked)) or 'none'}"
+        f"{ui.safe('; '.join(record.ticked)) or 'none'}"
     )
     if record.agent.summary:
-        ui.say(f"summary {escape(record.agent.summary)}")
+        ui.say(f"summary {ui.safe(record.agent.summary)}")
     said = ui.one_line(next(iter(record.agent.detail.strip().splitlines()), ""), 300)
     if said and said not in record.reason:  # the verdict's reason may stand where the agent's words were
-        ui.say(f"agent   {escape(said)}")
+        ui.say(f"agent   {ui.safe(said)}")
     if record.tests:
         ui.say(
             f"tests   passing tests {record.tests.passing_before} → {record.tests.passing_after}; "
-            f"newly failing: {escape(', '.join(record.tests.newly_failing)) or 'none'}; "
-            f"newly passing: {escape(', '.join(record.tests.newly_passing)) or 'none'}"
+            f"newly failing: {ui.safe(', '.join(record.tests.newly_failing)) or 'none'}; "
+            f"newly passing: {ui.safe(', '.join(record.tests.newly_passing)) or 'none'}"
         )
     if record.protected_touched or record.granted:
         ui.say(
-            f"protected   {escape(', '.join(record.protected_touched)) or 'none touched'}"
-            + (f"; allowed by a ticked item: {escape(', '.join(record.granted))}" if record.granted else "")
+            f"protected   {ui.safe(', '.join(record.protected_touched)) or 'none touched'}"
+            + (f"; allowed by a ticked item: {ui.safe(', '.join(record.granted))}" if record.granted else "")
         )
     if record.flaky:
-        ui.say(f"flaky   {escape(', '.join(record.flaky))}")
+        ui.say(f"flaky   {ui.safe(', '.join(record.flaky))}")
     usage = record.agent.usage
     if usage.requests:
         ui.say(
@@ -147,16 +145,16 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
         )
         ui.context_bars(*state.context_bars(upto=number))
     for message in record.told:
-        ui.say(f"told    {escape(message)}")
+        ui.say(f"told    {ui.safe(message)}")
     if record.judge:
         _show_judge(record.judge)
-    ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{escape(diffstat) or '(none)'}")
+    ui.say(f"\n[bold]changes[/] ({record.parent[:10]}..{lap.commit[:10]})\n{ui.safe(diffstat) or '(none)'}")
     for check in record.checks:
         mark = "[green]pass[/]" if check.passed else "[red]fail[/]"
-        ui.say(f"\n[bold]check[/] {mark} {escape(check.command)} (exit {check.exit_code}, {check.duration_s:.1f}s)")
-        ui.say(escape(check.output_tail[-1500:].rstrip()))
+        ui.say(f"\n[bold]check[/] {mark} {ui.safe(check.command)} (exit {check.exit_code}, {check.duration_s:.1f}s)")
+        ui.say(ui.safe(check.output_tail[-1500:].rstrip()))
     if record.output_tail and record.status != "green":
-        ui.say(f"\n[bold]why it is {record.status}[/]\n{escape(record.output_tail[-2000:].rstrip())}")
+        ui.say(f"\n[bold]why it is {record.status}[/]\n{ui.safe(record.output_tail[-2000:].rstrip())}")
     return Exit.DONE
 
 
@@ -197,7 +195,7 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")
         ui.context_bars(*state.context_bars())
     if state.flaky_checks():
-        ui.say(f"  flaky       {escape(', '.join(state.flaky_checks()))}")
+        ui.say(f"  flaky       {ui.safe(', '.join(state.flaky_checks()))}")
     ui.say(f"  review      git log ralph/{state.name}   ·   ralph log   ·   ralph land")
     return Exit.DONE
 
@@ -224,7 +222,8 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
             "and run your checks, or land on a branch at the run's base"
         )
     _refuse_unsafe_landing(repo, state)
-    branch, head = f"ralph/{state.name}", repo.head
+    # The commit checked above, not the branch's name: a `ralph run` going on may move the branch.
+    branch, head = state.green, repo.head
     if how == "merge":
         steps = [["merge", "--no-ff", "-m", f"Merge ralph run {state.name}", branch]]
     elif how == "rebase":
@@ -240,7 +239,7 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
                 git.run(repo.top, "cherry-pick", "--abort", check=False)
             git.run(repo.top, "reset", "-q", "--hard", head, check=False)
             raise RalphError(f"landing stopped and was undone: git {args[0]} failed: {result.tail(500).strip()}")
-    ui.say(f"landed run [bold]{state.name}[/] ({how}) onto {repo.branch}")
+    ui.say(f"landed run [bold]{state.name}[/] ({how}) onto {ui.safe(repo.branch)}")
     return Exit.DONE
 
 
@@ -249,8 +248,17 @@ def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
     then run on the user's commits (core.hooksPath inside the work tree, as husky sets it)."""
     since = git.out(repo.top, "merge-base", repo.head, state.green)
     landing = [path for path, (status, _) in git.changes(repo.top, since, state.green).items() if status != "D"]
-    tracked = set(git.out(repo.top, "ls-files", "--", *landing).splitlines()) if landing else set()
-    clobbered = [path for path in landing if path not in tracked and os.path.lexists(repo.top / path)]
+    # A file of the user's where a landed file goes, or where a landed folder goes (git deletes
+    # an ignored file in a folder's way without asking).
+    folders = {str(parent) for path in landing for parent in Path(path).parents if str(parent) != "."}
+    in_the_way = [
+        path
+        for path in [*landing, *sorted(folders)]
+        if os.path.lexists(repo.top / path)
+        and (path not in folders or (repo.top / path).is_symlink() or not (repo.top / path).is_dir())
+    ]
+    tracked = set(git.out(repo.top, "ls-files", "--", *in_the_way).splitlines()) if in_the_way else set()
+    clobbered = [path for path in in_the_way if path not in tracked]
     if clobbered:
         raise RalphError(
             f"landing would overwrite files git does not track here: {', '.join(clobbered[:5])} — move them away first"

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ralph import events
+from ralph.text import printable
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -20,16 +21,21 @@ errors = Console(stderr=True, highlight=False, soft_wrap=True)
 STATUS_STYLE = {"green": "green", "red": "red", "error": "yellow"}
 
 
+def safe(text: object) -> str:
+    """Text from outside as rich markup that prints as itself: no markup, no control character."""
+    return escape(printable(str(text)))
+
+
 def say(markup: str) -> None:
     console.print(markup)
 
 
 def error(message: str) -> None:
-    errors.print(f"[bold red]ralph:[/] {escape(message)}")
+    errors.print(f"[bold red]ralph:[/] {safe(message)}")
 
 
 def warn(message: str) -> None:
-    errors.print(f"[bold yellow]ralph: warning:[/] {escape(message)}")
+    errors.print(f"[bold yellow]ralph: warning:[/] {safe(message)}")
     events.emit("warning", message=message)
 
 

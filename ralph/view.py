@@ -12,11 +12,11 @@ from typing import Literal
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markup import escape
 from rich.text import Text
 
 from ralph import events, ui
 from ralph.events import Event
+from ralph.text import printable
 
 Mode = Literal["auto", "plain", "quiet"]
 HEARTBEAT = 60.0  # plain: a line when nothing was printed for this long, so a CI log shows life
@@ -122,9 +122,9 @@ class LiveView:
         where = f"lap {self.lap}/{self.max_laps}" if self.lap else "baseline"
         lap_clock = f"  [dim]lap {_clock(now - self.lap_since)}[/]" if self.lap else ""
         head = Text.from_markup(
-            f"[bold]{where}[/]  [cyan]{escape(self.phase)}[/] {_clock(now - self.phase_since)}{lap_clock}"
+            f"[bold]{where}[/]  [cyan]{ui.safe(self.phase)}[/] {_clock(now - self.phase_since)}{lap_clock}"
         )
-        steps = [Text(f"  · {step}", style="dim", overflow="ellipsis", no_wrap=True) for step in self.steps]
+        steps = [Text(f"  · {printable(step)}", style="dim", overflow="ellipsis", no_wrap=True) for step in self.steps]
         checks = [Text.from_markup(line) for line in self.checks]
         bars = ui.bars(self.largest, self.earlier + self.largest) if self.tokens_known else []
         return Group(head, *steps, *checks, *bars)
@@ -147,19 +147,19 @@ def plain_line(event: Event) -> str | None:
     if kind == "phase_changed":
         return f"  [dim]· {event['phase']}[/]"
     if kind in ("tool_called", "agent_output"):
-        return f"  [dim]· {escape(event['line'])}[/]"
+        return f"  [dim]· {ui.safe(event['line'])}[/]"
     if kind == "check_finished":
         mark = "[green]pass[/]" if event["passed"] else "[red]fail[/]"
-        return f"  {mark}  {escape(event['command'])}  ({event['duration_s']:.1f}s)"
+        return f"  {mark}  {ui.safe(event['command'])}  ({event['duration_s']:.1f}s)"
     if kind == "lap_ended":
         return (
             f"[bold]lap {event['lap']}[/] {ui.status_text(event['status'])}  {event['duration_s']:.1f}s  "
-            f"TODO {event['todo_done']}/{event['todo_total']}  {event['commit'][:10]}  {escape(event['reason'])}"
+            f"TODO {event['todo_done']}/{event['todo_total']}  {event['commit'][:10]}  {ui.safe(event['reason'])}"
         )
     if kind == "run_ended" and event["stopped_by"] in ("done", "fuse"):  # an error: the command line says it
         style = "green" if event["exit"] == 0 else "yellow"
-        line = f"[bold {style}]stopped:[/] {escape(event['reason'])} (exit {event['exit']})"
-        flaky = f"\n[yellow]flaky checks[/] (failed, then passed on a retry): {escape(', '.join(event['flaky']))}"
+        line = f"[bold {style}]stopped:[/] {ui.safe(event['reason'])} (exit {event['exit']})"
+        flaky = f"\n[yellow]flaky checks[/] (failed, then passed on a retry): {ui.safe(', '.join(event['flaky']))}"
         return line + (flaky if event["flaky"] else "")
     return None
 

@@ -360,6 +360,25 @@ def test_land_refuses_to_overwrite_an_ignored_file(tmp_path: Path):
     assert (repo / "build.txt").read_text() == "the user's own build output"
 
 
+def test_land_refuses_to_delete_an_ignored_file_where_a_landed_folder_goes(tmp_path: Path):
+    config = {
+        "goal": "g",
+        "checks": ["true"],
+        "agent": {
+            "kind": "command",
+            "command": "mkdir local.cfg && echo x > local.cfg/readme.txt && "
+            "sed -i 's/\\[ \\]/[x]/' TODO.md && echo > .gitignore",
+        },
+    }
+    files = {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] folder\n", ".gitignore": "local.cfg\n"}
+    repo = make_repo(tmp_path / "repo", files)
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+    (repo / "local.cfg").write_text("PRECIOUS")  # the user's own, ignored
+    result = ralph(repo, "land")
+    assert result.returncode == 1 and "would overwrite files git does not track here: local.cfg" in result.stderr
+    assert (repo / "local.cfg").read_text() == "PRECIOUS"
+
+
 def test_land_refuses_changes_to_hooks_in_the_work_tree(tmp_path: Path):
     tick = "sed -i 's/\\[ \\]/[x]/' TODO.md"
     config = {
@@ -577,7 +596,7 @@ def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_pa
     first, second = lap_notes(repo, "r")
     assert first["status"] == "red" and first["reason"] == "the lap's submodules cannot be checked out"
     assert second["status"] == "green"
-    assert "summary with a NUL  and an escape [31m in it" in git(repo, "log", "-1", "--format=%B", "ralph/r")
+    assert "summary with a NUL  and an escape  in it" in git(repo, "log", "-1", "--format=%B", "ralph/r")
 
 
 def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_checks(tmp_path: Path):

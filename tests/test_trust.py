@@ -284,6 +284,10 @@ def test_ticking_items_with_only_whitespace_changed_is_no_work(tmp_path: Path):
             'os.symlink("../../../../../../etc/hostname", "data.txt")',
             "symbolic links to outside the repository: data.txt",
         ),
+        (  # a name as long as the file system allows, which git reads only as a revision
+            'os.symlink("/etc/hostname", "k" * 250)',
+            f"symbolic links to outside the repository: {'k' * 250}",
+        ),
     ],
 )
 def test_a_symbolic_link_at_a_protected_path_or_leaving_the_repository_is_red(tmp_path: Path, link: str, reason: str):

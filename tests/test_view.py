@@ -237,3 +237,41 @@ def test_the_live_view_draws_the_lap_the_phase_the_agents_lines_and_the_bars():
     assert "step 0" not in drawn and "step 1" not in drawn and "· bash: step 6" in drawn  # the last five
     assert "fail  pytest -q  (2.0s)" in drawn
     assert re.search(r"this lap +█{10}░{20} 600 tokens\n +one session +█{30} 1,800 tokens", drawn), drawn
+
+
+HOSTILE = "\x1b]52;c;ZXZpbA==\x1b\\\x1b[31m\x9b2J\u202e\x07"  # clipboard write, colour, C1 CSI, bidi, bell
+
+
+def test_what_an_agent_says_reaches_the_terminal_without_a_control_character(tmp_path: Path):
+    """Tool calls, output lines, file names in a lap's reason, its summary: printed as text, never as codes."""
+    script = [
+        write_file(f"p{HOSTILE}.txt", "x"),
+        bash(f"echo 'out{HOSTILE}put'; ln -s /etc/hostname \"$(printf 'ln\\033]0;PWNED\\033\\\\')\""),
+        finish(f"summary{HOSTILE}"),
+    ]
+    events_file = tmp_path / "events.jsonl"
+    with ScriptedServer(script) as server:
+        repo = repo_for(tmp_path, server.base_url)
+        result = ralph(repo, "run", "--name", "h", "--plain", "--max-laps", "1", "--events", str(events_file))
+    assert result.returncode == 3, result.stdout + result.stderr
+    shown = [result.stdout, result.stderr, ralph(repo, "log").stdout, ralph(repo, "show", "1").stdout]
+    shown += [ralph(repo, "status").stdout, events_file.read_text()]
+    for text in shown:
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), repr(text)
+    assert "create p]52;c;ZXZpbA==2J.txt" not in result.stdout  # the sequences go whole, not their bytes
+    assert "  · create p.txt" in result.stdout and "symbolic links to outside the repository: ln" in result.stdout
+    lines = [json.loads(line).get("line", "") for line in events_file.read_text().splitlines()]
+    assert "bash: echo 'output'; ln -s /etc/hostname \"$(printf 'ln\\033]0;PWNED\\033\\\\')\"" in lines
+
+
+def test_an_agent_that_says_too_much_is_cut_and_rate_limited(monkeypatch):
+    from ralph import events
+
+    heard: list[dict] = []
+    monkeypatch.setattr(events.time, "monotonic", lambda: 1000.0)  # all in one second
+    with events.listening(heard.append):
+        said = events.Lines("tool_called")
+        for _ in range(50):
+            said("view " + "x" * 5000)
+    assert len(heard) == events.LINES_PER_SECOND
+    assert {len(event["line"]) for event in heard} == {events.LINE_CHARS}

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import time
-
 from ralph import events, proc
 from ralph.agents.base import AgentResult, LapTask
-
-LINES_PER_SECOND = 20  # agent output lines told as events; the rest is in agent.log
-LINE_CHARS = 200
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class CommandAgent:
@@ -62,21 +55,14 @@ class CommandAgent:
 
 
 class OutputLines:
-    """A command agent's output as `agent_output` events: whole lines, terminal codes removed,
-    cut to LINE_CHARS, at most LINES_PER_SECOND of them."""
+    """A command agent's output as `agent_output` events, a whole line at a time."""
 
     def __init__(self) -> None:
         self.partial = b""
-        self.second, self.told = 0, 0
+        self.said = events.Lines("agent_output")
 
     def __call__(self, data: bytes) -> None:
         *lines, self.partial = (self.partial + data).split(b"\n")
         self.partial = self.partial[-4096:]
-        for raw in lines:
-            line = _CONTROL.sub("", raw.decode("utf-8", "replace")).strip()
-            now = int(time.monotonic())
-            if now != self.second:
-                self.second, self.told = now, 0
-            if line and self.told < LINES_PER_SECOND:
-                self.told += 1
-                events.emit("agent_output", line=line[:LINE_CHARS])
+        for line in lines:
+            self.said(line.decode("utf-8", "replace"))

@@ -142,6 +142,7 @@ class _Lap:
         self.endpoint, self.sleep = agent.endpoint, agent.sleep
         self.api_key = os.environ.get(self.config.api_key_env)
         self.transcript = Transcript(task.log_dir / "transcript.jsonl", secret=self.api_key)
+        self.said = events.Lines("tool_called")  # what it does, for the person watching
         # A local server may want no key, but the client insists on one.
         self.client = OpenAI(
             api_key=self.api_key or "not-needed",
@@ -221,22 +222,21 @@ class _Lap:
                 self.finish(call)  # raises Finished unless the checks failed
                 finished = True
             else:
-                events.emit("tool_called", line=_describe(call))
+                self.said(_describe(call))
                 self.answer(call, self.tools.run(call.name, call.arguments))
         self.tally([call.problem for call in calls if call.problem])
 
     def finish(self, call: ToolCall) -> None:
         summary = str(call.arguments.get("summary") or "").strip()
-        events.emit("tool_called", line=f"finish ({call.arguments.get('status', 'done')}): {summary[:100]}")
+        self.said(f"finish ({call.arguments.get('status', 'done')}): {summary[:100]}")
         if call.arguments.get("status") == "blocked":
             raise Finished(summary=f"blocked: {summary}")  # checks cannot unblock it
         if self.task.check and self.fixes_left > 0:
             failure = self.task.check()
             self.transcript.write("check", failure=failure)
             if failure:
-                events.emit(
-                    "tool_called",
-                    line=f"checks fail on the agent's edits, shown to it: {failure.splitlines()[0][:100]}",
+                self.said(
+                    f"checks fail on the agent's edits, shown to it: {failure.splitlines()[0][:100]}",
                 )
                 self.fixes_left -= 1
                 self.answer(call, FIX_REQUEST.format(failure=failure[-FAILURE_TEXT_CAP:]))
@@ -277,7 +277,7 @@ class _Lap:
 
     def log_retry(self, attempt: int, error: str, wait: float) -> None:
         self.transcript.write("retry", attempt=attempt, error=error, wait=wait)
-        events.emit("tool_called", line=f"model request failed ({error[:120]}); again in {wait:g}s")
+        self.said(f"model request failed ({error[:120]}); again in {wait:g}s")
 
     def count_usage(self, turn: int, body: dict, seconds: float) -> None:
         reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
