@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,9 +29,10 @@ TYPES = {
     "run_started": "resumed, base, green, next_lap, max_laps, one_session (prompt tokens of the laps before), goal",
     "lap_started": "max_laps",
     "phase_changed": "phase: preparing, setup, agent, committing, checks or judge",
-    "tool_called": "line: what the built-in agent did (a tool and its argument)",
+    "tool_called": "line: what the built-in agent does (a tool call, its finish, a check it asked for, a retried "
+    "request)",
     "agent_output": "line: a line a command agent printed",
-    "model_replied": "prompt_tokens, completion_tokens: one reply of the model to the agent",
+    "model_replied": "prompt_tokens, completion_tokens: one reply of the model to the built-in agent",
     "check_finished": "command, passed, exit_code, duration_s, tests_passed, tests_failed (lap 0: the baseline)",
     "lap_ended": "status, reason, duration_s, tokens, largest_prompt_tokens, files_changed, ticked, todo_done, "
     "todo_total, commit",
@@ -43,22 +43,23 @@ TYPES = {
 
 _listeners: list[Listener] = []
 _where: dict[str, Any] = {"run": None, "lap": 0}
-_lock = threading.Lock()  # agents emit from their own threads
 
 
 def emit(kind: str, **fields: Any) -> None:
     assert kind in TYPES, kind
     if not _listeners:
         return
-    with _lock:
-        if kind == "run_started":
-            _where.update(run=fields.pop("run"), lap=0)
-        elif kind == "lap_started":
-            _where["lap"] = fields.pop("lap")
-        at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        event = {"type": kind, **_where, "at": at, **fields}
-        for listener in list(_listeners):
-            listener(event)
+    if kind == "lap_started":
+        _where["lap"] = fields.pop("lap")
+    at = datetime.now(UTC).isoformat(timespec="milliseconds")
+    event = {"type": kind, **_where, "at": at, **fields}
+    for listener in list(_listeners):
+        listener(event)
+
+
+def naming(run: str) -> None:
+    """Events from here on are of `run` (known before it starts: its warnings are its own)."""
+    _where.update(run=run, lap=0)
 
 
 @contextmanager
@@ -107,9 +108,19 @@ class JsonLines:
 
     def __exit__(self, *exc_info: object) -> None:
         if self.out is not None and self.out is not sys.stdout:
-            self.out.close()
+            try:
+                self.out.close()
+            except OSError:
+                pass
 
     def __call__(self, event: Event) -> None:
-        assert self.out is not None
-        self.out.write(json.dumps(event, default=str) + "\n")
-        self.out.flush()
+        if self.out is None:
+            return
+        try:
+            self.out.write(json.dumps(event, default=str) + "\n")
+            self.out.flush()
+        except OSError as exc:  # a full disk, a closed pipe: the run goes on without its events
+            self.out = None
+            from ralph import ui  # ui prints warnings as events too: imported here, not above it
+
+            ui.warn(f"--events: cannot write {self.target} ({exc.strerror}); no more events are written")

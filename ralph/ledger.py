@@ -56,6 +56,11 @@ def lap_ref(run: str, lap: int) -> str:
     return f"refs/ralph/{run}/laps/{lap}"
 
 
+def landed_ref(run: str) -> str:
+    """The green commit `ralph land` last brought onto a branch: a later land starts there."""
+    return f"refs/ralph/{run}/landed"
+
+
 def told_prefix(run: str) -> str:
     return f"refs/ralph/{run}/told/"
 

@@ -43,7 +43,7 @@ class RunOptions:
     name: str | None = None
     max_laps: int | None = None
     allow_dirty: bool = False
-    display: view.Mode = "auto"
+    display: view.Display = "auto"
     events_to: str | None = None  # --events: a file, or - for stdout
 
 
@@ -51,10 +51,14 @@ def run(options: RunOptions) -> Exit:
     with view.watching(options.display, options.events_to):
         try:
             return _run(options)
-        except (RalphError, KeyboardInterrupt, Interrupted) as stopped:
-            code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
-            how = "error" if isinstance(stopped, RalphError) else "interrupted"
-            events.emit("run_ended", exit=int(code), reason=str(stopped) or how, stopped_by=how, flaky=[])
+        except BaseException as stopped:  # the events end with run_ended, whatever ended the run
+            if isinstance(stopped, KeyboardInterrupt | Interrupted):
+                code, how, reason = Exit.INTERRUPTED, "interrupted", "interrupted"
+            elif isinstance(stopped, RalphError):
+                code, how, reason = stopped.exit_code, "error", str(stopped)
+            else:
+                code, how, reason = Exit.ERROR, "error", "internal error (a bug in ralph)"
+            events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=[])
             raise
 
 
@@ -62,6 +66,7 @@ def _run(options: RunOptions) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     name = ledger.check_name(options.name or _name_for(repo.top, cfg.goal))
+    events.naming(name)
     _refuse_unsafe_run(repo, name)
     if ledger.load(repo.top, name) is None:  # a resumed run starts from its green line, not from HEAD
         _refuse_bad_start(repo, cfg, options.allow_dirty)
@@ -210,14 +215,14 @@ def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
 
 
 def _resume(ctx: RunContext, state: RunState) -> RunState:
+    state = _finish_interrupted_advance(ctx, state)
     _run_started(ctx, state.record.base, state)
-    return _finish_interrupted_advance(ctx, state)
+    return state
 
 
 def _run_started(ctx: RunContext, base: str, state: RunState | None) -> None:
     events.emit(
         "run_started",
-        run=ctx.run_name,
         resumed=state is not None,
         base=base,
         green=state.green if state else base,

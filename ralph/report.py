@@ -59,7 +59,8 @@ def report(cwd: Path, run: str | None, output: str | None) -> Exit:
 def render(top: Path, state: RunState) -> str:
     records = [lap.record for lap in state.laps]
     laps = "\n".join(_lap(top, lap.number, lap.commit, lap.record, lap.problem) for lap in state.laps)
-    tokens = _tokens_chart(records) if any(r and r.agent.usage.requests for r in records) else ""
+    known = any(r and r.agent.usage.requests for r in records)
+    tokens = _tokens_chart(records, [lap.number for lap in state.laps]) if known else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
@@ -126,7 +127,7 @@ def _timeline(records: list[LapRecord | None], numbers: list[int]) -> str:
     )
 
 
-def _tokens_chart(records: list[LapRecord | None]) -> str:
+def _tokens_chart(records: list[LapRecord | None], numbers: list[int]) -> str:
     """Bars: each lap's largest request (what a fresh lap carried); line: those added up, what
     one session doing every lap so far would be sending."""
     this_lap = [r.agent.usage.largest_prompt_tokens if r else 0 for r in records]
@@ -139,8 +140,8 @@ def _tokens_chart(records: list[LapRecord | None]) -> str:
 
     bars = "".join(
         f'<rect class="tokens-bar" x="{i * step + step * 0.15:.1f}" y="{y(t):.1f}" width="{step * 0.7:.1f}" '
-        f'height="{height - y(t):.1f}" fill="{TOKENS_COLOUR}"><title>lap {i + 1}: {t:,} tokens</title></rect>'
-        for i, t in enumerate(this_lap)
+        f'height="{height - y(t):.1f}" fill="{TOKENS_COLOUR}"><title>lap {number}: {t:,} tokens</title></rect>'
+        for i, (number, t) in enumerate(zip(numbers, this_lap, strict=True))
     )
     points = " ".join(f"{i * step + step / 2:.1f},{y(t):.1f}" for i, t in enumerate(session))
     return (

@@ -215,7 +215,15 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
             f"run {state.name!r} is not done — `ralph status` says what is left; "
             "land its green laps so far with --partial"
         )
-    if how != "rebase" and not git.is_ancestor(repo.top, repo.head, state.green):
+    # Where this land starts: the base, or what an earlier (partial) land brought, when the
+    # branch holds exactly that; either way the landed tree is one the checks ran on.
+    since = state.record.base
+    landed = git.rev(repo.top, ledger.landed_ref(state.name))
+    if landed and _tree(repo.top, repo.head) == _tree(repo.top, landed):
+        if landed == state.green:
+            raise RalphError(f"every green lap of run {state.name!r} is landed already")
+        since = landed
+    elif how != "rebase" and not git.is_ancestor(repo.top, repo.head, state.green):
         raise RalphError(
             f"{repo.branch} has commits the run never saw (it started from {state.record.base[:10]}): "
             f"a {how} would make a tree no check ran on — replay the laps onto it with --rebase "
@@ -224,12 +232,15 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
     _refuse_unsafe_landing(repo, state)
     # The commit checked above, not the branch's name: a `ralph run` going on may move the branch.
     branch, head = state.green, repo.head
+    message = _squash_message(repo.top, state, since)
     if how == "merge":
         steps = [["merge", "--no-ff", "-m", f"Merge ralph run {state.name}", branch]]
     elif how == "rebase":
-        steps = [["cherry-pick", "--allow-empty", f"{state.record.base}..{branch}"]]
-    else:
-        steps = [["merge", "--squash", branch], ["commit", "-m", _squash_message(repo.top, state)]]
+        steps = [["cherry-pick", "--allow-empty", f"{since}..{branch}"]]
+    elif since == state.record.base:
+        steps = [["merge", "--squash", branch], ["commit", "-m", message]]
+    else:  # the laps since the last land, as one commit
+        steps = [["cherry-pick", "--no-commit", f"{since}..{branch}"], ["commit", "-m", message]]
     for args in steps:
         # The user's own action on their own branch: their ssh-agent may sign the commit.
         result = git.run(repo.top, *args, check=False, hooks=True, env=proc.clean_env(allow=("SSH_AUTH_SOCK",)))
@@ -239,8 +250,13 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
                 git.run(repo.top, "cherry-pick", "--abort", check=False)
             git.run(repo.top, "reset", "-q", "--hard", head, check=False)
             raise RalphError(f"landing stopped and was undone: git {args[0]} failed: {result.tail(500).strip()}")
+    git.update_ref(repo.top, ledger.landed_ref(state.name), state.green, landed)
     ui.say(f"landed run [bold]{state.name}[/] ({how}) onto {ui.safe(repo.branch)}")
     return Exit.DONE
+
+
+def _tree(top: Path, commit: str) -> str:
+    return git.out(top, "rev-parse", f"{commit}^{{tree}}")
 
 
 def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
@@ -283,14 +299,14 @@ def _inside(top: Path, path: Path) -> str | None:
     return str(full.relative_to(top.resolve())) if full == top.resolve() or top.resolve() in full.parents else None
 
 
-def _squash_message(top: Path, state: RunState) -> str:
-    """The goal, then each green lap on the line with its subject (the items it ticked)."""
+def _squash_message(top: Path, state: RunState, since: str) -> str:
+    """The goal, then each green lap landed with its subject (the items it ticked)."""
     listing = git.out(
         top,
         "log",
         "--reverse",
         "--format=%(trailers:key=Ralph-Lap,valueonly,separator=)%x09%s",
-        f"{state.record.base}..{state.green}",
+        f"{since}..{state.green}",
     )
     laps = "\n".join(
         f"- lap {number.strip() or '?'}: {subject}"

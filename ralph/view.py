@@ -18,7 +18,7 @@ from ralph import events, ui
 from ralph.events import Event
 from ralph.text import printable
 
-Mode = Literal["auto", "plain", "quiet"]
+Display = Literal["auto", "plain", "quiet"]
 HEARTBEAT = 60.0  # plain: a line when nothing was printed for this long, so a CI log shows life
 STEPS_SHOWN = 5  # live: the agent's last lines
 SCROLLED = ("run_started", "lap_ended", "run_ended")  # live: kept as lines above the view
@@ -104,6 +104,8 @@ class LiveView:
             self.checks.clear()
         elif kind == "phase_changed":
             self.phase, self.phase_since = event["phase"], now
+            if self.phase == "checks":  # the verdict's, after any the agent asked for during its part
+                self.checks.clear()
         elif kind in ("tool_called", "agent_output"):
             self.steps.append(event["line"])
         elif kind == "model_replied":
@@ -124,8 +126,11 @@ class LiveView:
         head = Text.from_markup(
             f"[bold]{where}[/]  [cyan]{ui.safe(self.phase)}[/] {_clock(now - self.phase_since)}{lap_clock}"
         )
-        steps = [Text(f"  · {printable(step)}", style="dim", overflow="ellipsis", no_wrap=True) for step in self.steps]
-        checks = [Text.from_markup(line) for line in self.checks]
+        # Drawn by rich's refresh thread while events arrive: it reads copies.
+        steps = [
+            Text(f"  · {printable(step)}", style="dim", overflow="ellipsis", no_wrap=True) for step in list(self.steps)
+        ]
+        checks = [Text.from_markup(line) for line in list(self.checks)]
         bars = ui.bars(self.largest, self.earlier + self.largest) if self.tokens_known else []
         return Group(head, *steps, *checks, *bars)
 
@@ -170,21 +175,22 @@ def _clock(seconds: float) -> str:
 
 
 @contextmanager
-def watching(mode: Mode, events_to: str | None) -> Iterator[Plain | Quiet | LiveView]:
+def watching(display: Display, events_to: str | None) -> Iterator[Plain | Quiet | LiveView]:
     """The run's display and its `--events` file for as long as it runs. With `--events -`
     the events own stdout and the display goes to stderr."""
-    plain = mode == "plain"
+    plain = display == "plain"
     console = console_for(plain, stderr=events_to == "-")
     with ExitStack() as stack:
         stack.enter_context(ui.using(console))
-        display: Plain | Quiet | LiveView
-        display = Quiet() if mode == "quiet" else Plain() if plain or not console.is_terminal else LiveView()
-        listeners: list[events.Listener] = [display]
+        live = console.is_terminal and not console.is_dumb_terminal
+        shown: Plain | Quiet | LiveView
+        shown = Quiet() if display == "quiet" else LiveView() if live and not plain else Plain()
+        listeners: list[events.Listener] = [shown]
         if events_to:
             listeners.append(stack.enter_context(events.JsonLines(events_to)))
         stack.enter_context(events.listening(*listeners))
-        stack.enter_context(display.shown())
-        yield display
+        stack.enter_context(shown.shown())
+        yield shown
 
 
 def console_for(plain: bool, stderr: bool = False) -> Console:

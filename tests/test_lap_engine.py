@@ -183,6 +183,15 @@ def test_land_refuses_an_unfinished_run_without_partial_and_a_moved_branch_witho
         "ralph: Finish the calc module\n\nThe green laps of run calc (partial: the run is not done):\n"
     )
     assert "- lap 1: Implement mul\n" in message and "lap 2" not in message and "Ralph-Run: calc" in message
+    again = ralph(calc_repo, "land", "--partial")
+    assert again.returncode == 1 and "every green lap of run 'calc' is landed already" in again.stderr
+
+    # The run goes on to done; the next land brings what came since, as checked.
+    assert ralph(calc_repo, "run", "--name", "calc", "--max-laps", "3").returncode == 0
+    assert ralph(calc_repo, "land").returncode == 0
+    assert git(calc_repo, "rev-parse", "HEAD^{tree}") == git(calc_repo, "rev-parse", "ralph/calc^{tree}")
+    message = git(calc_repo, "log", "-1", "--format=%B")
+    assert "The green laps of run calc:\n- lap 3: Implement sub; Document calc in NOTES.md\n" in message, message
 
 
 def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):

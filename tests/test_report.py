@@ -127,7 +127,7 @@ def test_report_to_stdout_and_its_errors(tmp_path: Path):
     assert ralph(repo, "run", "--name", "s").returncode == 0
     shown = ralph(repo, "report", "-o", "-")
     assert shown.returncode == 0 and shown.stdout.startswith("<!DOCTYPE html>")
-    assert 'id="tokens"' not in shown.stdout and "unknown" in shown.stdout  # a command agent tells no tokens
+    assert 'id="tokens"' not in shown.stdout and "<b>unknown</b>" in shown.stdout  # a command agent tells none
     written = repo / ".git" / "ralph" / "s" / "report.html"
     victim = tmp_path / "victim.txt"
     victim.write_text("the user's")

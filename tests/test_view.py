@@ -275,3 +275,35 @@ def test_an_agent_that_says_too_much_is_cut_and_rate_limited(monkeypatch):
             said("view " + "x" * 5000)
     assert len(heard) == events.LINES_PER_SECOND
     assert {len(event["line"]) for event in heard} == {events.LINE_CHARS}
+
+
+def test_the_readme_lists_every_event_with_the_fields_it_has():
+    from ralph.events import TYPES
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Events: `--events FILE`") : readme.index("### The report")]
+    rows = dict(re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.MULTILINE))
+    assert set(rows) == set(TYPES)
+    for kind, fields in rows.items():
+        for field in re.findall(r"^`(\w+)`|, `(\w+)`", fields):
+            name = next(part for part in field if part)
+            assert name in TYPES[kind], (kind, name)
+
+
+def test_a_command_agents_lines_become_events_the_last_one_too_and_a_full_disk_is_a_warning(tmp_path: Path):
+    agent = (
+        "printf 'first\\n\\033[1mbold\\033[0m\\n' && sed -i 's/\\[ \\]/[x]/' TODO.md && echo x > x.txt && printf last"
+    )
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"]}
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n", "ralph.yaml": json.dumps(config)})
+    events_file = tmp_path / "events.jsonl"
+    assert ralph(repo, "run", "--name", "c", "--events", str(events_file)).returncode == 0
+    said = [event["line"] for event in map(json.loads, events_file.read_text().splitlines()) if "line" in event]
+    assert said == ["first", "bold", "last"]
+
+    git_commit = ["git", "commit", "-q", "--allow-empty", "-m", "again"]
+    subprocess.run(git_commit, cwd=repo, check=True)
+    full = ralph(repo, "run", "--name", "d", "--events", "/dev/full")
+    assert full.returncode == 0, full.stdout + full.stderr
+    assert "ralph: warning: --events: cannot write /dev/full (No space left on device)" in full.stderr
+    assert "stopped: done at lap 1" in full.stdout

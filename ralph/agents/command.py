@@ -19,6 +19,7 @@ class CommandAgent:
         """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
+        said = OutputLines()
         env = dict(
             task.env,
             RALPH_RUN=task.run,
@@ -34,8 +35,9 @@ class CommandAgent:
             input=task.prompt,
             spill=task.log_dir / "agent.log",
             jail=task.jail,
-            on_output=OutputLines(),
+            on_output=said,
         )
+        said.finish()
         if done.timed_out:
             outcome, detail = "timeout", f"agent timed out after {task.timeout:g}s and was killed"
         elif done.exit_code != 0:
@@ -63,6 +65,11 @@ class OutputLines:
 
     def __call__(self, data: bytes) -> None:
         *lines, self.partial = (self.partial + data).split(b"\n")
-        self.partial = self.partial[-4096:]
+        self.partial = self.partial[:4096]  # a line's start is what is shown of it
         for line in lines:
             self.said(line.decode("utf-8", "replace"))
+
+    def finish(self) -> None:
+        """The last line, when the output did not end with a newline."""
+        self.said(self.partial.decode("utf-8", "replace"))
+        self.partial = b""
