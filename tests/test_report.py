@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import make_repo, ralph
 from PIL import Image
+from test_view import repo_for
 
 from ralph.report import COLOURS, SESSION_COLOUR, TOKENS_COLOUR
 from ralph.scripted import ScriptedServer, bash, finish, tool_call
@@ -44,19 +45,9 @@ def judged_run(tmp_path: Path) -> Path:
         },
     )
     with ScriptedServer(agent) as model, ScriptedServer([verdict]) as judge:
-        config = {
-            "goal": "Finish calc <script>alert(1)</script>",
-            "agent": {"kind": "openai", "model": "scripted-1", "base_url": model.base_url, "fix_attempts": 0},
-            "roles": {"judge": {"model": "judge-1", "base_url": judge.base_url, "api_key_env": "JUDGE_KEY"}},
-            "checks": [f"{PY} -c 'import calc'", f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
-        }
-        files = {
-            "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
-            "TODO.md": "# TODO\n- [ ] Implement mul\n",
-            "PROGRESS.md": "nothing yet\n",
-            "ralph.yaml": json.dumps(config),
-        }
-        repo = make_repo(tmp_path / "repo", files)
+        judge_role = {"model": "judge-1", "base_url": judge.base_url, "api_key_env": "JUDGE_KEY"}
+        goal = "Finish calc <script>alert(1)</script>"
+        repo = repo_for(tmp_path, model.base_url, goal=goal, roles={"judge": judge_role})
         result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     return repo

@@ -45,11 +45,13 @@ def two_laps() -> list:
     ]
 
 
-def repo_for(tmp_path: Path, base_url: str) -> Path:
+def repo_for(tmp_path: Path, base_url: str, **more: object) -> Path:
+    """calc.py to finish with the built-in agent: importing it passes, multiplying fails."""
     config = {
         "goal": "Finish calc",
         "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url, "fix_attempts": 0},
         "checks": [f"{PY} -c 'import calc'", f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
+        **more,
     }
     files = {
         "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
