@@ -42,6 +42,7 @@ def run_checks(
     log_dir: Path,
     jail: Jail | None = None,
     user_tree: Path | None = None,
+    idle_timeout: float | None = None,
 ) -> list[CheckResult]:
     """Each check through the shell in `worktree` (inside `jail` when sandboxed); full output
     spilled under `log_dir`. pytest notes the modules it ran from `user_tree`."""
@@ -49,7 +50,7 @@ def run_checks(
         env = dict(env, RALPH_PYTEST_USER_TREE=str(user_tree))
     results = []
     for index, spec in enumerate(specs, 1):
-        result = _run_one(spec, index, worktree, timeout, env, log_dir, jail)
+        result = _run_one(spec, index, worktree, timeout, env, log_dir, jail, idle_timeout)
         events.emit(
             "check_finished",
             command=result.command,
@@ -64,7 +65,14 @@ def run_checks(
 
 
 def _run_one(
-    spec: CheckSpec, index: int, worktree: Path, timeout: float, env: dict[str, str], log_dir: Path, jail: Jail | None
+    spec: CheckSpec,
+    index: int,
+    worktree: Path,
+    timeout: float,
+    env: dict[str, str],
+    log_dir: Path,
+    jail: Jail | None,
+    idle_timeout: float | None,
 ) -> CheckResult:
     # pytest writes its report where the check may write: the sandbox's /tmp, seen outside as jail.tmp
     reports, seen_as = (jail.tmp, Path("/tmp")) if jail else (log_dir, log_dir)
@@ -72,13 +80,22 @@ def _run_one(
         report = reports / f"check-{index}.pytest.jsonl"
         remove_path(report)  # whatever the last attempt left there: a file, a folder, a link
         check_env = pytest_results.check_env(env, seen_as / report.name)
+        idle = proc.Idle(idle_timeout, worktree) if idle_timeout else None
         done = proc.run(
-            spec.run, worktree, env=check_env, timeout=timeout, spill=log_dir / f"check-{index}.log", jail=jail
+            spec.run,
+            worktree,
+            env=check_env,
+            timeout=timeout,
+            spill=log_dir / f"check-{index}.log",
+            jail=jail,
+            idle=idle,
         )
         if done.ok:
             break
     tail = done.tail(TAIL_CHARS)
-    if done.timed_out:
+    if idle is not None and idle.fired:
+        tail += f"\n[ralph: idle — printed nothing and changed no file for {idle.seconds:g}s, and was stopped]"
+    elif done.timed_out:
         tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
     return CheckResult(
         command=spec.run,

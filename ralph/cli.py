@@ -16,6 +16,7 @@ import click
 
 from ralph import ui
 from ralph.errors import Exit, Interrupted, RalphError
+from ralph.presets import PRESETS
 
 
 def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -65,11 +66,19 @@ def main() -> None:
 
 
 @main.command()
-def init() -> None:
+@click.option(
+    "--agent",
+    "preset",
+    type=click.Choice(list(PRESETS)),
+    default="claude",
+    show_default=True,
+    help="The agent CLI the laps run (a preset).",
+)
+def init(preset: str) -> None:
     """Write a commented ralph.yaml, TODO.md and PROGRESS.md (never overwrites)."""
     from ralph.scaffold import init as do_init
 
-    _call(do_init, Path.cwd())
+    _call(do_init, Path.cwd(), preset)
 
 
 @main.command()

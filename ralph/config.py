@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -18,6 +19,7 @@ from pydantic import (
 )
 
 from ralph.errors import RalphError
+from ralph.presets import COSTED, COSTED_PRESETS, PRESETS
 
 CONFIG_FILE = "ralph.yaml"
 
@@ -38,7 +40,17 @@ class CompatConfig(Section):
 
 class AgentConfig(Section):
     kind: Literal["command", "openai"] = Field("command", description="Which agent runs a lap.")
-    command: str | None = Field(None, description="kind: command — run through the shell in the lap's work tree.")
+    preset: str | None = Field(None, description="kind: command — an agent CLI ralph knows (README: Presets).")
+    command: str | None = Field(
+        None,
+        description="kind: command — run through the shell in the lap's work tree; beside a preset, instead of its.",
+    )
+    args: str | None = Field(None, description="kind: command — appended to the command (a preset's, say a --model).")
+    limit_patterns: list[str] = Field(
+        default_factory=list,
+        description="kind: command — regular expressions on the agent's output that mean a usage or rate limit "
+        "(presets know their tool's).",
+    )
     model: str | None = Field(None, description="kind: openai — the model name the endpoint serves.")
     base_url: str | None = Field(None, description="kind: openai — default $OPENAI_BASE_URL, else OpenAI.")
     api_key_env: str = Field("OPENAI_API_KEY", description="The NAME of the variable holding the API key.")
@@ -55,11 +67,29 @@ class AgentConfig(Section):
 
     @model_validator(mode="after")
     def _needs_its_fields(self) -> AgentConfig:
-        if self.kind == "command" and not (self.command or "").strip():
-            raise ValueError("agent.command is required when agent.kind is 'command'")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise ValueError(f"agent.preset: no preset {self.preset!r} — ralph knows {', '.join(PRESETS)}")
+        if self.kind == "command" and not (self.command or "").strip() and self.preset is None:
+            raise ValueError("agent.command (or agent.preset) is required when agent.kind is 'command'")
+        for pattern in self.limit_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"agent.limit_patterns: {pattern!r} is no regular expression ({exc})") from None
         if self.kind == "openai" and not self.model:
             raise ValueError("agent.model is required when agent.kind is 'openai'")
         return self
+
+    @property
+    def shell_command(self) -> str:
+        """kind: command — what runs: the command (or the preset's), then `args`."""
+        command = self.command or (PRESETS[self.preset].command if self.preset else "")
+        return f"{command} {self.args}" if self.args else command
+
+    @property
+    def limits(self) -> list[str]:
+        """The output patterns that mean the agent hit a usage or rate limit."""
+        return [*(PRESETS[self.preset].limits if self.preset else ()), *self.limit_patterns]
 
 
 class RoleConfig(Section):
@@ -87,11 +117,22 @@ class Limits(Section):
     stagnation: PositiveInt = Field(3, description="Stop after this many laps in a row without progress.")
     lap_timeout: float = Field(1800, gt=0, description="Seconds for the agent part of one lap.")
     check_timeout: float = Field(900, gt=0, description="Seconds for each check.")
+    idle_timeout: float | None = Field(
+        None, gt=0, description="Stop an agent or check that prints nothing and changes no file for this long."
+    )
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
     max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
+    max_cost_usd: float | None = Field(
+        None, gt=0, description="USD for the whole run; needs every lap's cost known (README: Cost)."
+    )
     setup_timeout: float = Field(1800, gt=0, description="Seconds for each `setup` command.")
     requests_per_minute: PositiveInt | None = Field(
         None, description="Model requests of every role together (agent, planner, judge) in any minute."
+    )
+    limit_wait: float = Field(
+        6 * 3600,
+        ge=0,
+        description="Seconds the run waits in all for agent usage limits to reset before it stops with exit 6.",
     )
     outage_wait: float = Field(
         180,
@@ -164,6 +205,11 @@ class SandboxConfig(Section):
 
     def home_path(self) -> Path | None:
         return Path(self.home).expanduser().resolve() if self.home else None
+
+
+class Price(Section):
+    input: float = Field(ge=0, description="USD per million prompt tokens.")
+    output: float = Field(ge=0, description="USD per million completion tokens.")
 
 
 class CheckSpec(Section):
@@ -258,6 +304,9 @@ class Config(Section):
     )
     hooks: LifecycleHooks = Field(default_factory=LifecycleHooks, description="Commands run as the run goes.")
     roles: Roles = Field(default_factory=Roles, description="Models of their own for the planner and the judge.")
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="USD per million tokens by model name, for the built-in agent and the roles."
+    )
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -317,6 +366,28 @@ class Config(Section):
         """The variables holding the roles' keys: kept from agents and checks like the agent's."""
         roles = [self.roles.planner, self.roles.judge]
         return tuple(role.api_key_env for role in roles if role is not None and role.api_key_env)
+
+    def cost_of(self, model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What `prices` says the tokens of `model` cost; None when it names no price for it."""
+        price = self.prices.get(model or "")
+        if price is None:
+            return None
+        return round((prompt_tokens * price.input + completion_tokens * price.output) / 1e6, 6)
+
+    def unknown_cost(self) -> str | None:
+        """Why a lap's cost could not be known, when it could not (max_cost_usd needs it)."""
+        agent = self.agent
+        if agent.kind == "command":
+            if agent.preset is None or PRESETS[agent.preset].reports not in COSTED:
+                named = f"the preset {agent.preset}" if agent.preset else "a command agent without a preset"
+                return f"{named} reports no cost (presets that do: {', '.join(sorted(COSTED_PRESETS))})"
+        elif agent.model not in self.prices:
+            return f"prices names no price for the agent's model {agent.model!r}"
+        judge = self.roles.judge
+        endpoint = self.role_endpoint(judge) if judge else None
+        if endpoint is not None and endpoint.model not in self.prices:
+            return f"prices names no price for the judge's model {endpoint.model!r}"
+        return None
 
     @property
     def check_commands(self) -> list[str]:

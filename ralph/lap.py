@@ -62,7 +62,7 @@ class RunContext:
 
     @cached_property
     def keep(self) -> tuple[Path, ...]:
-        commands = [self.config.agent.command or "", *self.config.check_commands]
+        commands = [self.config.agent.shell_command, *self.config.check_commands]
         home = self.config.sandbox.home_path()
         return needed(self.top, self.repo.common_dir, self.workspace.root, *([home] if home else []), commands=commands)
 
@@ -77,6 +77,7 @@ class RunContext:
             log_dir=log_dir,
             jail=self.jail("checks", self.config.sandbox.network),
             user_tree=self.top,
+            idle_timeout=self.config.limits.idle_timeout,
         )
         for result in results:
             setup = result.tests.setup if result.tests else None
@@ -207,6 +208,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
         ctx.env,
         check=lambda: _check_now(ctx, state, log_dir),
         jail=ctx.jail("agent"),
+        idle_timeout=limits.idle_timeout,
     )
     # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
     # runs as the user: whatever it does to the shared repository state is put back, once
@@ -231,7 +233,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
     record = _record(ctx, state, facts, commit, judged).model_copy(update={"told": list(told.values())})
     ledger.save_lap(ctx.top, record)
-    if record.status != "error":  # an agent that never worked (an outage) heard nothing: tell the next
+    if record.status not in ("error", "limited"):  # an agent that never worked heard nothing: tell the next
         for ref in told:
             git.delete_ref(ctx.top, ref)
     crashpoint.reached("advance")
@@ -291,7 +293,7 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
         commit=commit,
         parent=state.green,
         checks=judged.checks if is_green else [_without_passed_ids(check) for check in judged.checks],
-        agent=facts.agent,
+        agent=_priced(ctx.config, facts.agent, ctx.config.agent.model if facts.agent.kind == "openai" else None),
         todo=counts,
         ticked=facts.ticked,
         files_changed=judged.files_changed,
@@ -308,6 +310,14 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
         removed_before_checks=judged.removed,
         judge=judged.judge,
     )
+
+
+def _priced(config: Config, agent: AgentResult, model: str | None) -> AgentResult:
+    """The built-in agent's cost, from ralph.yaml's prices (a CLI's own report comes with it)."""
+    if model is None or agent.usage.cost_usd is not None:
+        return agent
+    cost = config.cost_of(model, agent.usage.prompt_tokens, agent.usage.completion_tokens)
+    return agent.model_copy(update={"usage": agent.usage.model_copy(update={"cost_usd": cost})})
 
 
 def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, record: LapRecord) -> LapRecord:
@@ -376,6 +386,8 @@ def _judge_lap(
     changed = len(changes)
     if agent.outcome == "error":
         return Judged("error", f"agent error: {_first_line(agent.detail)}", agent.detail, files_changed=changed)
+    if agent.outcome == "limited":
+        return Judged("limited", _first_line(agent.detail), agent.detail, files_changed=changed)
     if agent.outcome != "ok":
         return Judged("red", _first_line(agent.detail), agent.detail, files_changed=changed)
     if refusal is not None:
@@ -445,6 +457,9 @@ def _ask_the_judge(
     )
     events.emit("phase_changed", phase="judge")
     verdict = ctx.judge.judge(seen, measured, log_dir)
+    usage = verdict.usage
+    cost = ctx.config.cost_of(ctx.judge.config.model, usage.prompt_tokens, usage.completion_tokens)
+    verdict.usage = usage.model_copy(update={"cost_usd": cost})
     green.judge = verdict
     if verdict.status == "unavailable":
         green.reason += f"; {verdict.detail} (judged by the checks alone)"

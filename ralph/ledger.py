@@ -32,8 +32,9 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
 # 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
 # 4: a lap's judge (roles.judge) and the user's messages it was told (told).
-FORMAT = 4
-MIGRATIONS = {1: lambda data: data, 2: lambda data: data, 3: lambda data: data}  # format N -> N+1, in order
+# 5: a lap may be `limited` (its agent hit a usage limit: limited_until), and usage has a cost_usd.
+FORMAT = 5
+MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4)}  # format N -> N+1, in order
 
 
 class NewerFormat(RalphError):
@@ -138,7 +139,7 @@ class LapRecord(BaseModel):
     format: int = FORMAT
     run: str
     lap: int
-    status: Literal["green", "red", "error"]
+    status: Literal["green", "red", "error", "limited"]
     reason: str
     started_at: str
     duration_s: float
@@ -220,9 +221,21 @@ class RunState:
         """Judged laps in a row, from the latest, that made no objective progress."""
         count = 0
         for lap in reversed(self.laps):
-            if lap.record and lap.record.status == "error":
+            if lap.record and lap.record.status in ("error", "limited"):
                 continue
             if lap.record and lap.record.progress:
+                break
+            count += 1
+        return count
+
+    def counted_laps(self) -> int:
+        """Laps that count toward max_laps: all but the ones an agent's usage limit cut short."""
+        return sum(1 for lap in self.laps if not (lap.record and lap.record.status == "limited"))
+
+    def limited_in_a_row(self) -> int:
+        count = 0
+        for lap in reversed(self.laps):
+            if not (lap.record and lap.record.status == "limited"):
                 break
             count += 1
         return count
@@ -240,6 +253,21 @@ class RunState:
             if lap.record
         )
 
+    def cost_used(self) -> tuple[float, int]:
+        """USD every role spent, and how many laps' costs are unknown (not counted)."""
+        spent, unknown = 0.0, 0
+        for lap in self.laps:
+            if lap.record is None:
+                continue
+            usages = [lap.record.agent.usage] + ([lap.record.judge.usage] if lap.record.judge else [])
+            for usage in usages:
+                if usage.cost_usd is not None:
+                    spent += usage.cost_usd
+                elif usage.requests or usage is lap.record.agent.usage:
+                    unknown += 1
+                    break
+        return round(spent, 6), unknown
+
     def context_bars(self, upto: int | None = None) -> tuple[int, int]:
         """("this lap", "one session") in prompt tokens, through lap `upto` (default: all).
 
@@ -256,7 +284,7 @@ class RunState:
         waited out (limits.outage_wait), neither counted nor breaking the streak."""
         count = 0
         for lap in reversed(self.laps):
-            if lap.record and lap.record.status == "error" and lap.record.agent.endpoint_failed:
+            if lap.record and (lap.record.status == "limited" or lap.record.agent.endpoint_failed):
                 continue
             if not (lap.record and lap.record.status == "error"):
                 break

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from ralph import (
@@ -81,6 +81,9 @@ def _run(options: RunOptions) -> Exit:
             cfg = _pinned_config(state, cfg)
         if options.max_laps is not None:
             cfg.limits.max_laps = options.max_laps
+        unknown = cfg.unknown_cost() if cfg.limits.max_cost_usd is not None else None
+        if unknown:
+            raise RalphError(f"limits.max_cost_usd needs every lap's cost, but {unknown} — add prices or drop the fuse")
         # Whatever a previous ralph of this run left running when it was killed goes first,
         # then whatever its last lap changed in the repository before it could put it back.
         mark = f"{repo.common_dir}:{name}"
@@ -367,9 +370,9 @@ class Outage:
 def _laps(ctx: RunContext, state: RunState) -> Exit:
     limits = ctx.config.limits
     started = time.monotonic()
-    outage = Outage(limits.outage_wait)
+    outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
     while True:
-        stop = _why_stop(ctx, state, started, outage)
+        stop = _why_stop(ctx, state, started, outage, limit)
         if stop is not None:
             code, reason = stop
             review.laps_table(state)
@@ -381,10 +384,13 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
                 lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
             lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
             return code
-        if _endpoint_failed(state.last_record()):
+        last = state.last_record()
+        if _endpoint_failed(last):
             outage.wait()
         else:
             outage = Outage(limits.outage_wait)
+        if last is not None and last.status == "limited":
+            limit.wait(_limit_wait(last, state.limited_in_a_row()), last.reason)
         number = state.next_lap
         events.emit("lap_started", lap=number, max_laps=limits.max_laps)
         record = run_lap(ctx, state, number)
@@ -400,6 +406,7 @@ def _lap_ended(record: LapRecord) -> None:
     events.emit(
         "lap_ended",
         status=record.status,
+        cost_usd=record.agent.usage.cost_usd,
         reason=record.reason,
         duration_s=record.duration_s,
         tokens=record.agent.usage.total if record.agent.usage.requests else None,
@@ -412,11 +419,40 @@ def _lap_ended(record: LapRecord) -> None:
     )
 
 
+LIMIT_FIRST_WAIT, LIMIT_LONGEST_WAIT, LIMIT_MARGIN = 60.0, 1800.0, 1.0
+
+
+@dataclass
+class LimitWait:
+    """The run waits out an agent CLI's usage or rate limit (its laps count for nothing), until
+    `budget` seconds of waiting are spent."""
+
+    budget: float
+    waited: float = 0.0
+
+    def wait(self, seconds: float, reason: str) -> None:
+        seconds = max(0.0, min(seconds, self.budget - self.waited))
+        until = datetime.now().astimezone() + timedelta(seconds=seconds)
+        events.emit("limit_wait", until=until.isoformat(timespec="seconds"), seconds=round(seconds, 1), reason=reason)
+        ui.say(f"{ui.safe(reason)}: the next lap starts at {until:%H:%M:%S} (in {seconds:.0f}s)")
+        time.sleep(seconds)
+        self.waited += seconds
+
+
+def _limit_wait(record: LapRecord, in_a_row: int) -> float:
+    """Until the reset the tool named (and a moment), else 60 s, doubling to 30 min."""
+    if record.agent.limited_until is not None:
+        return max(0.0, record.agent.limited_until - time.time()) + LIMIT_MARGIN
+    return min(LIMIT_FIRST_WAIT * 2 ** (in_a_row - 1), LIMIT_LONGEST_WAIT)
+
+
 def _endpoint_failed(record: LapRecord | None) -> bool:
     return record is not None and record.status == "error" and record.agent.endpoint_failed
 
 
-def _why_stop(ctx: RunContext, state: RunState, started: float, outage: Outage) -> tuple[Exit, str] | None:
+def _why_stop(
+    ctx: RunContext, state: RunState, started: float, outage: Outage, limit: LimitWait
+) -> tuple[Exit, str] | None:
     limits = ctx.config.limits
     last = state.last_record()
     if last is None and not state.laps and _done_at_base(ctx, state):
@@ -431,7 +467,17 @@ def _why_stop(ctx: RunContext, state: RunState, started: float, outage: Outage) 
             )
     elif last is not None and state.errors_in_a_row() >= 3:
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
-    if len(state.laps) >= limits.max_laps:
+    if last is not None and last.status == "limited":
+        wait = _limit_wait(last, state.limited_in_a_row())
+        if limit.waited >= limit.budget:
+            return Exit.API_ERRORS, f"the agent stayed limited through {limit.waited:g}s of waiting (limits.limit_wait)"
+        deadline = limits.max_minutes * 60 - (time.monotonic() - started) if limits.max_minutes is not None else None
+        if deadline is not None and wait > deadline:
+            return (
+                Exit.MAX_MINUTES,
+                f"the agent's limit resets after max_minutes ({limits.max_minutes:g}): {last.reason}",
+            )
+    if state.counted_laps() >= limits.max_laps:
         return Exit.MAX_LAPS, f"max_laps ({limits.max_laps}) reached without finishing"
     if state.laps_without_progress() >= limits.stagnation:
         return Exit.STAGNATION, f"{state.laps_without_progress()} laps in a row without progress"
@@ -439,6 +485,10 @@ def _why_stop(ctx: RunContext, state: RunState, started: float, outage: Outage) 
         return Exit.MAX_MINUTES, f"max_minutes ({limits.max_minutes:g}) reached"
     if limits.max_tokens is not None and state.tokens_used() >= limits.max_tokens:
         return Exit.MAX_TOKENS, f"max_tokens ({limits.max_tokens}) spent: {state.tokens_used()} used"
+    spent, unknown = state.cost_used()
+    if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
+        also = f", and {unknown} lap(s) of unknown cost" if unknown else ""
+        return Exit.MAX_TOKENS, f"max_cost_usd ({limits.max_cost_usd:g}) spent: ${spent:.2f} used{also}"
     return None
 
 

@@ -18,9 +18,11 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+
+from ralph.files import walk
 
 if TYPE_CHECKING:
     from ralph.sandbox import Jail
@@ -61,6 +63,39 @@ def clean_env(
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     env.update(extra or {})
     return env
+
+
+@dataclass
+class Idle:
+    """Stops a command that prints nothing and changes no file under `watch` for `seconds`
+    (`limits.idle_timeout`): a hung agent or check, told apart from a slow one."""
+
+    seconds: float
+    watch: Path
+    heard: float = field(default_factory=time.monotonic)  # the last sign of life
+    fired: bool = False
+
+    def expired(self, now: float) -> bool:
+        if now - self.heard < self.seconds:
+            return False
+        if _changed_since(self.watch, time.time() - (now - self.heard)):
+            self.heard = now
+            return False
+        self.fired = True
+        return True
+
+
+def _changed_since(top: Path, since: float) -> bool:
+    """Whether a file or folder under `top` (but .git) was written after `since` (Unix time)."""
+    for folder, folders, names in walk(top):
+        folders[:] = [name for name in folders if name != ".git"]
+        for name in [*folders, *names, ""]:
+            try:
+                if os.lstat(os.path.join(folder, name)).st_mtime > since:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 @dataclass
@@ -138,6 +173,7 @@ def run(
     sweep: bool = True,
     jail: Jail | None = None,
     on_output: Callable[[bytes], None] | None = None,
+    idle: Idle | None = None,
 ) -> Completed:
     """Run `command` (a shell string, or an argv list) and wait for it, whatever it does.
 
@@ -146,7 +182,7 @@ def run(
     are found by a token in their environment and killed too (`sweep`; git plumbing that
     runs no user code skips that scan). With a `jail` the command runs inside the sandbox,
     whose PID namespace ends every process in it when the command's group dies. `on_output`
-    hears the output as it comes.
+    hears the output as it comes; `idle` stops it like a timeout when it falls silent.
     """
     token = uuid.uuid4().hex
     shown = command if isinstance(command, str) else " ".join(command)
@@ -181,7 +217,7 @@ def run(
         if input is not None:
             data = input.encode() if isinstance(input, str) else input
             threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
-        timed_out = _pump(proc, output, None if timeout is None else started + timeout)
+        timed_out = _pump(proc, output, None if timeout is None else started + timeout, idle)
     finally:
         _kill_all(proc, token if sweep else None, termed=timed_out, spare=children_before)
         assert proc.stdout is not None  # Popen was given stdout=PIPE
@@ -221,8 +257,8 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             pass
 
 
-def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None) -> bool:
-    """Read output until EOF; returns True when the deadline killed the command."""
+def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None, idle: Idle | None) -> bool:
+    """Read output until EOF; returns True when the deadline (or silence) killed the command."""
     timed_out = False
     drain_until = None  # once the command is gone, grandchildren may hold the pipe open
     assert proc.stdout is not None
@@ -231,7 +267,8 @@ def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None)
         sel.register(fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            if deadline is not None and now >= deadline and not timed_out:
+            silent = idle is not None and drain_until is None and idle.expired(now)
+            if not timed_out and (silent or (deadline is not None and now >= deadline)):
                 timed_out = True
                 _signal_group(proc, signal.SIGTERM)
                 drain_until = now + KILL_GRACE
@@ -249,6 +286,8 @@ def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None)
                     # handler): wait for the exit itself, or a finished `seq` gets a TERM.
                     return timed_out or _exited_in_time(proc, deadline)
                 output.add(chunk)
+                if idle is not None:
+                    idle.heard = now
     return timed_out
 
 

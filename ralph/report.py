@@ -14,7 +14,7 @@ from ralph.errors import Exit, RalphError
 from ralph.ledger import LapRecord, RunState
 
 DIFF_CAP = 100_000  # characters of a lap's diff in the page; the rest is one `git show` away
-COLOURS = {"green": "#2da44e", "red": "#cf222e", "error": "#bf8700", None: "#8c959f"}
+COLOURS = {"green": "#2da44e", "red": "#cf222e", "error": "#bf8700", "limited": "#1b7c83", None: "#8c959f"}
 TOKENS_COLOUR, SESSION_COLOUR = "#8250df", "#0969da"
 WIDTH = 960  # the charts' drawing width, in SVG units
 
@@ -24,7 +24,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 .muted{color:#59636e}.facts{display:flex;gap:24px;flex-wrap:wrap;margin:12px 0}
 .facts div{background:#f6f8fa;border-radius:6px;padding:8px 12px}.facts b{display:block;font-size:18px}
 .status{font-weight:600;padding:1px 8px;border-radius:10px;color:#fff}
-.green{background:#2da44e}.red{background:#cf222e}.error{background:#bf8700}.unknown{background:#8c959f}
+.green{background:#2da44e}.red{background:#cf222e}.error{background:#bf8700}.limited{background:#1b7c83}
+.unknown{background:#8c959f}
 details.lap{border:1px solid #d1d9e0;border-radius:6px;margin:8px 0;padding:6px 12px}
 details.lap>summary{cursor:pointer}table{border-collapse:collapse;margin:6px 0}
 td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
@@ -81,7 +82,7 @@ def render(top: Path, state: RunState) -> str:
 
 def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
     known = [r for r in records if r]
-    counts = {status: sum(r.status == status for r in known) for status in ("green", "red", "error")}
+    counts = {status: sum(r.status == status for r in known) for status in ("green", "red", "error", "limited")}
     last = known[-1] if known else None
     outcome = "done" if state.is_done else "not done"
     todo = f"{last.todo.done}/{last.todo.total}" if last else "–"
@@ -89,14 +90,25 @@ def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
     tokens = state.tokens_used()
     facts = [
         ("outcome", f'<span class="status {"green" if state.is_done else "unknown"}">{outcome}</span>'),
-        ("laps", f"{len(records)}: {counts['green']} green, {counts['red']} red, {counts['error']} error"),
+        (
+            "laps",
+            f"{len(records)}: "
+            + ", ".join(f"{n} {status}" for status, n in counts.items() if n or status != "limited"),
+        ),
         ("TODO done", todo),
         ("time in laps", f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"),
         ("tokens", f"{tokens:,}" if tokens else "unknown"),
+        ("cost", _spent(*state.cost_used())),
         ("green line", f"{state.record.base[:10]} → {state.green[:10]}"),
     ]
     cells = "".join(f"<div><span class=muted>{name}</span><b>{value}</b></div>" for name, value in facts)
     return f'<div class="facts" id="outcome">{cells}</div>'
+
+
+def _spent(spent: float, unknown: int) -> str:
+    if not spent:
+        return "unknown"
+    return f"${spent:.2f}" + (f" + {unknown} lap(s) unknown" if unknown else "")
 
 
 def _timeline(records: list[LapRecord | None], numbers: list[int]) -> str:
@@ -120,7 +132,7 @@ def _timeline(records: list[LapRecord | None], numbers: list[int]) -> str:
             f'<rect x="{x:.1f}" y="12" width="{width - 1:.1f}" height="28" fill="{COLOURS[status]}"/>{label}</g>'
         )
         x += width
-    legend = "".join(f'<span style="background:{COLOURS[s]}"></span>{s}' for s in ("green", "red", "error"))
+    legend = "".join(f'<span style="background:{COLOURS[s]}"></span>{s}' for s in ("green", "red", "error", "limited"))
     return (
         f'<svg id="timeline" viewBox="0 0 {WIDTH} 44" width="100%" role="img" aria-label="laps by duration">'
         f'{"".join(bars)}</svg><div class="legend muted">time →{legend}</div>'
@@ -176,6 +188,8 @@ def _lap(top: Path, number: int, commit: str, record: LapRecord | None, problem:
         facts.append(
             ("tokens", f"{usage.total:,} in {usage.requests} requests, largest {usage.largest_prompt_tokens:,}")
         )
+    if record.agent.usage.cost_usd is not None:
+        facts.append(("cost", f"${record.agent.usage.cost_usd:.4f}"))
     parts.append("<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts) + "</table>")
     if record.checks:
         marks = ["pass" if check.passed else "fail" for check in record.checks]

@@ -144,6 +144,11 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
             f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}"
         )
         ui.context_bars(*state.context_bars(upto=number))
+    if record.agent.kind != "command" or record.agent.usage.cost_usd is not None:
+        ui.say(
+            f"cost    {_usd(record.agent.usage.cost_usd)}"
+            + (f" (judge {_usd(record.judge.usage.cost_usd)})" if record.judge else "")
+        )
     for message in record.told:
         ui.say(f"told    {ui.safe(message)}")
     if record.judge:
@@ -156,6 +161,10 @@ def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
     if record.output_tail and record.status != "green":
         ui.say(f"\n[bold]why it is {record.status}[/]\n{ui.safe(record.output_tail[-2000:].rstrip())}")
     return Exit.DONE
+
+
+def _usd(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
@@ -179,6 +188,9 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         "flaky": state.flaky_checks(),
         "tokens": state.tokens_used(),
         "max_tokens": limits.max_tokens,
+        "cost_usd": state.cost_used()[0],
+        "laps_of_unknown_cost": state.cost_used()[1],
+        "max_cost_usd": limits.max_cost_usd,
         "context": dict(zip(("this_lap", "one_session"), state.context_bars(), strict=True)),
     }
     if as_json:
@@ -194,6 +206,11 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         cap = f" of max {summary['max_tokens']:,}" if summary["max_tokens"] else ""
         ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")
         ui.context_bars(*state.context_bars())
+    spent, unknown = state.cost_used()
+    if spent or limits.max_cost_usd:
+        cap = f" of max ${limits.max_cost_usd:g}" if limits.max_cost_usd else ""
+        also = f"; {unknown} lap(s) of unknown cost not counted" if unknown else ""
+        ui.say(f"  cost        ${spent:.2f}{cap}{also}")
     if state.flaky_checks():
         ui.say(f"  flaky       {ui.safe(', '.join(state.flaky_checks()))}")
     ui.say(f"  review      git log ralph/{state.name}   ·   ralph log   ·   ralph land")

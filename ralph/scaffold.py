@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ralph import git, ui
 from ralph.errors import Exit
+from ralph.presets import PRESETS
 
 CONFIG_TEMPLATE = """\
 # ralph.yaml — how `ralph run` works on this repository. Reference: ralph's README.
@@ -13,7 +14,9 @@ goal: "Describe the whole job in one sentence"      # required
 
 agent:
   kind: command                  # command: any agent CLI; openai: the built-in agent
-  command: "claude -p --dangerously-skip-permissions"   # run in the lap's work tree, prompt on stdin
+  preset: {preset:<22} # {presets} (README: Presets)
+  # command: "my-agent --yes"    # or any command, run in the lap's work tree, prompt on stdin
+  # args: "--model sonnet"       # appended to the preset's command
   # kind: openai
   # model: gpt-4o-mini           # any OpenAI-compatible endpoint (Ollama, vLLM, LM Studio, …)
   # base_url: http://127.0.0.1:11434/v1
@@ -113,9 +116,9 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 """
 
 
-def init(cwd: Path) -> Exit:
+def init(cwd: Path, preset: str = "claude") -> Exit:
     top = git.open_repo(cwd).top
-    config = CONFIG_TEMPLATE.format(environment=environment(top))
+    config = CONFIG_TEMPLATE.format(environment=environment(top), preset=preset, presets=" | ".join(PRESETS))
     for name, text in (("ralph.yaml", config), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
         path = top / name
         if path.exists():

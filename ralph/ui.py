@@ -18,7 +18,7 @@ from ralph.text import printable
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
-STATUS_STYLE = {"green": "green", "red": "red", "error": "yellow"}
+STATUS_STYLE = {"green": "green", "red": "red", "error": "yellow", "limited": "blue"}
 
 
 def safe(text: object) -> str:

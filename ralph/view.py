@@ -108,6 +108,8 @@ class LiveView:
                 self.checks.clear()
         elif kind in ("tool_called", "agent_output"):
             self.steps.append(event["line"])
+        elif kind == "limit_wait":
+            self.phase, self.phase_since = "waiting for the agent's limit", now
         elif kind == "model_replied":
             self.largest, self.tokens_known = max(self.largest, event["prompt_tokens"]), True
         elif kind == "check_finished" and event["lap"]:

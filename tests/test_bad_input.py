@@ -32,7 +32,9 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
         (GOOD + "limits:\n  maxlaps: 3\n", "limits.maxlaps: unknown key; expected one of: max_laps"),
         (GOOD + "limits:\n  check_timeout: 0\n", "limits.check_timeout"),
         ('agent:\n  kind: command\n  command: "true"\n', "goal: required key is missing"),
-        ('goal: "g"\nagent:\n  kind: command\n', "agent.command is required"),
+        ('goal: "g"\nagent:\n  kind: command\n', "agent.command (or agent.preset) is required"),
+        ('goal: "g"\nagent:\n  preset: claud\n', "agent.preset: no preset 'claud' — ralph knows claude, codex"),
+        ('goal: "g"\nagent:\n  command: x\n  limit_patterns: ["("]\n', "agent.limit_patterns: '(' is no regular"),
         ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command' or 'openai'"),
         ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
         (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
@@ -113,13 +115,15 @@ def test_init_writes_files_and_never_overwrites(tmp_path: Path):
     config = (repo / "ralph.yaml").read_text()
     assert "# " in config and "max_laps" in config
     assert ralph(repo, "init").stdout.count("kept") == 3
-    # The scaffold is a valid config: a run gets past loading it and laps (the sample
-    # agent command is not installed here, so the lap is red and the fuse blows).
+    # The scaffold is a valid config: a run gets past loading it, and says the preset's tool
+    # (Claude Code, by default) is not installed here.
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "ralph: job")
-    run = ralph(repo, "run", "--max-laps", "1")
-    assert run.returncode == 3, run.stderr
-    assert "agent exited with code 127" in run.stdout
+    run = ralph(repo, "run", "--max-laps", "1", env={"PATH": "/usr/bin:/bin"})
+    assert run.returncode == 1, run.stderr
+    assert run.stderr == (
+        "ralph: agent.preset claude: `claude` is not on PATH — install it, or say where it is with agent.command\n"
+    )
 
 
 @pytest.mark.parametrize(

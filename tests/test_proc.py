@@ -434,3 +434,16 @@ def test_kill_comes_one_grace_after_the_timeout(term_ignored_timeout):
 
 def test_waiting_out_the_grace_does_not_spin(term_ignored_timeout):
     assert term_ignored_timeout["busy"] < 0.4  # ~1.0 (the whole grace) now; ~0.05 asleep in select
+
+
+def test_a_silent_check_is_stopped_as_idle_and_one_that_writes_is_not(tmp_path: Path):
+    from ralph.checks import run_checks
+    from ralph.config import CheckSpec
+
+    specs = [CheckSpec(run="echo start; sleep 30"), CheckSpec(run="for i in 1 2 3 4 5 6; do touch f; sleep 0.3; done")]
+    started = time.monotonic()
+    silent, writing = run_checks(specs, tmp_path, timeout=60, env=dict(os.environ), log_dir=tmp_path, idle_timeout=0.8)
+    assert time.monotonic() - started < 15
+    assert silent.timed_out and not silent.passed and silent.duration_s < 5
+    assert silent.output_tail.endswith("[ralph: idle — printed nothing and changed no file for 0.8s, and was stopped]")
+    assert writing.passed and writing.duration_s > 1.5

@@ -70,5 +70,7 @@ def test_a_run_record_from_a_newer_ralph_is_one_clear_line(old_run: Path):
 def test_an_unreadable_note_says_why_instead_of_calling_it_a_crash(old_run: Path):
     rewrite_note(old_run, 1, lambda text: text.replace('"status": "green"', '"status": "purple"'))
     laps = json.loads(ralph(old_run, "log", "--json").stdout)["laps"]
-    assert laps[0]["problem"].startswith("unreadable note: status: Input should be 'green', 'red' or 'error'")
+    assert laps[0]["problem"].startswith(
+        "unreadable note: status: Input should be 'green', 'red', 'error' or 'limited'"
+    )
     assert "unreadable note" in ralph(old_run, "show", "1").stdout

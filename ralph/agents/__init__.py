@@ -10,8 +10,7 @@ def make_agent(config: AgentConfig) -> Agent:
     if config.kind == "command":
         from ralph.agents.command import CommandAgent
 
-        assert config.command  # AgentConfig requires it for kind: command
-        return CommandAgent(config.command)
+        return CommandAgent(config)
     from ralph.agents.openai import OpenAIAgent  # imported only when used: openai is slow to import
 
     return OpenAIAgent(config)

@@ -26,6 +26,7 @@ class LapTask:
     # the agent. Used by agents that fix red checks within the lap (fix_attempts).
     check: Callable[[], str | None] | None = None
     jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
+    idle_timeout: float | None = None  # limits.idle_timeout: seconds of silence (no output, no file written)
 
 
 class Usage(BaseModel):
@@ -34,6 +35,7 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     estimated: bool = False  # True when a server reported no usage and ralph estimated it
     largest_prompt_tokens: int = 0  # the biggest single request: how close a lap came to the context limit
+    cost_usd: float | None = None  # as the tool reported it, or from ralph.yaml's prices; None: unknown
 
     @property
     def total(self) -> int:
@@ -53,14 +55,16 @@ class Usage(BaseModel):
 
 class AgentResult(BaseModel):
     kind: str
-    # ok: judge the work; failed/timeout: the lap is red; error: not judged (e.g. API outage)
-    outcome: Literal["ok", "failed", "timeout", "error"]
+    # ok: judge the work; failed/timeout: the lap is red; error: not judged (e.g. API outage);
+    # limited: the agent hit a usage or rate limit, neither judged nor counted
+    outcome: Literal["ok", "failed", "timeout", "error", "limited"]
     duration_s: float
     exit_code: int | None = None
     summary: str = ""
     detail: str = ""  # why it failed, or the tail of the agent's output
     usage: Usage = Usage()
     endpoint_failed: bool = False  # an error because the model's endpoint failed, not the model
+    limited_until: float | None = None  # limited: when the tool said the limit resets (Unix time)
 
 
 class Agent(Protocol):

@@ -2,26 +2,48 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from datetime import datetime
+
 from ralph import events, proc
+from ralph.agents import reports
 from ralph.agents.base import AgentResult, LapTask
+from ralph.agents.limited import limit_hit, reset_at
+from ralph.config import AgentConfig
+from ralph.errors import RalphError
+from ralph.presets import PRESETS
 
 
 class CommandAgent:
     kind = "command"
 
-    def __init__(self, command: str):
-        self.command = command
+    def __init__(self, config: AgentConfig):
+        self.config = config
+        self.command = config.shell_command
+        self.preset = PRESETS[config.preset] if config.preset else None
 
     def check_endpoint(self, deadline: float) -> None:
-        """Nothing to check ahead: a command's own failures show in its laps."""
+        """A preset's tool must be installed; a command's own failures show in its laps."""
+        if self.preset and self.config.command is None and shutil.which(self.preset.executable) is None:
+            raise RalphError(
+                f"agent.preset {self.preset.name}: `{self.preset.executable}` is not on PATH — install it, "
+                "or say where it is with agent.command"
+            )
 
     def run_lap(self, task: LapTask) -> AgentResult:
         """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
         said = OutputLines()
+        idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
+        # A preset's tool gets its own credentials, and only it: never the checks.
+        credentials = (
+            {name: os.environ[name] for name in self.preset.credentials if name in os.environ} if self.preset else {}
+        )
         env = dict(
             task.env,
+            **credentials,
             RALPH_RUN=task.run,
             RALPH_LAP=str(task.lap),
             RALPH_WORKTREE=str(task.worktree),
@@ -36,24 +58,57 @@ class CommandAgent:
             spill=task.log_dir / "agent.log",
             jail=task.jail,
             on_output=said,
+            idle=idle,
         )
         said.finish()
-        if done.timed_out:
+        report = reports.read(self.preset.reports, done.output) if self.preset else reports.Report()
+        failed = done.exit_code != 0 or report.failed
+        until = None
+        if (failed or done.timed_out) and limit_hit(done.output, self.config.limits):
+            until = reset_at(done.output, datetime.now().astimezone())
+            resets = f" (it resets {until:%Y-%m-%d %H:%M %Z})" if until else ""
+            outcome, detail = "limited", f"the agent hit a usage or rate limit{resets}"
+        elif idle is not None and idle.fired:
+            outcome = "timeout"
+            detail = f"idle: the agent printed nothing and changed no file for {idle.seconds:g}s, and was stopped"
+        elif done.timed_out:
             outcome, detail = "timeout", f"agent timed out after {task.timeout:g}s and was killed"
-        elif done.exit_code != 0:
-            outcome, detail = "failed", f"agent exited with code {done.exit_code}"
+        elif failed:
+            outcome, detail = (
+                "failed",
+                f"agent exited with code {done.exit_code}"
+                + (" (the tool said it failed)" if not done.exit_code else ""),
+            )
         else:
             outcome, detail = "ok", ""
+        if outcome in ("failed", "timeout"):
+            detail += _withheld_hint(env)
         tail = done.tail(2000)
         lines = [line for line in tail.splitlines() if line.strip()]
+        summary = report.summary if report.summary is not None else (lines[-1] if lines else "")
         return AgentResult(
             kind=self.kind,
             outcome=outcome,
             duration_s=round(done.duration, 3),
             exit_code=done.exit_code,
-            summary=lines[-1][:300] if lines else "",
+            summary=summary[:300],
             detail=(detail + "\n" + tail).strip(),
+            usage=report.usage,
+            limited_until=until.timestamp() if until else None,
         )
+
+
+def _withheld_hint(env: dict[str, str]) -> str:
+    """Why an agent CLI may fail or hang without a word: its login was named like a secret."""
+    withheld = sorted(name for name in os.environ if proc.is_secret(name) and name not in env)
+    if not withheld:
+        return ""
+    names = ", ".join(withheld[:8]) + (", …" if len(withheld) > 8 else "")
+    return (
+        f"\nralph kept these variables from the agent, as it keeps every variable named like a secret: {names} — "
+        f"if the agent needs one to log in, let it through with `env: {{pass: [{withheld[0]}]}}` in ralph.yaml "
+        "(or use a preset, which passes its tool's own)"
+    )
 
 
 class OutputLines:

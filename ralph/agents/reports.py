@@ -1,0 +1,137 @@
+"""What agent CLIs report of a lap in their machine-readable output: tokens, cost in USD, the
+summary, and whether they failed although they exited 0. What a tool does not report stays
+unknown: ralph never estimates another tool's tokens or cost."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ralph.agents.base import Usage
+
+
+@dataclass
+class Report:
+    usage: Usage = field(default_factory=Usage)
+    summary: str | None = None  # None: the output's last line says it
+    failed: bool = False  # the tool said it failed (Claude Code's is_error) whatever its exit code
+
+
+def read(kind: str, output: str) -> Report:
+    reader = {
+        "claude-json": _claude,
+        "codex-jsonl": _codex,
+        "gemini-json": _gemini,
+        "opencode-jsonl": _opencode,
+        "aider-text": _aider,
+    }.get(kind)
+    return reader(output) if reader else Report()
+
+
+def _objects(output: str) -> Iterator[dict]:
+    """Each line of the output that is a JSON object, in order."""
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(found, dict):
+                yield found
+
+
+def _count(mapping: object, *names: str) -> int:
+    """The sum of the non-negative integers `mapping` holds under `names`."""
+    if not isinstance(mapping, dict):
+        return 0
+    return sum(value for name in names if isinstance(value := mapping.get(name), int) and value >= 0)
+
+
+def _cost(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _claude(output: str) -> Report:
+    """`claude -p --output-format json`: one result object at the end."""
+    result = next((found for found in reversed(list(_objects(output))) if found.get("type") == "result"), None)
+    if result is None:
+        return Report()
+    usage = result.get("usage")
+    turns = result.get("num_turns")
+    return Report(
+        Usage(
+            requests=turns if isinstance(turns, int) and turns > 0 else 1,
+            prompt_tokens=_count(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+            completion_tokens=_count(usage, "output_tokens"),
+            cost_usd=_cost(result.get("total_cost_usd")),
+        ),
+        str(result.get("result") or ""),
+        result.get("is_error") is True,
+    )
+
+
+def _codex(output: str) -> Report:
+    """`codex exec --json`: a `turn.completed` event with the turn's usage; no cost."""
+    usage, summary = Usage(), None
+    for event in _objects(output):
+        if event.get("type") == "turn.completed":
+            usage.requests += 1
+            usage.prompt_tokens += _count(event.get("usage"), "input_tokens")  # cached ones are among them
+            usage.completion_tokens += _count(event.get("usage"), "output_tokens")
+        item = event.get("item")
+        if event.get("type") == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
+            summary = str(item.get("text") or "")
+    return Report(usage, summary)
+
+
+def _gemini(output: str) -> Report:
+    """`gemini --output-format json`: one object, {response, stats: {models: {…: {tokens, api}}}}."""
+    start = output.find("{")
+    try:
+        result = json.loads(output[start:]) if start >= 0 else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return Report()
+    usage = Usage()
+    stats = result.get("stats")
+    models = stats.get("models") if isinstance(stats, dict) else None
+    for model in models.values() if isinstance(models, dict) else ():
+        if isinstance(model, dict):
+            usage.prompt_tokens += _count(model.get("tokens"), "prompt")
+            usage.completion_tokens += _count(model.get("tokens"), "candidates")
+            usage.requests += _count(model.get("api"), "totalRequests")
+    return Report(usage, str(result.get("response") or ""), isinstance(result.get("error"), dict))
+
+
+def _opencode(output: str) -> Report:
+    """`opencode run --format json`: a `step_finish` event a step, with its tokens and cost."""
+    usage, summary, costs = Usage(), None, []
+    for event in _objects(output):
+        part = event.get("part")
+        part = part if isinstance(part, dict) else {}
+        if event.get("type") == "step_finish":
+            tokens = part.get("tokens")
+            cache = tokens.get("cache") if isinstance(tokens, dict) else None
+            usage.requests += 1
+            usage.prompt_tokens += _count(tokens, "input") + _count(cache, "read", "write")
+            usage.completion_tokens += _count(tokens, "output", "reasoning")
+            costs.append(_cost(part.get("cost")))
+        elif event.get("type") == "text" and part.get("text"):
+            summary = str(part["text"])
+    known = [cost for cost in costs if cost is not None]
+    usage.cost_usd = sum(known) if costs and len(known) == len(costs) else None
+    return Report(usage, summary)
+
+
+_AIDER_COST = re.compile(r"Cost: \$([\d.]+) message, \$([\d.]+) session")
+
+
+def _aider(output: str) -> Report:
+    """aider prints `Tokens: 12k sent, 340 received. Cost: $0.04 message, $0.09 session.` (its
+    tokens rounded: only the cost is taken)."""
+    costs = _AIDER_COST.findall(output)
+    return Report(Usage(cost_usd=float(costs[-1][1])) if costs else Usage())

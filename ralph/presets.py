@@ -1,0 +1,122 @@
+"""Agent CLIs people already have, as `agent: {kind: command, preset: NAME}`: the command each
+runs non-interactively in the lap's work tree, the credential variables it is given, how it
+says it hit a usage or rate limit, and how it reports tokens and cost.
+
+Each command reads the lap's prompt from stdin or from $RALPH_PROMPT_FILE, as the tool takes
+it. `written_for` is the version of the tool whose documentation the preset follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# The model-provider keys of tools that talk to many providers (through LiteLLM or their own).
+PROVIDER_KEYS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "XAI_API_KEY",
+    "AZURE_API_KEY",
+)
+# Rate limits every HTTP-based tool may print, whatever its own words.
+RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate[ _-]?limit(ed| exceeded| reached)")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    executable: str  # looked for on PATH when the run starts
+    command: str  # through the shell, in the lap's work tree
+    credentials: tuple[str, ...]  # the only secret-named variables the tool is given
+    limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
+    reports: Literal["text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text"]
+    written_for: str
+
+
+COSTED = ("claude-json", "opencode-jsonl", "aider-text")  # the outputs that tell a lap's cost
+
+PRESETS = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            "claude",
+            "claude",
+            # As root, Claude Code refuses to skip permissions unless told it runs in a sandbox (IS_SANDBOX=1).
+            "claude -p --output-format json --dangerously-skip-permissions",
+            ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+            (
+                r"usage limit reached",
+                r"you've hit your (?:session |weekly )?limit",
+                r"API Error: Rate limit reached",
+                r"rate_limit_error",
+                *RATE_LIMITED,
+            ),
+            "claude-json",
+            "Claude Code 2.1",
+        ),
+        Preset(
+            "codex",
+            "codex",
+            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -",
+            ("CODEX_API_KEY", "OPENAI_API_KEY"),
+            (r"you've hit your usage limit", r"quota exceeded", r"429 Too Many Requests", *RATE_LIMITED),
+            "codex-jsonl",
+            "Codex CLI 0.169",
+        ),
+        Preset(
+            "aider",
+            "aider",
+            'aider --yes-always --message-file "$RALPH_PROMPT_FILE" --no-auto-commits --no-check-update '
+            "--no-show-release-notes --analytics-disable --no-pretty --no-stream --no-fancy-input",
+            PROVIDER_KEYS,
+            (r"RateLimitError", r"has rate limited you", *RATE_LIMITED),
+            "aider-text",
+            "aider 0.86",
+        ),
+        Preset(
+            "gemini",
+            "gemini",
+            'gemini --approval-mode yolo --skip-trust --output-format json -p "$(cat "$RALPH_PROMPT_FILE")"',
+            ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
+            (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
+            "gemini-json",
+            "Gemini CLI 0.61",
+        ),
+        Preset(
+            "opencode",
+            "opencode",
+            'opencode run --format json --dangerously-skip-permissions "$(cat "$RALPH_PROMPT_FILE")"',
+            PROVIDER_KEYS,
+            RATE_LIMITED,
+            "opencode-jsonl",
+            "opencode 1.18",
+        ),
+        Preset(
+            "goose",
+            "goose",
+            'GOOSE_MODE=auto goose run --no-session --instructions "$RALPH_PROMPT_FILE"',
+            PROVIDER_KEYS,
+            RATE_LIMITED,
+            "text",
+            "goose 1.x",
+        ),
+        Preset(
+            "mini-swe-agent",
+            "mini",
+            "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1 "
+            'mini --yolo --exit-immediately --task "$(cat "$RALPH_PROMPT_FILE")" '
+            '--output "${TMPDIR:-/tmp}/ralph-mini-$RALPH_LAP.traj.json" </dev/null',
+            PROVIDER_KEYS,
+            (r"RateLimitError", *RATE_LIMITED),
+            "text",
+            "mini-swe-agent 2.4",
+        ),
+    )
+}
+
+COSTED_PRESETS = [name for name, preset in PRESETS.items() if preset.reports in COSTED]

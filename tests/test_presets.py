@@ -1,0 +1,245 @@
+"""Agent CLIs by preset: stand-ins named like the real tools on PATH record how ralph runs them
+(arguments, stdin, the secret-named variables they get) and answer as the tools do: their
+results, usage and cost, and the messages they print when a usage limit is hit."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import lap_notes, make_repo, needs_bwrap, ralph
+
+from ralph.presets import PRESETS
+
+PY = sys.executable
+SECRETS = {
+    "ANTHROPIC_API_KEY": "sk-ant-canary",
+    "OPENAI_API_KEY": "sk-openai-canary",
+    "GEMINI_API_KEY": "gm-canary",
+    "CODEX_API_KEY": "cx-canary",
+    "MY_DB_PASSWORD": "hunter2",  # nobody's credential: no agent gets it
+}
+
+# The stand-in: records its call, does the lap's work (or not), prints what the real tool would.
+STAND_IN = r"""#!PYTHON
+import json, os, pathlib, re, sys
+name = pathlib.Path(sys.argv[0]).name
+calls = pathlib.Path(os.environ["STAND_IN_CALLS"])
+number = len(list(calls.glob(name + "-*.json"))) + 1
+secret = re.compile("KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
+stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+(calls / f"{name}-{number}.json").write_text(json.dumps({
+    "argv": sys.argv[1:], "stdin": stdin,
+    "secrets": {k: v for k, v in os.environ.items() if secret.search(k) and not k.startswith("RALPH_")},
+}))
+script = json.loads(pathlib.Path(os.environ["STAND_IN_SCRIPT"]).read_text())
+step = script[min(number, len(script)) - 1]
+if step.get("work"):
+    todo = pathlib.Path("TODO.md")
+    todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+    pathlib.Path(f"work-{number}.txt").write_text("done\n")
+sys.stdout.write(step.get("print", "").replace("NOW+1", str(int(__import__("time").time()) + 1)))
+sys.exit(step.get("exit", 0))
+"""
+
+CLAUDE_RESULT = {
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "result": "ticked one item",
+    "num_turns": 3,
+    "total_cost_usd": 0.25,
+    "usage": {
+        "input_tokens": 100,
+        "cache_creation_input_tokens": 20,
+        "cache_read_input_tokens": 30,
+        "output_tokens": 7,
+    },
+}
+
+
+def stand_ins(tmp_path: Path, script: list[dict]) -> dict[str, str]:
+    """A folder of stand-ins on PATH, the script they follow, and the folder of their calls."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    calls.mkdir()
+    for preset in PRESETS.values():
+        tool = bin_dir / preset.executable
+        tool.write_text(STAND_IN.replace("PYTHON", PY))
+        tool.chmod(0o755)
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "STAND_IN_CALLS": str(calls),
+        "STAND_IN_SCRIPT": str(tmp_path / "script.json"),
+        **SECRETS,
+    }
+
+
+def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off", **limits: object) -> Path:
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", **agent},
+        "checks": ["true"],
+        "limits": {"stagnation": 5, **limits},
+        "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")]},
+    }
+    todo = "".join(f"- [ ] item {n}\n" for n in range(1, items + 1))
+    return make_repo(tmp_path / "repo", {"TODO.md": todo, "ralph.yaml": json.dumps(config)})
+
+
+def calls(tmp_path: Path, tool: str) -> list[dict]:
+    found = sorted((tmp_path / "calls").glob(f"{tool}-*.json"), key=lambda path: int(path.stem.rsplit("-", 1)[1]))
+    return [json.loads(path.read_text()) for path in found]
+
+
+# The arguments each tool receives after the shell, and where it finds the prompt.
+EXPECTED = {
+    "claude": (["-p", "--output-format", "json", "--dangerously-skip-permissions"], "stdin", ["ANTHROPIC_API_KEY"]),
+    "codex": (
+        ["exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"],
+        "stdin",
+        ["CODEX_API_KEY", "OPENAI_API_KEY"],
+    ),
+    "aider": (
+        ["--yes-always", "--message-file", "PROMPT_FILE", "--no-auto-commits", "--no-check-update"],
+        "file",
+        ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
+    ),
+    "gemini": (
+        ["--approval-mode", "yolo", "--skip-trust", "--output-format", "json", "-p"],
+        "argument",
+        ["GEMINI_API_KEY"],
+    ),
+    "opencode": (
+        ["run", "--format", "json", "--dangerously-skip-permissions"],
+        "argument",
+        ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
+    ),
+    "goose": (
+        ["run", "--no-session", "--instructions", "PROMPT_FILE"],
+        "file",
+        ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
+    ),
+    "mini": (
+        ["--yolo", "--exit-immediately", "--task"],
+        "argument",
+        ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
+    ),
+}
+
+
+@pytest.mark.parametrize("preset", [pytest.param("claude", marks=needs_bwrap), *list(PRESETS)[1:]])
+def test_a_preset_runs_its_tool_with_the_prompt_and_only_its_credentials(tmp_path: Path, preset: str):
+    """Claude Code's laps run sandboxed: its credentials reach it inside bubblewrap too."""
+    env = stand_ins(tmp_path, [{"work": True}])
+    repo = repo_with(
+        tmp_path, {"preset": preset, "args": "--model m1"}, sandbox="required" if preset == "claude" else "off"
+    )
+    result = ralph(repo, "run", "--name", "p", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    executable = PRESETS[preset].executable
+    (call,) = calls(tmp_path, executable)
+    arguments, prompt_at, credentials = EXPECTED[executable]
+    prompt_file = str(repo / ".git" / "ralph" / "p" / "lap-1" / "prompt.md")
+    shown = [prompt_file if arg == "PROMPT_FILE" else arg for arg in arguments]
+    assert call["argv"][: len(shown)] == shown, call["argv"]
+    assert call["argv"][-2:] == ["--model", "m1"]  # args: appended
+    where = {"stdin": call["stdin"], "file": Path(prompt_file).read_text(), "argument": " ".join(call["argv"])}
+    assert "- [ ] item 1" in where[prompt_at] and "PROGRESS.md" in where[prompt_at]
+    assert sorted(call["secrets"]) == credentials  # its own, and no other secret
+    assert all(call["secrets"][name] == SECRETS[name] for name in credentials)
+
+
+def test_claudes_result_gives_the_laps_summary_tokens_and_cost_and_max_cost_usd_stops_the_run(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"work": True, "print": json.dumps(CLAUDE_RESULT) + "\n"}])
+    repo = repo_with(tmp_path, {"preset": "claude"}, items=3, max_cost_usd=0.4)
+    result = ralph(repo, "run", "--name", "c", env=env)
+    assert result.returncode == 7, result.stdout + result.stderr
+    assert "stopped: max_cost_usd (0.4) spent: $0.50 used (exit 7)" in result.stdout
+    first, second = lap_notes(repo, "c")
+    assert first["agent"]["summary"] == "ticked one item"
+    assert first["agent"]["usage"] == dict(
+        first["agent"]["usage"], requests=3, prompt_tokens=150, completion_tokens=7, cost_usd=0.25
+    )
+    status = json.loads(ralph(repo, "status", "--json").stdout)
+    assert status["cost_usd"] == 0.5 and status["laps_of_unknown_cost"] == 0
+    assert "cost    $0.2500" in ralph(repo, "show", "1").stdout
+
+
+def test_max_cost_usd_without_a_known_cost_is_refused_at_start(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"work": True}])
+    repo = repo_with(tmp_path, {"preset": "codex"}, max_cost_usd=1)
+    result = ralph(repo, "run", env=env)
+    assert result.returncode == 1 and result.stderr == (
+        "ralph: limits.max_cost_usd needs every lap's cost, but the preset codex reports no cost "
+        "(presets that do: aider, claude, opencode) — add prices or drop the fuse\n"
+    )
+
+
+def test_a_usage_limit_waits_for_its_reset_and_the_lap_is_neither_red_nor_counted(tmp_path: Path):
+    limited = {"print": "Claude AI usage limit reached|NOW+1\n", "exit": 1}
+    env = stand_ins(tmp_path, [limited, {"work": True, "print": json.dumps(CLAUDE_RESULT) + "\n"}])
+    repo = repo_with(tmp_path, {"preset": "claude"}, max_laps=1)
+    started = time.monotonic()
+    result = ralph(repo, "run", "--name", "l", "--plain", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr  # max_laps 1: the limited lap did not count
+    assert time.monotonic() - started >= 1
+    first, second = lap_notes(repo, "l")
+    assert first["status"] == "limited" and first["reason"].startswith(
+        "the agent hit a usage or rate limit (it resets "
+    )
+    assert first["progress"] is False and second["status"] == "green" and second["done"] is True
+    assert "the next lap starts at" in result.stdout and "lap 1 limited" in result.stdout
+
+
+def test_a_limit_that_resets_after_max_minutes_stops_the_run_at_once(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"print": "You've hit your limit · resets 4:50am (Europe/Rome)\n", "exit": 1}])
+    repo = repo_with(tmp_path, {"preset": "claude"}, max_minutes=1)
+    now = time.localtime()
+    if (now.tm_hour, now.tm_min) in ((4, 49), (4, 50)):
+        pytest.skip("the reset named is now")
+    result = ralph(repo, "run", "--name", "m", env=env)
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert "the agent's limit resets after max_minutes (1)" in result.stdout
+
+
+def test_a_command_agent_that_fails_while_secrets_were_kept_from_it_is_told_which(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"print": "error: not logged in\n", "exit": 3}])
+    repo = repo_with(tmp_path, {"command": "claude"}, max_laps=1)
+    result = ralph(repo, "run", "--name", "h", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (lap,) = lap_notes(repo, "h")
+    assert lap["status"] == "red" and lap["reason"] == "agent exited with code 3"
+    assert (
+        "ralph kept these variables from the agent, as it keeps every variable named like a secret: "
+        "ANTHROPIC_API_KEY, CODEX_API_KEY, GEMINI_API_KEY, MY_DB_PASSWORD, OPENAI_API_KEY — if the agent needs "
+        "one to log in, let it through with `env: {pass: [ANTHROPIC_API_KEY]}`" in lap["output_tail"]
+    )
+    (call,) = calls(tmp_path, "claude")
+    assert call["secrets"] == {}
+
+
+def test_the_idle_watchdog_stops_a_silent_agent_but_not_one_that_writes_files(tmp_path: Path):
+    tick = "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    busy = f"for i in 1 2 3 4 5 6 7 8; do echo $i > busy.txt; sleep 0.3; done; {tick}"
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": f'if [ "$RALPH_LAP" = 1 ]; then echo start; sleep 60; else {busy}; fi'},
+        "checks": ["true"],
+        "limits": {"idle_timeout": 1, "lap_timeout": 60, "stagnation": 5},
+    }
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n", "ralph.yaml": json.dumps(config)})
+    started = time.monotonic()
+    result = ralph(repo, "run", "--name", "i")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert time.monotonic() - started < 30
+    first, second = lap_notes(repo, "i")
+    assert first["status"] == "red" and first["agent"]["outcome"] == "timeout"
+    assert first["reason"] == "idle: the agent printed nothing and changed no file for 1s, and was stopped"
+    assert first["agent"]["duration_s"] < 10
+    assert second["status"] == "green" and second["agent"]["duration_s"] > 2  # silent, but writing: not idle
