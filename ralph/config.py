@@ -64,6 +64,11 @@ class AgentConfig(Section):
     max_turns: PositiveInt = Field(60, description="Model calls per lap.")
     request_timeout: float = Field(120, gt=0, description="Seconds per request.")
     fix_attempts: int = Field(1, ge=0, description="Times red checks are shown to the agent within a lap.")
+    fallback: list[AgentConfig] = Field(
+        default_factory=list,
+        description="Agents for the laps after this one is limited, or failed fallback_after laps in a row, in order.",
+    )
+    fallback_after: PositiveInt = Field(2, description="Laps in a row the agent itself failed before the next one.")
 
     @model_validator(mode="after")
     def _needs_its_fields(self) -> AgentConfig:
@@ -71,6 +76,8 @@ class AgentConfig(Section):
             raise ValueError(f"agent.preset: no preset {self.preset!r} — ralph knows {', '.join(PRESETS)}")
         if self.kind == "command" and not (self.command or "").strip() and self.preset is None:
             raise ValueError("agent.command (or agent.preset) is required when agent.kind is 'command'")
+        if any(agent.fallback for agent in self.fallback):
+            raise ValueError("agent.fallback: a fallback agent has no fallback of its own; list them all in one")
         for pattern in self.limit_patterns:
             try:
                 re.compile(pattern)
@@ -79,6 +86,11 @@ class AgentConfig(Section):
         if self.kind == "openai" and not self.model:
             raise ValueError("agent.model is required when agent.kind is 'openai'")
         return self
+
+    @property
+    def name(self) -> str:
+        """What laps' notes and commit trailers call it: its preset, else its kind."""
+        return self.preset or self.kind
 
     @property
     def shell_command(self) -> str:
@@ -362,6 +374,11 @@ class Config(Section):
         )
 
     @property
+    def agents(self) -> list[AgentConfig]:
+        """The agent, then its fallbacks: a lap's `fallback` is its index here."""
+        return [self.agent, *self.agent.fallback]
+
+    @property
     def role_key_variables(self) -> tuple[str, ...]:
         """The variables holding the roles' keys: kept from agents and checks like the agent's."""
         roles = [self.roles.planner, self.roles.judge]
@@ -376,13 +393,13 @@ class Config(Section):
 
     def unknown_cost(self) -> str | None:
         """Why a lap's cost could not be known, when it could not (max_cost_usd needs it)."""
-        agent = self.agent
-        if agent.kind == "command":
-            if agent.preset is None or PRESETS[agent.preset].reports not in COSTED:
-                named = f"the preset {agent.preset}" if agent.preset else "a command agent without a preset"
-                return f"{named} reports no cost (presets that do: {', '.join(sorted(COSTED_PRESETS))})"
-        elif agent.model not in self.prices:
-            return f"prices names no price for the agent's model {agent.model!r}"
+        for agent in self.agents:
+            if agent.kind == "command":
+                if agent.preset is None or PRESETS[agent.preset].reports not in COSTED:
+                    named = f"the preset {agent.preset}" if agent.preset else "a command agent without a preset"
+                    return f"{named} reports no cost (presets that do: {', '.join(sorted(COSTED_PRESETS))})"
+            elif agent.model not in self.prices:
+                return f"prices names no price for the agent's model {agent.model!r}"
         judge = self.roles.judge
         endpoint = self.role_endpoint(judge) if judge else None
         if endpoint is not None and endpoint.model not in self.prices:

@@ -35,7 +35,7 @@ class RunContext:
     run_name: str
     config: Config
     run_dir: Path  # <git-common-dir>/ralph/<run>: logs, transcripts, the lock
-    agent: Agent
+    agents: tuple[Agent, ...]  # config.agents, made: the agent, then its fallbacks
     env: dict[str, str]  # for the agent and the checks: secrets removed
     workspace: Workspace  # where the laps work, outside the repository
     sandboxed: bool  # the lap's code runs inside bubblewrap
@@ -62,7 +62,8 @@ class RunContext:
 
     @cached_property
     def keep(self) -> tuple[Path, ...]:
-        commands = [self.config.agent.shell_command, *self.config.check_commands]
+        agents = [agent.shell_command for agent in self.config.agents if agent.kind == "command"]
+        commands = [*agents, *self.config.check_commands]
         home = self.config.sandbox.home_path()
         return needed(self.top, self.repo.common_dir, self.workspace.root, *([home] if home else []), commands=commands)
 
@@ -173,7 +174,8 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
+def run_lap(ctx: RunContext, state: RunState, number: int, which: int = 0) -> LapRecord:
+    """Lap `number`, run by agent `which` of config.agents."""
     log_dir = ledger.lap_dir(ctx.run_dir, number)
     if log_dir.exists():  # an attempt a crash cut short: keep its transcript apart from this one's
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
@@ -217,7 +219,12 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
     with watching_the_repository(ctx, number) as tampered:
         crashpoint.reached("agent")
         events.emit("phase_changed", phase="agent")
-        agent = ctx.agent.run_lap(task)
+        chosen = ctx.config.agents[which]
+        agent = (
+            ctx.agents[which]
+            .run_lap(task)
+            .model_copy(update={"name": chosen.name, "model": chosen.model if chosen.kind == "openai" else None})
+        )
     with watching_the_repository(ctx, number) as tampered_later:
         events.emit("phase_changed", phase="committing")
         commit, ticked, counts, refusal = _commit(ctx, state, number, agent, todo.parse(todo_before))
@@ -231,7 +238,9 @@ def run_lap(ctx: RunContext, state: RunState, number: int) -> LapRecord:
             files_changed=judged.files_changed,
         )
     facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
-    record = _record(ctx, state, facts, commit, judged).model_copy(update={"told": list(told.values())})
+    record = _record(ctx, state, facts, commit, judged).model_copy(
+        update={"told": list(told.values()), "fallback": which}
+    )
     ledger.save_lap(ctx.top, record)
     if record.status not in ("error", "limited"):  # an agent that never worked heard nothing: tell the next
         for ref in told:
@@ -293,7 +302,7 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
         commit=commit,
         parent=state.green,
         checks=judged.checks if is_green else [_without_passed_ids(check) for check in judged.checks],
-        agent=_priced(ctx.config, facts.agent, ctx.config.agent.model if facts.agent.kind == "openai" else None),
+        agent=_priced(ctx.config, facts.agent),
         todo=counts,
         ticked=facts.ticked,
         files_changed=judged.files_changed,
@@ -312,11 +321,11 @@ def _record(ctx: RunContext, state: RunState, facts: LapFacts, commit: str, judg
     )
 
 
-def _priced(config: Config, agent: AgentResult, model: str | None) -> AgentResult:
+def _priced(config: Config, agent: AgentResult) -> AgentResult:
     """The built-in agent's cost, from ralph.yaml's prices (a CLI's own report comes with it)."""
-    if model is None or agent.usage.cost_usd is not None:
+    if agent.model is None or agent.usage.cost_usd is not None:
         return agent
-    cost = config.cost_of(model, agent.usage.prompt_tokens, agent.usage.completion_tokens)
+    cost = config.cost_of(agent.model, agent.usage.prompt_tokens, agent.usage.completion_tokens)
     return agent.model_copy(update={"usage": agent.usage.model_copy(update={"cost_usd": cost})})
 
 
@@ -516,16 +525,15 @@ def _commit(
     """
     workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
     workspace.verify()
-    model = ctx.config.agent.model if agent.kind == "openai" else None
     refusal = None
     if ctx.config.commit.verify and workspace.has_hooks():  # the hooks see the message the commit will have
         ticked, _ = _ticked(ctx, items_before, workspace.stage(state.green, timeout)[0])
-        refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run_name, number, ticked, agent, model))
+        refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run_name, number, ticked, agent))
     tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
     ticked, counts = _ticked(ctx, items_before, tree)
-    commit = workspace.commit_tree(tree, state.green, commit_message(ctx.run_name, number, ticked, agent, model))
+    commit = workspace.commit_tree(tree, state.green, commit_message(ctx.run_name, number, ticked, agent))
     return commit, ticked, counts, refusal
 
 
@@ -568,13 +576,13 @@ def _run_commit_hooks(ctx: RunContext, head: str, message: str) -> tuple[str, st
     return refusal
 
 
-def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult, model: str | None) -> str:
+def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult) -> str:
     subject = "; ".join(ticked) if ticked else f"ralph lap {number}"
     if len(subject) > 72:
         subject = subject[:71].rstrip() + "…"
     body = f"{agent.summary.strip()}\n\n" if agent.summary.strip() else ""
-    trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.kind}\n"
-    message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {model}\n" if model else "")
+    trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.name or agent.kind}\n"
+    message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {agent.model}\n" if agent.model else "")
     # An agent's output may hold NULs (git refuses them) or terminal escapes (shown by git log).
     return printable(message)
 

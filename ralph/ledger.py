@@ -32,7 +32,8 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
 # 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
 # 4: a lap's judge (roles.judge) and the user's messages it was told (told).
-# 5: a lap may be `limited` (its agent hit a usage limit: limited_until), and usage has a cost_usd.
+# 5: a lap may be `limited` (its agent hit a usage limit: limited_until), usage has a cost_usd, and
+#    a lap says which agent ran it (fallback; agent.name, agent.model).
 FORMAT = 5
 MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4)}  # format N -> N+1, in order
 
@@ -161,6 +162,7 @@ class LapRecord(BaseModel):
     removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
     judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
     told: list[str] = []  # messages from the user (`ralph tell`) this lap's prompt carried
+    fallback: int = 0  # which agent ran it: 0 the agent, N its Nth fallback
 
 
 @dataclass

@@ -90,17 +90,18 @@ def _run(options: RunOptions) -> Exit:
         if proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
         _restore_after_crash(repo, name)
-        keys = (cfg.agent.api_key_env, *cfg.role_key_variables)
+        keys = (*(agent.api_key_env for agent in cfg.agents), *cfg.role_key_variables)
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=keys, extra={RUN_MARK: mark})
         workspace: Workspace | None = None
         try:
             sandboxed = _sandboxed(repo, cfg)
             limiter.configure(cfg.limits.requests_per_minute)
             judge = _judge(cfg)
-            agent = make_agent(cfg.agent)
-            agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+            agents = tuple(make_agent(agent) for agent in cfg.agents)
+            for agent in agents:
+                agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
             workspace = Workspace.create(repo.top, repo.common_dir, name)
-            ctx = RunContext(repo, name, cfg, run_dir, agent, env, workspace, sandboxed, judge=judge)
+            ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge)
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
             code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
@@ -389,11 +390,12 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
             outage.wait()
         else:
             outage = Outage(limits.outage_wait)
-        if last is not None and last.status == "limited":
+        which = _agent_for(ctx.config, state)
+        if last is not None and last.status == "limited" and which == last.fallback:  # no other agent to turn to
             limit.wait(_limit_wait(last, state.limited_in_a_row()), last.reason)
         number = state.next_lap
         events.emit("lap_started", lap=number, max_laps=limits.max_laps)
-        record = run_lap(ctx, state, number)
+        record = run_lap(ctx, state, number, which)
         _lap_ended(record)
         facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
         lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
@@ -406,6 +408,7 @@ def _lap_ended(record: LapRecord) -> None:
     events.emit(
         "lap_ended",
         status=record.status,
+        agent=record.agent.name,
         cost_usd=record.agent.usage.cost_usd,
         reason=record.reason,
         duration_s=record.duration_s,
@@ -439,6 +442,20 @@ class LimitWait:
         self.waited += seconds
 
 
+def _agent_for(cfg: config_module.Config, state: RunState) -> int:
+    """Which of config.agents runs the next lap: the last lap's, or the next one's after the
+    last lap was limited or the agent itself failed `fallback_after` laps in a row."""
+    records = [lap.record for lap in state.laps if lap.record]
+    if not records:
+        return 0
+    which, after = min(records[-1].fallback, len(cfg.agents) - 1), cfg.agent.fallback_after
+    recent = [record for record in records[-after:] if record.fallback == which]
+    failing = len(recent) == after and all(record.agent.outcome != "ok" for record in recent)
+    if records[-1].status == "limited" or failing:
+        return min(which + 1, len(cfg.agents) - 1)
+    return which
+
+
 def _limit_wait(record: LapRecord, in_a_row: int) -> float:
     """Until the reset the tool named (and a moment), else 60 s, doubling to 30 min."""
     if record.agent.limited_until is not None:
@@ -467,7 +484,7 @@ def _why_stop(
             )
     elif last is not None and state.errors_in_a_row() >= 3:
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
-    if last is not None and last.status == "limited":
+    if last is not None and last.status == "limited" and _agent_for(ctx.config, state) == last.fallback:
         wait = _limit_wait(last, state.limited_in_a_row())
         if limit.waited >= limit.budget:
             return Exit.API_ERRORS, f"the agent stayed limited through {limit.waited:g}s of waiting (limits.limit_wait)"

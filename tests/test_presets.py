@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import lap_notes, make_repo, needs_bwrap, ralph
+from conftest import git, lap_notes, make_repo, needs_bwrap, ralph
 
 from ralph.presets import PRESETS
 
@@ -243,3 +243,32 @@ def test_the_idle_watchdog_stops_a_silent_agent_but_not_one_that_writes_files(tm
     assert first["reason"] == "idle: the agent printed nothing and changed no file for 1s, and was stopped"
     assert first["agent"]["duration_s"] < 10
     assert second["status"] == "green" and second["agent"]["duration_s"] > 2  # silent, but writing: not idle
+
+
+def test_a_limited_agent_hands_the_next_lap_to_its_fallback_and_the_note_and_trailer_say_so(tmp_path: Path):
+    limited = {"print": "You've hit your usage limit. Upgrade to Pro or try again at 3:28 PM.\n", "exit": 1}
+    env = stand_ins(tmp_path, [limited])  # codex is limited, whatever the lap
+    (tmp_path / "aider-script.json").write_text(
+        json.dumps([{"work": True, "print": "Cost: $0.01 message, $0.02 session.\n"}])
+    )
+    fallback = {"kind": "command", "command": f"STAND_IN_SCRIPT={tmp_path / 'aider-script.json'} aider"}
+    repo = repo_with(tmp_path, {"preset": "codex", "fallback": [fallback]}, max_laps=1)
+    started = time.monotonic()
+    result = ralph(repo, "run", "--name", "f", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert time.monotonic() - started < 30  # no wait for codex's reset: another agent was there
+    first, second = lap_notes(repo, "f")
+    assert (first["status"], first["fallback"], first["agent"]["name"]) == ("limited", 0, "codex")
+    assert (second["status"], second["fallback"], second["agent"]["name"]) == ("green", 1, "command")
+    trailers = git(repo, "log", "-1", "--format=%(trailers:key=Ralph-Agent,valueonly)", "ralph/f").strip()
+    assert trailers == "command" and len(calls(tmp_path, "codex")) == 1 and len(calls(tmp_path, "aider")) == 1
+
+
+def test_an_agent_that_keeps_failing_hands_over_after_fallback_after_laps(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"print": "segfault\n", "exit": 139}])
+    working = "sed -i 's/\\[ \\]/[x]/' TODO.md && echo ok > ok.txt"
+    agent = {"preset": "gemini", "fallback_after": 2, "fallback": [{"kind": "command", "command": working}]}
+    repo = repo_with(tmp_path, agent, max_laps=4)
+    result = ralph(repo, "run", "--name", "k", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(lap["status"], lap["fallback"]) for lap in lap_notes(repo, "k")] == [("red", 0), ("red", 0), ("green", 1)]

@@ -55,6 +55,8 @@ class Usage(BaseModel):
 
 class AgentResult(BaseModel):
     kind: str
+    name: str = ""  # its preset, else its kind: what the note and the Ralph-Agent trailer say
+    model: str | None = None  # the built-in agent's model
     # ok: judge the work; failed/timeout: the lap is red; error: not judged (e.g. API outage);
     # limited: the agent hit a usage or rate limit, neither judged nor counted
     outcome: Literal["ok", "failed", "timeout", "error", "limited"]
