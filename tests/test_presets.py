@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from conftest import git, lap_notes, make_repo, needs_bwrap, ralph
 
 from ralph.presets import PRESETS
+from ralph.scripted import ScriptedServer, call, tool_calls
 
 PY = sys.executable
 SECRETS = {
@@ -272,3 +274,33 @@ def test_an_agent_that_keeps_failing_hands_over_after_fallback_after_laps(tmp_pa
     result = ralph(repo, "run", "--name", "k", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert [(lap["status"], lap["fallback"]) for lap in lap_notes(repo, "k")] == [("red", 0), ("red", 0), ("green", 1)]
+
+
+def test_the_real_mini_swe_agent_does_a_lap_through_its_preset(tmp_path: Path):
+    """mini-swe-agent from PyPI (a dev dependency), its model our scripted server: a real agent
+    CLI reads the prompt, runs its commands in the lap's work tree and finishes, sandboxed."""
+    if shutil.which("mini") is None:
+        pytest.fail("mini-swe-agent is not installed: pip install -e '.[dev]' installs it")
+    script = [
+        tool_calls(
+            call("bash", {"command": "sed -i 's/- \\[ \\]/- [x]/' TODO.md && echo hi > notes.txt"}), content="Ticking."
+        ),
+        tool_calls(call("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}), content="Done."),
+    ]
+    (tmp_path / "calls").mkdir()
+    with ScriptedServer(script, strict=False) as server:  # mini sends tools without tool_choice
+        repo = repo_with(tmp_path, {"preset": "mini-swe-agent", "args": "--model openai/scripted"}, sandbox="auto")
+        env = {
+            "OPENAI_API_KEY": "sk-mini-canary",
+            "OPENAI_BASE_URL": server.base_url,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # offline: litellm's own price list, not GitHub's
+            "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1",
+        }
+        result = ralph(repo, "run", "--name", "mini", env=env, timeout=180)
+        sent = [request.body for request in server.requests]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(sent) == 2 and "- [ ] item 1" in json.dumps(sent[0]["messages"])  # the lap's prompt, as its task
+    (lap,) = lap_notes(repo, "mini")
+    assert lap["status"] == "green" and lap["done"] is True and lap["agent"]["name"] == "mini-swe-agent"
+    assert git(repo, "show", "ralph/mini:notes.txt") == "hi"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-mini-canary"
