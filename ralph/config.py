@@ -144,6 +144,7 @@ class Limits(Section):
     limit_wait: float = Field(
         6 * 3600,
         ge=0,
+        allow_inf_nan=False,
         description="Seconds the run waits in all for agent usage limits to reset before it stops with exit 6.",
     )
     outage_wait: float = Field(

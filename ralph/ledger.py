@@ -234,6 +234,9 @@ class RunState:
         """Laps that count toward max_laps: all but the ones an agent's usage limit cut short."""
         return sum(1 for lap in self.laps if not (lap.record and lap.record.status == "limited"))
 
+    def limited_laps(self) -> int:
+        return len(self.laps) - self.counted_laps()
+
     def limited_in_a_row(self) -> int:
         count = 0
         for lap in reversed(self.laps):

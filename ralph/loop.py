@@ -97,7 +97,9 @@ def _run(options: RunOptions) -> Exit:
             sandboxed = _sandboxed(repo, cfg)
             limiter.configure(cfg.limits.requests_per_minute)
             judge = _judge(cfg)
-            agents = tuple(make_agent(agent) for agent in cfg.agents)
+            # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
+            withheld = (*(agent.api_key_env for agent in cfg.agents if agent.kind == "openai"), *cfg.role_key_variables)
+            agents = tuple(make_agent(agent, withheld) for agent in cfg.agents)
             for agent in agents:
                 agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
             workspace = Workspace.create(repo.top, repo.common_dir, name)
@@ -457,10 +459,12 @@ def _agent_for(cfg: config_module.Config, state: RunState) -> int:
 
 
 def _limit_wait(record: LapRecord, in_a_row: int) -> float:
-    """Until the reset the tool named (and a moment), else 60 s, doubling to 30 min."""
-    if record.agent.limited_until is not None:
-        return max(0.0, record.agent.limited_until - time.time()) + LIMIT_MARGIN
-    return min(LIMIT_FIRST_WAIT * 2 ** (in_a_row - 1), LIMIT_LONGEST_WAIT)
+    """Until the reset the tool named (and a moment), else 60 s, doubling to 30 min. A reset
+    already past is none: the tool is limited still, and waiting a moment would lap at once."""
+    until = record.agent.limited_until
+    if until is not None and until > time.time():
+        return until - time.time() + LIMIT_MARGIN
+    return min(LIMIT_FIRST_WAIT * 2 ** min(in_a_row - 1, 10), LIMIT_LONGEST_WAIT)
 
 
 def _endpoint_failed(record: LapRecord | None) -> bool:
@@ -486,14 +490,17 @@ def _why_stop(
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
     if last is not None and last.status == "limited" and _agent_for(ctx.config, state) == last.fallback:
         wait = _limit_wait(last, state.limited_in_a_row())
-        if limit.waited >= limit.budget:
-            return Exit.API_ERRORS, f"the agent stayed limited through {limit.waited:g}s of waiting (limits.limit_wait)"
         deadline = limits.max_minutes * 60 - (time.monotonic() - started) if limits.max_minutes is not None else None
         if deadline is not None and wait > deadline:
-            return (
-                Exit.MAX_MINUTES,
-                f"the agent's limit resets after max_minutes ({limits.max_minutes:g}): {last.reason}",
+            reason = f"the agent's limit resets after max_minutes ({limits.max_minutes:g}): {last.reason}"
+            return Exit.MAX_MINUTES, reason
+        if limit.waited + wait > limit.budget:
+            return Exit.API_ERRORS, (
+                f"the agent is limited, and waiting {wait:.0f}s more would pass limits.limit_wait "
+                f"({limit.budget:g}s, {limit.waited:.0f}s spent): {last.reason}"
             )
+        if state.limited_laps() > limits.max_laps:
+            return Exit.API_ERRORS, f"the agent was limited in {state.limited_laps()} laps, more than max_laps"
     if state.counted_laps() >= limits.max_laps:
         return Exit.MAX_LAPS, f"max_laps ({limits.max_laps}) reached without finishing"
     if state.laps_without_progress() >= limits.stagnation:
@@ -504,8 +511,12 @@ def _why_stop(
         return Exit.MAX_TOKENS, f"max_tokens ({limits.max_tokens}) spent: {state.tokens_used()} used"
     spent, unknown = state.cost_used()
     if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
-        also = f", and {unknown} lap(s) of unknown cost" if unknown else ""
-        return Exit.MAX_TOKENS, f"max_cost_usd ({limits.max_cost_usd:g}) spent: ${spent:.2f} used{also}"
+        return Exit.MAX_TOKENS, f"max_cost_usd ({limits.max_cost_usd:g}) spent: ${spent:.2f} used"
+    if limits.max_cost_usd is not None and unknown:  # a lap cut off before its tool reported (a timeout)
+        return Exit.MAX_TOKENS, (
+            f"max_cost_usd ({limits.max_cost_usd:g}) cannot be kept: {unknown} lap(s) of unknown cost "
+            f"(${spent:.2f} known)"
+        )
     return None
 
 

@@ -24,7 +24,7 @@ PROVIDER_KEYS = (
     "AZURE_API_KEY",
 )
 # Rate limits every HTTP-based tool may print, whatever its own words.
-RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate[ _-]?limit(ed| exceeded| reached)")
+RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate limit (exceeded|reached)", r"rate limited you")
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ class Idle:
 def _changed_since(top: Path, since: float) -> bool:
     """Whether a file or folder under `top` (but .git) was written after `since` (Unix time)."""
     for folder, folders, names in walk(top):
-        folders[:] = [name for name in folders if name != ".git"]
+        if folder == str(top):  # the lap's git dir: ralph's own writes; a nested one is the agent's work
+            folders[:] = [name for name in folders if name != ".git"]
         for name in [*folders, *names, ""]:
             try:
                 if os.lstat(os.path.join(folder, name)).st_mtime > since:

@@ -84,7 +84,10 @@ def test_gemini_json_and_opencode_events_and_aider_text():
 @pytest.mark.parametrize(
     "said, resets",
     [
-        ("Claude AI usage limit reached|1750708800", datetime.fromtimestamp(1750708800).astimezone()),
+        (f"Claude AI usage limit reached|{int(NOW.timestamp()) + 3600}", NOW + timedelta(hours=1)),
+        ("Claude AI usage limit reached|1750708800", None),  # already past: no reset to wait for
+        ("rate limit reached, try again in 100000000 hours", None),  # past any date: none either
+        ("You've hit your limit · resets 4:99am", None),
         ("You've hit your limit · resets 4:50am (Europe/Rome)", NOW.replace(hour=4, minute=50) + timedelta(days=1)),
         ("You've hit your usage limit. … or try again at 3:28 PM.", NOW.replace(hour=15, minute=28)),
         ("[API Error: … Your quota will reset after 2h52m39s.]", NOW + timedelta(hours=2, minutes=52, seconds=39)),

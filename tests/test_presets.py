@@ -304,3 +304,44 @@ def test_the_real_mini_swe_agent_does_a_lap_through_its_preset(tmp_path: Path):
     assert lap["status"] == "green" and lap["done"] is True and lap["agent"]["name"] == "mini-swe-agent"
     assert git(repo, "show", "ralph/mini:notes.txt") == "hi"
     assert server.requests[0].headers["authorization"] == "Bearer sk-mini-canary"
+
+
+def test_what_an_agent_prints_cannot_crash_the_run_nor_buy_it_endless_laps(tmp_path: Path):
+    """Fake limits: far resets, impossible clocks, resets already past. Limited laps stop the run
+    once there are more of them than max_laps, and a reset past limit_wait stops it at once."""
+    said = [
+        "rate limit reached, try again in 100000000 hours",  # no reset time: backoff, past limit_wait
+        "You've hit your limit · resets 4:99am",
+        "Claude AI usage limit reached|1000000000",  # already past
+    ]
+    for number, text in enumerate(said):
+        (tmp_path / str(number)).mkdir()
+        env = stand_ins(tmp_path / str(number), [{"print": text + "\n", "exit": 1}])
+        repo = repo_with(tmp_path / str(number), {"preset": "claude"}, max_laps=2, limit_wait=30)
+        result = ralph(repo, "run", "--name", "x", env=env)
+        assert result.returncode == 6, result.stdout + result.stderr
+        assert "internal error" not in result.stderr
+        assert "waiting 60s more would pass limits.limit_wait (30s, 0s spent)" in result.stdout, result.stdout
+        assert [lap["status"] for lap in lap_notes(repo, "x")] == ["limited"]
+
+
+def test_a_lap_of_unknown_cost_stops_a_run_with_max_cost_usd(tmp_path: Path):
+    nan = json.dumps(CLAUDE_RESULT).replace("0.25", "NaN")
+    env = stand_ins(tmp_path, [{"work": True, "print": nan + "\n"}])
+    repo = repo_with(tmp_path, {"preset": "claude"}, items=3, max_cost_usd=1)
+    result = ralph(repo, "run", "--name", "u", env=env)
+    assert result.returncode == 7, result.stdout + result.stderr
+    assert "max_cost_usd (1) cannot be kept: 1 lap(s) of unknown cost ($0.00 known)" in result.stdout
+
+
+def test_the_judges_key_reaches_no_agent_cli(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"work": True}])
+    repo = repo_with(tmp_path, {"preset": "codex"})
+    config = json.loads((repo / "ralph.yaml").read_text())
+    config["roles"] = {"judge": {"model": "j", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_API_KEY"}}
+    config["limits"]["max_laps"] = 1
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    git(repo, "commit", "-qam", "a judge")
+    ralph(repo, "run", "--name", "j", env=env)
+    made = calls(tmp_path, "codex")
+    assert made and all(sorted(made_call["secrets"]) == ["CODEX_API_KEY"] for made_call in made)

@@ -18,8 +18,8 @@ from ralph.presets import PRESETS
 class CommandAgent:
     kind = "command"
 
-    def __init__(self, config: AgentConfig):
-        self.config = config
+    def __init__(self, config: AgentConfig, withheld: tuple[str, ...] = ()):
+        self.config, self.withheld = config, withheld
         self.command = config.shell_command
         self.preset = PRESETS[config.preset] if config.preset else None
 
@@ -38,9 +38,11 @@ class CommandAgent:
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
         # A preset's tool gets its own credentials, and only it: never the checks.
-        credentials = (
-            {name: os.environ[name] for name in self.preset.credentials if name in os.environ} if self.preset else {}
-        )
+        credentials = {
+            name: os.environ[name]
+            for name in (self.preset.credentials if self.preset else ())
+            if name in os.environ and name not in self.withheld
+        }
         env = dict(
             task.env,
             **credentials,

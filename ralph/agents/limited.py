@@ -6,6 +6,7 @@ import re
 from datetime import datetime, timedelta
 
 TAIL = 4000  # characters of the end of an agent's output searched: where a tool says why it stopped
+MOST = timedelta(days=7)  # a reset further away than this is no reset time ralph waits for
 
 _UNITS = {"h": 3600, "m": 60, "s": 1}  # by the unit's first letter: h, hours; m, min, minutes; s, sec
 _EPOCH = re.compile(r"limit reached\|(\d{10})\b", re.IGNORECASE)  # Claude Code: "…usage limit reached|<epoch>"
@@ -26,8 +27,16 @@ def limit_hit(output: str, patterns: list[str]) -> bool:
 
 
 def reset_at(output: str, now: datetime) -> datetime | None:
-    """When the tool said its limit resets, if it said (in its own words or as a Unix time)."""
-    tail = output[-TAIL:]
+    """When the tool said its limit resets, if it said (in its own words or as a Unix time) and
+    it is a moment of the next week: anything else is no reset time."""
+    try:
+        found = _said_reset(output[-TAIL:], now)
+    except (OverflowError, ValueError):  # "in 10^400 hours", "resets 4:99am"
+        return None
+    return found if found is not None and now < found <= now + MOST else None
+
+
+def _said_reset(tail: str, now: datetime) -> datetime | None:
     if found := _EPOCH.search(tail):
         return datetime.fromtimestamp(int(found[1]), now.tzinfo)
     if found := _AFTER.search(tail):

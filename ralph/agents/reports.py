@@ -51,7 +51,10 @@ def _count(mapping: object, *names: str) -> int:
 
 
 def _cost(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+    """A cost as reported: a finite number of dollars, not negative; anything else is unknown."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
+        return None
+    return float(value)
 
 
 def _claude(output: str) -> Report:
@@ -127,11 +130,11 @@ def _opencode(output: str) -> Report:
     return Report(usage, summary)
 
 
-_AIDER_COST = re.compile(r"Cost: \$([\d.]+) message, \$([\d.]+) session")
+_AIDER_COST = re.compile(r"Cost: \$(\d+(?:\.\d+)?) message, \$(\d+(?:\.\d+)?) session")
 
 
 def _aider(output: str) -> Report:
     """aider prints `Tokens: 12k sent, 340 received. Cost: $0.04 message, $0.09 session.` (its
     tokens rounded: only the cost is taken)."""
     costs = _AIDER_COST.findall(output)
-    return Report(Usage(cost_usd=float(costs[-1][1])) if costs else Usage())
+    return Report(Usage(cost_usd=_cost(float(costs[-1][1]))) if costs else Usage())
