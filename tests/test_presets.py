@@ -15,7 +15,7 @@ import pytest
 from conftest import git, lap_notes, make_repo, needs_bwrap, ralph
 
 from ralph.presets import PRESETS
-from ralph.scripted import ScriptedServer, call, tool_calls
+from ralph.scripted import ScriptedServer, call, tool_call, tool_calls
 
 PY = sys.executable
 SECRETS = {
@@ -336,12 +336,14 @@ def test_a_lap_of_unknown_cost_stops_a_run_with_max_cost_usd(tmp_path: Path):
 
 def test_the_judges_key_reaches_no_agent_cli(tmp_path: Path):
     env = stand_ins(tmp_path, [{"work": True}])
-    repo = repo_with(tmp_path, {"preset": "codex"})
-    config = json.loads((repo / "ralph.yaml").read_text())
-    config["roles"] = {"judge": {"model": "j", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_API_KEY"}}
-    config["limits"]["max_laps"] = 1
-    (repo / "ralph.yaml").write_text(json.dumps(config))
-    git(repo, "commit", "-qam", "a judge")
-    ralph(repo, "run", "--name", "j", env=env)
-    made = calls(tmp_path, "codex")
-    assert made and all(sorted(made_call["secrets"]) == ["CODEX_API_KEY"] for made_call in made)
+    score = {"dimension": "does it", "score": 1, "evidence": "done", "reason": "ok"}
+    with ScriptedServer([tool_call("verdict", {"scores": [score]})]) as judge:
+        repo = repo_with(tmp_path, {"preset": "codex"}, max_laps=1)
+        config = json.loads((repo / "ralph.yaml").read_text())
+        config["roles"] = {"judge": {"model": "j", "base_url": judge.base_url, "api_key_env": "OPENAI_API_KEY"}}
+        (repo / "ralph.yaml").write_text(json.dumps(config))
+        git(repo, "commit", "-qam", "a judge")
+        result = ralph(repo, "run", "--name", "j", env=env)
+    assert "lap 1 red" in result.stdout and "judge: score" in result.stdout, result.stdout + result.stderr
+    (made,) = calls(tmp_path, "codex")
+    assert sorted(made["secrets"]) == ["CODEX_API_KEY"]  # OPENAI_API_KEY is the judge's here
