@@ -72,6 +72,8 @@ class AgentConfig(Section):
 
     @model_validator(mode="after")
     def _needs_its_fields(self) -> AgentConfig:
+        if self.kind == "openai" and (self.preset or self.args or self.limit_patterns):
+            raise ValueError("agent.preset, args and limit_patterns are for kind: command (an agent CLI)")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"agent.preset: no preset {self.preset!r} — ralph knows {', '.join(PRESETS)}")
         if self.kind == "command" and not (self.command or "").strip() and self.preset is None:
@@ -133,7 +135,7 @@ class Limits(Section):
         None, gt=0, description="Stop an agent or check that prints nothing and changes no file for this long."
     )
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
-    max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (openai agent).")
+    max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (agents that report them).")
     max_cost_usd: float | None = Field(
         None, gt=0, description="USD for the whole run; needs every lap's cost known (README: Cost)."
     )

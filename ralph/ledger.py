@@ -261,16 +261,12 @@ class RunState:
     def cost_used(self) -> tuple[float, int]:
         """USD every role spent, and how many laps' costs are unknown (not counted)."""
         spent, unknown = 0.0, 0
-        for lap in self.laps:
-            if lap.record is None:
-                continue
-            usages = [lap.record.agent.usage] + ([lap.record.judge.usage] if lap.record.judge else [])
-            for usage in usages:
-                if usage.cost_usd is not None:
-                    spent += usage.cost_usd
-                elif usage.requests or usage is lap.record.agent.usage:
-                    unknown += 1
-                    break
+        for record in (lap.record for lap in self.laps if lap.record):
+            judge = [record.judge.usage] if record.judge and record.judge.usage.requests else []
+            costs = [usage.cost_usd for usage in [record.agent.usage, *judge]]
+            spent += sum(cost for cost in costs if cost is not None)
+            # A limited lap's tool stopped before it worked: its cost, when it names none, is nothing.
+            unknown += None in costs and record.status != "limited"
         return round(spent, 6), unknown
 
     def context_bars(self, upto: int | None = None) -> tuple[int, int]:

@@ -100,8 +100,12 @@ def _run(options: RunOptions) -> Exit:
             # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
             withheld = (*(agent.api_key_env for agent in cfg.agents if agent.kind == "openai"), *cfg.role_key_variables)
             agents = tuple(make_agent(agent, withheld) for agent in cfg.agents)
-            for agent in agents:
-                agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+            agents[0].check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+            for number, fallback in enumerate(agents[1:], 1):  # needed only later, if at all: a warning
+                try:
+                    fallback.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+                except RalphError as exc:
+                    ui.warn(f"agent.fallback[{number - 1}] cannot be used now: {exc}")
             workspace = Workspace.create(repo.top, repo.common_dir, name)
             ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge)
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
@@ -387,12 +391,11 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
                 lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
             lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
             return code
-        last = state.last_record()
-        if _endpoint_failed(last):
+        last, which = state.last_record(), _agent_for(ctx.config, state)
+        if _endpoint_failed(last) and last is not None and which == last.fallback:
             outage.wait()
         else:
             outage = Outage(limits.outage_wait)
-        which = _agent_for(ctx.config, state)
         if last is not None and last.status == "limited" and which == last.fallback:  # no other agent to turn to
             limit.wait(_limit_wait(last, state.limited_in_a_row()), last.reason)
         number = state.next_lap
@@ -459,11 +462,11 @@ def _agent_for(cfg: config_module.Config, state: RunState) -> int:
 
 
 def _limit_wait(record: LapRecord, in_a_row: int) -> float:
-    """Until the reset the tool named (and a moment), else 60 s, doubling to 30 min. A reset
-    already past is none: the tool is limited still, and waiting a moment would lap at once."""
+    """Until the reset the tool named (and a moment; a reset that came while ralph was not
+    running, none), else 60 s, doubling to 30 min."""
     until = record.agent.limited_until
-    if until is not None and until > time.time():
-        return until - time.time() + LIMIT_MARGIN
+    if until is not None:
+        return max(0.0, until - time.time()) + LIMIT_MARGIN
     return min(LIMIT_FIRST_WAIT * 2 ** min(in_a_row - 1, 10), LIMIT_LONGEST_WAIT)
 
 

@@ -198,7 +198,9 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         return Exit.DONE
     ui.say(f"run [bold]{state.name}[/]: {'[green]done[/]' if done else 'not done'}")
     ui.say(f"  last green  {state.green[:10]} (base {state.record.base[:10]}), {summary['green_laps']} green lap(s)")
-    ui.say(f"  laps        {summary['laps']} of max {summary['max_laps']}")
+    limited = state.limited_laps()
+    also = f" (and {limited} limited, not counted)" if limited else ""
+    ui.say(f"  laps        {state.counted_laps()} of max {summary['max_laps']}{also}")
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
         ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")

@@ -34,6 +34,10 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
         ('agent:\n  kind: command\n  command: "true"\n', "goal: required key is missing"),
         ('goal: "g"\nagent:\n  kind: command\n', "agent.command (or agent.preset) is required"),
         ('goal: "g"\nagent:\n  preset: claud\n', "agent.preset: no preset 'claud' — ralph knows claude, codex"),
+        (
+            'goal: "g"\nagent:\n  kind: openai\n  model: m\n  preset: claude\n',
+            "agent.preset, args and limit_patterns are",
+        ),
         ('goal: "g"\nagent:\n  command: x\n  limit_patterns: ["("]\n', "agent.limit_patterns: '(' is no regular"),
         ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command' or 'openai'"),
         ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -347,3 +348,26 @@ def test_the_judges_key_reaches_no_agent_cli(tmp_path: Path):
     assert "lap 1 red" in result.stdout and "judge: score" in result.stdout, result.stdout + result.stderr
     (made,) = calls(tmp_path, "codex")
     assert sorted(made["secrets"]) == ["CODEX_API_KEY"]  # OPENAI_API_KEY is the judge's here
+
+
+def test_limited_laps_past_max_laps_stop_the_run_and_each_lap_waits_for_its_reset(tmp_path: Path):
+    env = stand_ins(tmp_path, [{"print": "Claude AI usage limit reached|NOW+1\n", "exit": 1}])
+    repo = repo_with(tmp_path, {"preset": "claude"}, max_laps=1)
+    result = ralph(repo, "run", "--name", "w", env=env)
+    assert result.returncode == 6, result.stdout + result.stderr
+    assert "stopped: the agent was limited in 2 laps, more than max_laps (exit 6)" in result.stdout
+    first, second = lap_notes(repo, "w")
+    waited_until = first["agent"]["limited_until"]
+    started = datetime.fromisoformat(second["started_at"]).timestamp()
+    assert started >= waited_until  # the second lap began after the reset the tool named
+    assert "laps        0 of max 1 (and 2 limited, not counted)" in ralph(repo, "status").stdout
+
+
+def test_a_long_lap_is_costed_from_its_whole_output(tmp_path: Path):
+    step = {"type": "step_finish", "part": {"tokens": {"input": 10, "output": 1}, "cost": 0.01}}
+    events = "".join(json.dumps(step) + "\n" for _ in range(2000))  # about 170 KB, past the 64 KiB kept in memory
+    env = stand_ins(tmp_path, [{"work": True, "print": events}])
+    repo = repo_with(tmp_path, {"preset": "opencode"})
+    assert ralph(repo, "run", "--name", "o", env=env).returncode == 0
+    (lap,) = lap_notes(repo, "o")
+    assert lap["agent"]["usage"]["requests"] == 2000 and lap["agent"]["usage"]["cost_usd"] == 20.0

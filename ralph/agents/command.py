@@ -63,7 +63,9 @@ class CommandAgent:
             idle=idle,
         )
         said.finish()
-        report = reports.read(self.preset.reports, done.output) if self.preset else reports.Report()
+        # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
+        whole = (task.log_dir / "agent.log").read_text(encoding="utf-8", errors="replace") if self.preset else ""
+        report = reports.read(self.preset.reports, whole) if self.preset else reports.Report()
         failed = done.exit_code != 0 or report.failed
         until = None
         if (failed or done.timed_out) and limit_hit(done.output, self.config.limits):

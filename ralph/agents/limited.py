@@ -39,7 +39,7 @@ def reset_at(output: str, now: datetime) -> datetime | None:
 def _said_reset(tail: str, now: datetime) -> datetime | None:
     if found := _EPOCH.search(tail):
         return datetime.fromtimestamp(int(found[1]), now.tzinfo)
-    if found := _AFTER.search(tail):
+    if found := next(reversed(list(_AFTER.finditer(tail))), None):  # the tool's last word on it
         seconds = sum(float(number) * _UNITS[unit.lower()] for number, unit in _PART.findall(found[1]))
         return now + timedelta(seconds=seconds)
     if found := _CLOCK.search(tail):

@@ -126,7 +126,7 @@ def _opencode(output: str) -> Report:
         elif event.get("type") == "text" and part.get("text"):
             summary = str(part["text"])
     known = [cost for cost in costs if cost is not None]
-    usage.cost_usd = sum(known) if costs and len(known) == len(costs) else None
+    usage.cost_usd = round(sum(known), 6) if costs and len(known) == len(costs) else None
     return Report(usage, summary)
 
 
