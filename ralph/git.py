@@ -43,15 +43,16 @@ def run(
     hooks: bool = False,
     env: dict[str, str] | None = None,
     jail: Jail | None = None,
+    cap: int | None = None,
 ) -> proc.Completed:
     """Run git, stdout and stderr apart; raise GitFailed on a non-zero exit when `check`.
 
     `hooks` marks commands that run the repository's own code, so stray processes
     they leave are swept like any check's; give those the run's `env` (no secrets) and,
     when laps are sandboxed, the `jail` they run in. Their output is for people, capped;
-    git's own output is what ralph parses, kept whole.
+    git's own output is what ralph parses, kept whole (unless `cap` says how much is shown).
     """
-    cap = proc.OUTPUT_CAP if hooks else WHOLE
+    cap = cap or (proc.OUTPUT_CAP if hooks else WHOLE)
     result = proc.run(
         ["git", *args],
         cwd,

@@ -229,10 +229,11 @@ def _judge(record: LapRecord) -> str:
 
 
 def _diff(top: Path, parent: str, commit: str) -> str:
-    text = git.run(top, "diff", "--no-color", "--stat=100", "--patch", parent, commit, "--").output
-    cut = ""
-    if len(text) > DIFF_CAP:
-        cut = f"[... {len(text) - DIFF_CAP:,} more characters: git show {commit[:12]}]"
+    # Read capped: a lap may have committed a file of gigabytes; the page shows the diff's start.
+    shown = git.run(top, "diff", "--no-color", "--stat=100", "--patch", parent, commit, "--", cap=4 * DIFF_CAP)
+    text, cut = shown.output, ""
+    if len(text) > DIFF_CAP or shown.cut_bytes:
+        cut = f"[... the rest of the diff: git show {commit[:12]}]"
         text = text[:DIFF_CAP]
     lines = []
     for line in text.splitlines():

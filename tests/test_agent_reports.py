@@ -113,3 +113,16 @@ def test_each_presets_limit_messages_are_recognised_and_ordinary_output_is_not()
     for name, preset in PRESETS.items():
         assert limit_hit("working…\n" + said[name], list(preset.limits)), name
         assert not limit_hit("added a rate limiter to the API client; tests pass", list(preset.limits)), name
+
+
+def test_a_log_longer_than_what_is_read_keeps_its_final_result_and_counts_no_partial_sum(tmp_path, monkeypatch):
+    from ralph.agents import reports
+
+    monkeypatch.setattr(reports, "LOG_CAP", 2000)
+    log = tmp_path / "agent.log"
+    step = {"type": "step_finish", "part": {"tokens": {"input": 1}, "cost": 0.5}}
+    log.write_text(lines(*[step] * 100))
+    assert reports.read_log("opencode-jsonl", log).usage.cost_usd is None  # a sum of its end would be too low
+    result = {"type": "result", "result": "done", "total_cost_usd": 1.5, "usage": {"output_tokens": 2}}
+    log.write_text("x" * 10_000 + "\n" + lines(result))
+    assert reports.read_log("claude-json", log).usage.cost_usd == 1.5

@@ -132,3 +132,15 @@ def test_report_to_stdout_and_its_errors(tmp_path: Path):
     assert completed.stdout.split() == ["plain,s"]  # click's shell completion names the runs
     bad = ralph(repo, "report", "-o", str(tmp_path / "missing" / "r.html"))
     assert bad.returncode == 1 and bad.stderr.startswith("ralph: cannot write the report to ")
+
+
+def test_a_huge_diff_is_read_and_shown_only_in_part(tmp_path: Path):
+    from ralph.report import DIFF_CAP, _diff
+
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    (repo / "big.txt").write_text("line of a huge file\n" * 300_000)  # 6 MB
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "big"], cwd=repo, check=True)
+    shown = _diff(repo, "HEAD^", "HEAD")
+    assert shown.count("+line of a huge file") <= DIFF_CAP // 20  # of 300,000 lines, the first 100k characters
+    assert shown.endswith("[... the rest of the diff: git show HEAD]</pre></details>")

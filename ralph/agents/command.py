@@ -64,8 +64,7 @@ class CommandAgent:
         )
         said.finish()
         # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
-        whole = (task.log_dir / "agent.log").read_text(encoding="utf-8", errors="replace") if self.preset else ""
-        report = reports.read(self.preset.reports, whole) if self.preset else reports.Report()
+        report = reports.read_log(self.preset.reports, task.log_dir / "agent.log") if self.preset else reports.Report()
         failed = done.exit_code != 0 or report.failed
         until = None
         if (failed or done.timed_out) and limit_hit(done.output, self.config.limits):

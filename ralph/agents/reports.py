@@ -5,9 +5,11 @@ unknown: ralph never estimates another tool's tokens or cost."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ralph.agents.base import Usage
 
@@ -17,6 +19,22 @@ class Report:
     usage: Usage = field(default_factory=Usage)
     summary: str | None = None  # None: the output's last line says it
     failed: bool = False  # the tool said it failed (Claude Code's is_error) whatever its exit code
+
+
+LOG_CAP = 32 << 20  # bytes of an agent's log read for its report: the end, where the tools put it
+SUMMED = ("codex-jsonl", "opencode-jsonl")  # reports added up over the whole output
+
+
+def read_log(kind: str, log: Path) -> Report:
+    """`read` on an agent's log; of a log longer than LOG_CAP, its end, and then a report that
+    adds up every step counts nothing (what was cut would be missing from it)."""
+    with open(log, "rb") as spilled:
+        size = spilled.seek(0, os.SEEK_END)
+        spilled.seek(max(0, size - LOG_CAP))
+        report = read(kind, spilled.read().decode("utf-8", "replace"))
+    if size > LOG_CAP and kind in SUMMED:
+        report.usage = Usage()
+    return report
 
 
 def read(kind: str, output: str) -> Report:
