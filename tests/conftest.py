@@ -157,6 +157,6 @@ def lap_notes(repo: Path, run: str) -> list[dict]:
 
 
 def pytest_collection_modifyitems(items):
-    """The 200-lap run first: it is the longest test by far, and started last it alone would
+    """The 120-lap run first: it is the longest test by far, and started last it alone would
     set the suite's wall time on two cores."""
     items.sort(key=lambda item: "test_long_run" not in item.nodeid)
