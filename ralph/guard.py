@@ -61,6 +61,7 @@ CONFIG_NAMES = frozenset(
         ".pre-commit-config.yaml",
         ".gitattributes",
         ".gitmodules",
+        ".mcp.json",
     }
 )
 
@@ -96,7 +97,7 @@ def check_lap(
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
     for path, status in statuses.items():
-        added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES
+        added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES and path not in protect
         if added_freely or not _is_protected(cwd, green, commit, path, protect):
             continue
         if report.allows(path):

@@ -26,8 +26,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ralph import git, ui
 from ralph.agents.base import Usage
+from ralph.agents.mcp_tools import McpTools
 from ralph.agents.openai import PREFLIGHT, chat_request, endpoint_of
-from ralph.agents.replies import ReplyReader, assistant_message, schema_problems
+from ralph.agents.replies import ReplyReader, ToolCall, assistant_message, schema_problems
 from ralph.agents.retry import RequestFailed, call_with_retry
 from ralph.agents.tools import function_schema
 from ralph.agents.transcript import Transcript
@@ -35,6 +36,7 @@ from ralph.config import AgentConfig, Config, JudgeConfig
 from ralph.errors import RalphError
 from ralph.ledger import JudgeRecord, Score
 
+LOOKUPS = 8  # MCP tool calls the judge may make before its verdict (mcp.roles has judge)
 RETRY_SECONDS = 60  # the judge's own budget for retries: an outage costs a lap about a minute
 ATTEMPTS = 3  # verdicts that do not fit the schema, then "unavailable"
 DIFF_CAP = 60_000  # characters of diff the judge sees
@@ -62,6 +64,9 @@ the score from 0 to 1:
 - 0.9: what a careful reviewer would approve as is.
 `blocking`: what must change before this lap can be kept (each one concrete and checkable),
 or nothing. `suggestions`: improvements that should not block."""
+LOOKUP_NOTE = f"""
+Before the verdict you may look things up with the mcp__ tools (at most {LOOKUPS} calls): the
+documentation or the issue the work is about. Evidence must still be quoted from the diff."""
 VERDICT_TOOL = function_schema(
     "verdict",
     "Your verdict on the lap.",
@@ -166,6 +171,7 @@ def signals(
 class Judge:
     def __init__(self, role: JudgeConfig, config: AgentConfig):
         self.role, self.config = role, config
+        self.mcp: McpTools | None = None  # tools to look things up with before the verdict (mcp.roles has judge)
         self.endpoint = endpoint_of(config)
         self.api_key = os.environ.get(config.api_key_env)
 
@@ -227,14 +233,17 @@ class Judge:
         return record
 
     def _post(self, client: OpenAI, messages: list[dict], deadline: float) -> dict:
-        return chat_request(client, self.config, messages, self.endpoint, deadline, tools=[VERDICT_TOOL])[0]
+        tools = [VERDICT_TOOL, *(self.mcp.declarations if self.mcp else [])]
+        return chat_request(client, self.config, messages, self.endpoint, deadline, tools=tools)[0]
 
     def _ask(self, material: Material, transcript: Transcript, usage: Usage) -> Verdict:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": _shown(material)}]
-        reader = ReplyReader(("verdict",))
-        deadline = time.monotonic() + RETRY_SECONDS
+        system = SYSTEM_PROMPT + (LOOKUP_NOTE if self.mcp else "")
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": _shown(material)}]
+        reader = ReplyReader(("verdict", *(self.mcp.names if self.mcp else ())))
+        attempts = lookups = 0  # replies without a valid verdict (lookups aside); MCP calls
         with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
-            for _ in range(ATTEMPTS):
+            while attempts < ATTEMPTS:
+                deadline = time.monotonic() + RETRY_SECONDS
                 transcript.write("request", messages=messages)
                 try:
                     body = call_with_retry(
@@ -249,11 +258,20 @@ class Judge:
                 reply = reader.read(body)
                 messages.append(assistant_message(reply))
                 if not reply.calls:
+                    attempts += 1
                     messages.append({"role": "user", "content": "Call the tool verdict."})
                     continue
                 answers = []  # every call is answered (the protocol), the first valid verdict wins
+                looked_up = False
                 for call in reply.calls:
                     problem = call.problem
+                    if problem is None and call.name != "verdict":  # an MCP tool: a lookup
+                        lookups += 1
+                        if lookups <= LOOKUPS:
+                            looked_up = True
+                            answers.append(self._look_up(call, transcript))
+                            continue
+                        problem = f"no more lookups (at most {LOOKUPS}); call verdict now"
                     if problem is None:
                         try:
                             return Verdict.model_validate(call.arguments)
@@ -261,7 +279,14 @@ class Judge:
                             problem = f"format error: {schema_problems(exc)}; call verdict again"
                     answers.append({"role": "tool", "tool_call_id": call.id, "content": problem})
                 messages += answers
+                attempts += 0 if looked_up else 1
         raise _Unavailable(f"judge unavailable: no valid verdict in {ATTEMPTS} replies")
+
+    def _look_up(self, call: ToolCall, transcript: Transcript) -> dict:
+        assert self.mcp is not None
+        result = self.mcp.call(call.name, call.arguments, transcript.path.parent)
+        transcript.write("mcp", tool=call.name, failed=result.startswith("error: "))
+        return {"role": "tool", "tool_call_id": call.id, "content": result}
 
 
 class _Unavailable(Exception):

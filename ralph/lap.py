@@ -14,6 +14,7 @@ from pathlib import Path
 from ralph import crashpoint, events, git, ledger, prompt, ratchet, todo, ui, user_state
 from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
+from ralph.agents.mcp_tools import McpTools
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.checks import done as checks_done
 from ralph.config import Config
@@ -40,6 +41,7 @@ class RunContext:
     workspace: Workspace  # where the laps work, outside the repository
     sandboxed: bool  # the lap's code runs inside bubblewrap
     judge: Judge | None = None  # roles.judge: scores laps the checks passed
+    mcp: McpTools | None = None  # the MCP servers' tools, started for the run
     warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
 
     @property
@@ -211,6 +213,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int, which: int = 0) -> La
         check=lambda: _check_now(ctx, state, log_dir),
         jail=ctx.jail("agent"),
         idle_timeout=limits.idle_timeout,
+        mcp=ctx.mcp if "agent" in ctx.config.mcp.roles else None,
     )
     # Sandboxed, the lap cannot reach the repository. Without a sandbox, code the agent wrote
     # runs as the user: whatever it does to the shared repository state is put back, once
@@ -417,7 +420,7 @@ def _judge_lap(
         )
     files = ctx.config.files
     report = guard_module.check_lap(
-        ctx.top, state.green, commit, changes, ctx.config.protect, files.todo, files.progress, state.record.base
+        ctx.top, state.green, commit, changes, ctx.config.protected, files.todo, files.progress, state.record.base
     )
     # The checks judge exactly the commit: the workspace made that commit again (by ralph's own
     # index, which no lap writes), nothing untracked but ignored files, and with strict nothing

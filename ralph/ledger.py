@@ -34,8 +34,9 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # 4: a lap's judge (roles.judge) and the user's messages it was told (told).
 # 5: a lap may be `limited` (its agent hit a usage limit: limited_until), usage has a cost_usd, and
 #    a lap says which agent ran it (fallback; agent.name, agent.model).
-FORMAT = 5
-MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4)}  # format N -> N+1, in order
+# 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
+FORMAT = 6
+MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5)}  # format N -> N+1, in order
 
 
 class NewerFormat(RalphError):

@@ -26,6 +26,7 @@ from ralph import (
 )
 from ralph import config as config_module
 from ralph.agents import limiter, make_agent
+from ralph.agents.mcp_tools import McpTools
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.judge import Judge, check_independence
 from ralph.lap import RunContext, now_iso, run_lap
@@ -90,9 +91,9 @@ def _run(options: RunOptions) -> Exit:
         if proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
         _restore_after_crash(repo, name)
-        keys = (*(agent.api_key_env for agent in cfg.agents), *cfg.role_key_variables)
-        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=keys, extra={RUN_MARK: mark})
+        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables, extra={RUN_MARK: mark})
         workspace: Workspace | None = None
+        mcp: McpTools | None = None
         try:
             sandboxed = _sandboxed(repo, cfg)
             limiter.configure(cfg.limits.requests_per_minute)
@@ -106,8 +107,12 @@ def _run(options: RunOptions) -> Exit:
                     fallback.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
                 except RalphError as exc:
                     ui.warn(f"agent.fallback[{number - 1}] cannot be used now: {exc}")
+            if cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge"):
+                mcp = McpTools.start(cfg.mcp, repo.top, env, run_dir)
+            if judge is not None and "judge" in cfg.mcp.roles:
+                judge.mcp = mcp
             workspace = Workspace.create(repo.top, repo.common_dir, name)
-            ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge)
+            ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge, mcp=mcp)
             return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
         except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
             code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
@@ -120,6 +125,8 @@ def _run(options: RunOptions) -> Exit:
         finally:
             if workspace is not None:
                 workspace.remove()
+            if mcp is not None:
+                mcp.close()
 
 
 def _judge(cfg: config_module.Config) -> Judge | None:

@@ -21,9 +21,10 @@ from openai import OpenAI
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from ralph import config as config_module
-from ralph import git, todo, ui
+from ralph import git, proc, todo, ui
 from ralph.agents import limiter
 from ralph.agents.base import Usage
+from ralph.agents.mcp_tools import McpTools
 from ralph.agents.openai import chat_request, endpoint_of
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message, schema_problems
 from ralph.agents.retry import RequestFailed, call_with_retry
@@ -48,6 +49,10 @@ only), weigh two or three approaches, then call write_plan once with:
   a single lap can finish and verify (a test that passes, a file that exists, a command
   that succeeds), small enough that a lap is minutes of work, not hours. Name files and
   tests where you can."""
+
+
+LOOKUP_NOTE = """
+The mcp__ tools look things up outside the repository (documentation, issues, the web)."""
 
 
 class Approach(BaseModel):
@@ -138,8 +143,16 @@ def plan(cwd: Path, goal: str | None, config_path: Path | None, yes: bool, force
     limiter.configure(cfg.limits.requests_per_minute)
     folder = repo.common_dir / "ralph" / "plans" / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     folder.mkdir(parents=True)
-    planner = Planner(endpoint, repo.top, repo.head, folder)
-    made = planner.run(goal)
+    mcp = None
+    if cfg.mcp.offered_to("planner"):
+        env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables)
+        mcp = McpTools.start(cfg.mcp, repo.top, env, folder)
+    try:
+        planner = Planner(endpoint, repo.top, repo.head, folder, mcp)
+        made = planner.run(goal)
+    finally:
+        if mcp is not None:
+            mcp.close()
     saved = dict(made.model_dump(), goal=goal, files_read=files_read(folder), usage=planner.usage.model_dump())
     (folder / "plan.json").write_text(json.dumps(saved, indent=1), encoding="utf-8")
     _show(made, cfg.files.todo)
@@ -193,19 +206,22 @@ def _confirmed(question: str) -> bool:
 class Planner:
     """One planning conversation over the committed tree at `head`."""
 
-    def __init__(self, config: AgentConfig, top: Path, head: str, folder: Path):
+    def __init__(self, config: AgentConfig, top: Path, head: str, folder: Path, mcp: McpTools | None = None):
         self.config, self.top, self.head = config, top, head
+        self.mcp = mcp  # MCP tools to look things up with (mcp.roles has planner)
+        self.folder = folder
+        self.tools = PLAN_TOOLS + (mcp.declarations if mcp else [])
         self.endpoint = endpoint_of(config)
         self.api_key = os.environ.get(config.api_key_env)
         self.transcript = Transcript(folder / "transcript.jsonl", secret=self.api_key)
         self.messages: list[dict] = []
-        self.replies = ReplyReader(PLAN_TOOL_NAMES)
+        self.replies = ReplyReader(PLAN_TOOL_NAMES + (mcp.names if mcp else ()))
         self.deadline = time.monotonic() + PLAN_SECONDS
         self.usage = Usage()
 
     def run(self, goal: str) -> Plan:
         self.transcript.write("start", model=self.config.model, endpoint=self.endpoint, goal=goal)
-        self.add({"role": "system", "content": SYSTEM_PROMPT})
+        self.add({"role": "system", "content": SYSTEM_PROMPT + (LOOKUP_NOTE if self.mcp else "")})
         self.add({"role": "user", "content": f"The goal: {goal}\n\nThe repository's files:\n{self.list({})}"})
         errors = 0
         with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
@@ -235,7 +251,7 @@ class Planner:
         try:
             body = call_with_retry(
                 lambda: chat_request(
-                    client, self.config, self.messages, self.endpoint, self.deadline, tools=PLAN_TOOLS
+                    client, self.config, self.messages, self.endpoint, self.deadline, tools=self.tools
                 )[0],
                 endpoint=self.endpoint,
                 deadline=self.deadline,
@@ -257,6 +273,10 @@ class Planner:
             except ValidationError as exc:
                 problems = schema_problems(exc)
                 return None, f"format error: the plan does not fit write_plan's schema ({problems}); send it again"
+        if self.mcp is not None and call.name in self.mcp.tools:
+            result = self.mcp.call(call.name, call.arguments, self.folder)
+            self.transcript.write("mcp", tool=call.name, failed=result.startswith("error: "))
+            return None, result
         try:
             result, ok = getattr(self, call.name)(call.arguments), True
         except ToolError as exc:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
 KILL_GRACE = 2.0  # seconds between TERM and KILL
 DRAIN_GRACE = 1.0  # seconds to keep reading after the command exited (grandchildren)
-_TOKEN_VAR = "RALPH_PROC_TOKEN"
+TOKEN_VAR = "RALPH_PROC_TOKEN"
 
 # Variables that make git look at another repository than the one in cwd
 # (`git rev-parse --local-env-vars`); stripped so ralph works from inside a hook.
@@ -161,6 +161,17 @@ class _CappedOutput:
         return head_text + marker + tail.decode("utf-8", "replace"), cut
 
 
+def capped(data: bytes, cap: int, spill: Path) -> str:
+    """`data` cut as a command's output is: the head and the tail kept, the middle counted;
+    when it is cut, all of it is kept in `spill`, which the cut marker names."""
+    output = _CappedOutput(cap, spill)
+    output.add(data)
+    text, cut = output.text(spill)
+    if not cut:
+        spill.unlink(missing_ok=True)
+    return text
+
+
 def run(
     command: str | list[str],
     cwd: Path | str,
@@ -190,7 +201,7 @@ def run(
     children_before = _children() if sweep and _adopting else None
     if jail is not None:
         command = jail.argv(command)
-    env = dict(os.environ if env is None else env, **{_TOKEN_VAR: token})
+    env = dict(os.environ if env is None else env, **{TOKEN_VAR: token})
     started = time.monotonic()
     errors = tempfile.TemporaryFile() if stderr_apart else None
     try:
@@ -208,7 +219,7 @@ def run(
         # An interrupt inside Popen, after the child started: no handle to it, but its token.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            kill_marked(_TOKEN_VAR, token)
+            kill_marked(TOKEN_VAR, token)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         raise
@@ -327,7 +338,7 @@ def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool, spare: li
         try:
             _signal_group(proc, signal.SIGKILL)
             if token:
-                kill_marked(_TOKEN_VAR, token)
+                kill_marked(TOKEN_VAR, token)
             proc.wait()
             if spare is not None:
                 _end_orphans(set(spare))

@@ -45,7 +45,7 @@ def build(
         RULES.format(
             todo=files.todo,
             progress=files.progress,
-            protect=", ".join(config.protect) or "(none)",
+            protect=", ".join(config.protected) or "(none)",
             checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)",
         ),
         f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",

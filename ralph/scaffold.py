@@ -43,6 +43,9 @@ sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux
 #   home: "~"                    # HOME inside (default: a fresh private one); read-only unless listed below
 #   writable: ["~/.claude", "~/.claude.json"]   # what your agent CLI writes: its config and cache
 #   network: true                # false: the checks run without network
+
+# mcp:                           # MCP servers' read-only tools for the built-in agent (README: External tools)
+#   from: .mcp.json              # the servers a .mcp.json declares; or servers: {{name: {{command, args}}}}
 """
 
 TODO_TEMPLATE = """\

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel
 
 from ralph.sandbox import Jail
+
+if TYPE_CHECKING:
+    from ralph.agents.mcp_tools import McpTools
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class LapTask:
     check: Callable[[], str | None] | None = None
     jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
     idle_timeout: float | None = None  # limits.idle_timeout: seconds of silence (no output, no file written)
+    mcp: McpTools | None = None  # the MCP servers' tools, for the built-in agent (mcp.roles has agent)
 
 
 class Usage(BaseModel):
@@ -67,6 +71,7 @@ class AgentResult(BaseModel):
     usage: Usage = Usage()
     endpoint_failed: bool = False  # an error because the model's endpoint failed, not the model
     limited_until: float | None = None  # limited: when the tool said the limit resets (Unix time)
+    mcp_calls: dict[str, int] = {}  # the MCP tools it called (mcp__<server>__<tool>), how many times each
 
 
 class Agent(Protocol):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from openai import OpenAI
@@ -40,6 +41,9 @@ Act only through the tools: bash to run commands, str_replace_based_edit_tool to
 edit files. Do not commit: when you call finish, ralph commits your edits and runs the
 repository's checks. Call finish when your slice is done, or with status "blocked" when you
 cannot make progress."""
+MCP_NOTE = """
+Tools named mcp__<server>__<tool> look things up outside the repository (documentation,
+issues, the web): read-only, their results are not part of your worktree."""
 USE_A_TOOL = "Reply with a tool call: bash or str_replace_based_edit_tool to work, finish when you are done."
 EMPTY_REPLY = "format error: your reply had neither text nor a tool call. " + USE_A_TOOL
 CUT_OFF = (
@@ -131,6 +135,7 @@ class OpenAIAgent:
             detail=end.detail,
             usage=lap.usage,
             endpoint_failed=isinstance(end, EndpointFailed),
+            mcp_calls=dict(lap.mcp_calls),
         )
 
 
@@ -151,8 +156,11 @@ class _Lap:
             timeout=self.config.request_timeout,
         )
         self.tools = Tools(task.worktree, task.log_dir, task.env, deadline, task.jail)
+        self.mcp = task.mcp
+        self.schemas = TOOL_SCHEMAS + (self.mcp.declarations if self.mcp else [])
+        self.mcp_calls: Counter[str] = Counter()
         self.messages: list[dict] = []
-        self.replies = ReplyReader(TOOL_NAMES)
+        self.replies = ReplyReader(TOOL_NAMES + (self.mcp.names if self.mcp else ()))
         self.usage = Usage()
         self.format_errors = 0  # in a row
         self.text_replies = 0  # in a row
@@ -167,9 +175,9 @@ class _Lap:
             lap=self.task.lap,
             max_turns=self.config.max_turns,
             timeout=self.task.timeout,
-            tools=list(TOOL_NAMES),
+            tools=list(self.replies.tool_names),
         )
-        self.add({"role": "system", "content": SYSTEM_PROMPT})
+        self.add({"role": "system", "content": SYSTEM_PROMPT + (MCP_NOTE if self.mcp else "")})
         self.add({"role": "user", "content": self.task.prompt})
         try:
             for turn in range(1, self.config.max_turns + 1):
@@ -221,10 +229,25 @@ class _Lap:
             elif call.name == "finish":
                 self.finish(call)  # raises Finished unless the checks failed
                 finished = True
+            elif self.mcp and call.name in self.mcp.tools:
+                self.said(_describe(call))
+                self.answer(call, self.call_mcp(call))
             else:
                 self.said(_describe(call))
                 self.answer(call, self.tools.run(call.name, call.arguments))
         self.tally([call.problem for call in calls if call.problem])
+
+    def call_mcp(self, call: ToolCall) -> str:
+        assert self.mcp is not None
+        remaining = self.deadline - time.monotonic()
+        if remaining < 1:
+            return "error: the lap's time is up; call finish now"
+        self.mcp_calls[call.name] += 1
+        started = time.monotonic()
+        result = self.mcp.call(call.name, call.arguments, self.task.log_dir, remaining)
+        seconds = round(time.monotonic() - started, 3)
+        self.transcript.write("mcp", tool=call.name, seconds=seconds, failed=result.startswith("error: "))
+        return result
 
     def finish(self, call: ToolCall) -> None:
         summary = str(call.arguments.get("summary") or "").strip()
@@ -268,7 +291,9 @@ class _Lap:
         return body
 
     def post(self) -> dict:
-        body, self.server = chat_request(self.client, self.config, self.messages, self.endpoint, self.deadline)
+        body, self.server = chat_request(
+            self.client, self.config, self.messages, self.endpoint, self.deadline, tools=self.schemas
+        )
         return body
 
     def key_hint(self, failure: RequestFailed) -> str:
@@ -284,7 +309,7 @@ class _Lap:
         prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
         if not (isinstance(prompt, int) and isinstance(completion, int)):
             estimated = True
-            prompt = _estimate_tokens({"messages": self.messages, "tools": TOOL_SCHEMAS})
+            prompt = _estimate_tokens({"messages": self.messages, "tools": self.schemas})
             completion = _estimate_tokens(body.get("choices"))
         else:
             estimated = False
@@ -370,4 +395,7 @@ def _describe(call: ToolCall) -> str:
     if call.name == "bash":
         command = " ".join(str(call.arguments.get("command", "")).split())
         return f"bash: {command[:100]}{'…' if len(command) > 100 else ''}"
+    if call.name.startswith("mcp__"):
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        return f"{call.name} {arguments[:100]}{'…' if len(arguments) > 100 else ''}"
     return f"{call.arguments.get('command', call.name)} {call.arguments.get('path', '')}".strip()

@@ -1,0 +1,425 @@
+"""External tools: the MCP servers of ralph.yaml's `mcp:`, for the built-in agent and the roles.
+
+`McpTools.start` starts every server once, through the official SDK (stdio or streamable
+HTTP), as ralph's own children outside the lap sandbox, each in a process group of its own
+and marked like every command ralph runs; listing a server's tools is its health check. A
+server that cannot start, does not list its tools in time, or lists none is dropped with one
+warning: no run fails because of an MCP server. Tools are filtered before a model sees them
+(`removal`): only those that read are offered, unless `allow_writes` names one. The model
+calls them as `mcp__<server>__<tool>`; a result is capped as a bash output is, and a call
+that fails is the tool's error text, never the end of a lap.
+
+The SDK is async and ralph is not: one event loop in a thread of its own (anyio's blocking
+portal) holds every connection, each server in one task from its start to its stop (the
+SDK's scopes must be left in the task that entered them), and the laps call into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, AsyncExitStack
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from pydantic import ValidationError
+
+from ralph import proc, ui
+from ralph.config import MCP_SERVER_NAME, McpConfig, McpServer
+
+PREFIX = "mcp__"
+NAME_MAX = 64  # characters of a tool's name, as the chat completions API allows
+OFFERED_MAX = 100  # MCP tools offered in all: a request carries at most 128 tools, ralph's own among them
+DESCRIPTION_MAX = 1024  # characters of a tool's description the model reads
+SCHEMA_MAX = 16 * 1024  # characters of a tool's input schema as JSON; a larger one is not offered
+RESULT_CAP = 16 * 1024  # bytes of a result the model sees, as of a bash command's output
+STOP_SECONDS = 15.0  # for every server to shut down, after which they are killed
+LIST_PAGES = 20  # pages of a tool list read; a server that sends more is not believed
+FILE_MAX = 1 << 20  # bytes of a .mcp.json read
+AUDIT_FILE = "mcp-tools.json"
+
+# Verbs that make an unannotated tool a write, as its name or its description's first sentence
+# says them: imperative (create_page) or third person (Creates a page); other forms (created,
+# running) say more often what a read returns than what a tool does.
+WRITE_VERBS = frozenset(
+    """add append apply approve archive assign buy cancel change click close comment commit create
+    delete deploy destroy disable download drop edit email enable erase eval evaluate exec execute
+    fill fork grant insert install invoke kill lock merge modify move notify overwrite patch pay post
+    press publish purge push put reboot remove rename reopen replace reply reset restart restore
+    revert revoke run save schedule send set share shutdown start stop store submit subscribe
+    terminate transfer trigger truncate uninstall unlock unsubscribe update upload upsert write""".split()
+)
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class Unset(Exception):
+    """A `${VAR}` with no value and no default."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str  # as the model calls it: mcp__<server>__<tool>
+    server: str
+    tool: str  # as the server calls it
+    declaration: dict  # as a request declares it
+
+
+@dataclass(frozen=True)
+class Removed:
+    server: str
+    tool: str
+    why: str
+
+
+class McpTools:
+    """The run's MCP servers, started, and the tools they offer; `close` stops them all."""
+
+    def __init__(self, cfg: McpConfig, top: Path, env: dict[str, str], folder: Path):
+        self.cfg, self.top, self.folder = cfg, top, folder
+        self.token = uuid.uuid4().hex  # in every server's environment: whatever leaves its group is found
+        self.env = dict(env, **{proc.TOKEN_VAR: self.token})
+        self.tools: dict[str, Tool] = {}  # by the name the model calls it
+        self.removed: list[Removed] = []
+        self.dropped: dict[str, str] = {}  # server -> why
+        self.clients: dict[str, Any] = {}  # server -> its mcp.Client, once it listed its tools
+        self.calls = 0
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+        self._stop: anyio.Event | None = None
+        self._serving: Any = None  # the future of the task that holds every server
+
+    @classmethod
+    def start(cls, cfg: McpConfig, top: Path, env: dict[str, str], folder: Path) -> McpTools | None:
+        """The servers started and their tools listed, or None when none can be used (warned)."""
+        servers = servers_of(cfg, top)
+        if not servers:
+            return None
+        try:
+            import mcp  # noqa: F401  (an optional dependency: checked here, used in the loop)
+        except ImportError:
+            ui.warn("mcp: the servers are not started: the mcp package is missing — pip install 'git-ralph[mcp]'")
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        started = cls(cfg, top, env, folder)
+        try:
+            started._start(servers)
+        except BaseException:
+            started.close()
+            raise
+        started._report(servers)
+        if not started.clients:
+            started.close()
+            return None
+        return started
+
+    @property
+    def declarations(self) -> list[dict]:
+        return [tool.declaration for tool in self.tools.values()]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.tools)
+
+    def call(self, name: str, arguments: dict, spill_dir: Path, seconds: float | None = None) -> str:
+        """The tool's result as text for the model, capped, the whole of it in a file when cut.
+        Never raises for the tool's sake: a failure is the text `error: …`."""
+        tool = self.tools[name]
+        seconds = min(seconds or self.cfg.call_timeout, self.cfg.call_timeout)
+        self.calls += 1
+        try:
+            if self._portal is None:
+                raise RuntimeError("the MCP servers are stopped")
+            text = result_text(self._portal.call(self._call, tool, arguments, seconds))
+        except TimeoutError:
+            text = f"error: {tool.server} did not answer {tool.tool} in {seconds:g}s"
+        except Exception as exc:
+            text = f"error: calling {tool.tool} on {tool.server} failed: {_reason(exc)}"
+        return proc.capped(text.encode("utf-8", "replace"), RESULT_CAP, spill_dir / f"mcp-{self.calls}.out")
+
+    def close(self) -> None:
+        """Stop every server (the SDK closes its stdin, then TERMs and KILLs its group), then
+        kill whatever of theirs is still running, wherever it went."""
+        try:
+            if self._portal is not None:
+                try:
+                    if self._stop is not None:
+                        self._portal.call(self._stop.set)
+                    if self._serving is not None:
+                        self._serving.result(timeout=STOP_SECONDS)
+                except Exception:
+                    pass  # a server that would not stop: the cancel and the kill below end it
+                finally:
+                    try:
+                        self._portal.call(self._portal.stop, True)
+                    except RuntimeError:
+                        pass  # the loop is gone already
+            if self._portal_cm is not None:
+                self._portal_cm.__exit__(None, None, None)
+        finally:
+            self._portal = self._portal_cm = None
+            proc.kill_marked(proc.TOKEN_VAR, self.token)
+
+    def _start(self, servers: dict[str, McpServer]) -> None:
+        self._portal_cm = start_blocking_portal(name="ralph-mcp")
+        self._portal = self._portal_cm.__enter__()
+        self._serving, _ = self._portal.start_task(self._serve_all, servers)
+
+    async def _serve_all(self, servers: dict[str, McpServer], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Every server in a task of its own; started (for `start_task`) once each has listed
+        its tools or been dropped; returns when every one has stopped."""
+        self._stop = anyio.Event()
+        async with anyio.create_task_group() as group:
+            ready = {name: anyio.Event() for name in servers}
+            for name, server in servers.items():
+                group.start_soon(self._serve, name, server, ready[name])
+            for event in ready.values():
+                await event.wait()
+            task_status.started()
+
+    async def _serve(self, name: str, server: McpServer, ready: anyio.Event) -> None:
+        """One server from its start to its stop: the SDK's scopes are entered and left here."""
+        assert self._stop is not None
+        with anyio.CancelScope(deadline=anyio.current_time() + self.cfg.start_timeout) as scope:
+            try:
+                async with AsyncExitStack() as stack:
+                    from mcp import Client
+
+                    client = await stack.enter_async_context(Client(await self._transport(name, server, stack)))
+                    listed = await _list_tools(client)
+                    scope.deadline = math.inf
+                    if not listed:
+                        self.dropped[name] = "it lists no tools"
+                        return
+                    self._choose(name, listed)
+                    self.clients[name] = client
+                    ready.set()
+                    await self._stop.wait()
+                    scope.deadline = anyio.current_time() + STOP_SECONDS
+            except Unset as unset:
+                self.dropped[name] = f"it uses ${{{unset}}}, which is not set"
+            except Exception as exc:
+                if name not in self.clients:
+                    log = f" (its stderr: {self.folder / f'mcp-{name}.log'})" if server.command else ""
+                    self.dropped[name] = f"it did not start: {_reason(exc)}{log}"
+            finally:
+                ready.set()
+        if scope.cancelled_caught and name not in self.clients and name not in self.dropped:
+            self.dropped[name] = f"no tool list within {self.cfg.start_timeout:g}s (mcp.start_timeout)"
+
+    async def _transport(self, name: str, server: McpServer, stack: AsyncExitStack) -> Any:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+        environ = os.environ  # ${VAR} reads ralph's own environment, secrets included (README)
+        if server.url is not None:
+            headers = {key: expand(value, environ) for key, value in server.headers.items()}
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            return streamable_http_client(expand(server.url, environ), http_client=http)
+        assert server.command is not None  # the config allows a command or a url
+        parameters = StdioServerParameters(
+            command=expand(server.command, environ),
+            args=[expand(arg, environ) for arg in server.args],
+            env=dict(self.env, **{key: expand(value, environ) for key, value in server.env.items()}),
+            cwd=self.top,
+        )
+        errors = stack.enter_context((self.folder / f"mcp-{name}.log").open("a", encoding="utf-8"))
+        return stdio_client(parameters, errlog=errors)
+
+    def _choose(self, server: str, listed: list[Any]) -> None:
+        for tool in listed:
+            why = removal(server, tool, self.cfg.allow_writes) or unfit(tool)
+            if why is None and len(self.tools) >= OFFERED_MAX:
+                why = f"over the {OFFERED_MAX} MCP tools a model is offered"
+            if why is not None:
+                self.removed.append(Removed(server, tool.name, why))
+                continue
+            name = model_name(server, tool.name, set(self.tools))
+            description = " ".join((tool.description or tool.title or "").split())[:DESCRIPTION_MAX]
+            declaration = {
+                "type": "function",
+                "function": {"name": name, "description": description, "parameters": tool.input_schema},
+            }
+            self.tools[name] = Tool(name, server, tool.name, declaration)
+
+    async def _call(self, tool: Tool, arguments: dict, seconds: float) -> Any:
+        client = self.clients[tool.server]
+        with anyio.fail_after(seconds):
+            return await client.call_tool(tool.tool, arguments, read_timeout_seconds=seconds)
+
+    def _report(self, servers: dict[str, McpServer]) -> None:
+        """One line a server, and the whole list in the folder (the run's: its audit trail)."""
+        audit: dict[str, dict] = {}
+        for name in servers:
+            offered = [tool for tool in self.tools.values() if tool.server == name]
+            removed = [entry for entry in self.removed if entry.server == name]
+            if name in self.dropped:
+                ui.warn(f"MCP server {name} dropped: {self.dropped[name]}")
+                audit[name] = {"started": False, "why": self.dropped[name]}
+                continue
+            audit[name] = {
+                "started": True,
+                "offered": [{"tool": tool.tool, "as": tool.name} for tool in offered],
+                "removed": [{"tool": entry.tool, "why": entry.why} for entry in removed],
+            }
+            shown = ", ".join(ui.safe(tool.tool) for tool in offered) or "none"
+            line = f"MCP server {ui.safe(name)}: tools offered: {shown}"
+            if removed:
+                line += "; removed: " + ", ".join(f"{ui.safe(entry.tool)} ({ui.safe(entry.why)})" for entry in removed)
+            ui.say(line)
+        (self.folder / AUDIT_FILE).write_text(json.dumps({"servers": audit}, indent=2) + "\n")
+
+
+def servers_of(cfg: McpConfig, top: Path) -> dict[str, McpServer]:
+    """The servers of the `from` file, then ralph.yaml's (which win a name both use)."""
+    servers = _from_file(top, cfg.from_) if cfg.from_ else {}
+    servers.update(cfg.servers)
+    return servers
+
+
+def _from_file(top: Path, name: str) -> dict[str, McpServer]:
+    """A .mcp.json's `mcpServers`, as Claude Code reads it; what cannot be used is a warning."""
+    try:
+        with (top / name).open("rb") as file:
+            data = json.loads(file.read(FILE_MAX))
+    except FileNotFoundError:
+        ui.warn(f"mcp.from: {name} is not there; its servers are not started")
+        return {}
+    except (OSError, ValueError) as exc:
+        ui.warn(f"mcp.from: {name} cannot be read as JSON ({exc}); its servers are not started")
+        return {}
+    entries = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        ui.warn(f"mcp.from: {name} has no `mcpServers` object; no server is started from it")
+        return {}
+    servers = {}
+    for server, entry in entries.items():
+        skipped = f"mcp.from: {name}: the server {server!r} is skipped"
+        if not MCP_SERVER_NAME.match(server):
+            ui.warn(f"{skipped}: its name may have up to 24 letters, digits, _ and -")
+            continue
+        if not isinstance(entry, dict):
+            ui.warn(f"{skipped}: not an object")
+            continue
+        if entry.get("type") == "sse":
+            ui.warn(f"{skipped}: ralph speaks stdio and streamable HTTP, not SSE")
+            continue
+        known = {key: value for key, value in entry.items() if key in McpServer.model_fields}
+        try:
+            servers[server] = McpServer.model_validate(known)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"])
+            ui.warn(f"{skipped}: {where + ': ' if where else ''}{problem['msg']}")
+    return servers
+
+
+def expand(text: str, environ: Mapping[str, str]) -> str:
+    """`${VAR}` and `${VAR:-default}` (the default when VAR is unset or empty), as .mcp.json
+    files are written for Claude Code; Unset for a `${VAR}` with neither."""
+
+    def value(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        found = environ.get(name)
+        if found:
+            return found
+        if default is not None:
+            return default
+        if found is None:
+            raise Unset(name)
+        return found
+
+    return _VARIABLE.sub(value, text)
+
+
+def removal(server: str, tool: Any, allow_writes: list[str]) -> str | None:
+    """Why a listed tool is not offered; None when it reads, or `allow_writes` names it."""
+    if any(fnmatchcase(name, pattern) for pattern in allow_writes for name in (tool.name, f"{server}.{tool.name}")):
+        return None
+    hints = tool.annotations
+    if hints is not None and hints.destructive_hint:
+        return "marked destructive"
+    if hints is not None and hints.read_only_hint is True:
+        return None
+    if hints is not None and hints.read_only_hint is False:
+        return "marked as changing things"
+    word = write_word(tool.name) or write_word(re.split(r"(?<=[.!?])\s|\n", (tool.description or "").strip())[0])
+    return f"not annotated, and {word!r} reads as a write" if word else None
+
+
+def write_word(text: str) -> str | None:
+    """The first word of `text` that is a write verb (create, creates), in any naming style."""
+    for word in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", text):
+        lowered = word.lower()
+        stems = {lowered, lowered.removesuffix("s"), lowered.removesuffix("es"), lowered.removesuffix("ies") + "y"}
+        if stems & WRITE_VERBS:
+            return word
+    return None
+
+
+def unfit(tool: Any) -> str | None:
+    """What keeps a tool's declaration out of a request, whatever the tool does."""
+    schema = tool.input_schema
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return "its input schema is not a JSON object schema"
+    if len(json.dumps(schema)) > SCHEMA_MAX:
+        return f"its input schema is over {SCHEMA_MAX // 1024} KiB"
+    return None
+
+
+def model_name(server: str, tool: str, taken: set[str]) -> str:
+    """mcp__<server>__<tool>, in the characters and length a tool name may have; a name that
+    would be too long or taken ends in a hash of the tool's own instead."""
+    name = f"{PREFIX}{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"
+    if len(name) > NAME_MAX or name in taken:
+        digest = hashlib.sha256(f"{server}/{tool}".encode()).hexdigest()[:8]
+        name = f"{name[: NAME_MAX - 9]}_{digest}"
+    return name
+
+
+async def _list_tools(client: Any) -> list[Any]:
+    """Every page of the server's tool list (a bounded number of them)."""
+    listed: list[Any] = []
+    cursor = None
+    for _ in range(LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        listed += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return listed
+
+
+def result_text(result: Any) -> str:
+    """A CallToolResult as the model reads it: the text it holds, the rest named."""
+    parts = []
+    for block in result.content:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource" and isinstance(getattr(block.resource, "text", None), str):
+            parts.append(block.resource.text)
+        elif kind in ("resource", "resource_link"):
+            uri = getattr(block, "uri", None) or getattr(getattr(block, "resource", None), "uri", "")
+            parts.append(f"[a resource, not shown: {uri}]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content, not shown: {getattr(block, 'mime_type', '')}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts) if parts else "(no output)"
+    return f"error: {text}" if result.is_error else text
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failure, from the first leaf of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return ui.one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 300)
