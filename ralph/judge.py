@@ -284,9 +284,11 @@ class Judge:
 
     def _look_up(self, call: ToolCall, transcript: Transcript) -> dict:
         assert self.mcp is not None
-        result = self.mcp.call(call.name, call.arguments, transcript.path.parent)
-        transcript.write("mcp", tool=call.name, failed=result.startswith("error: "))
-        return {"role": "tool", "tool_call_id": call.id, "content": result}
+        return {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": self.mcp.call(call.name, call.arguments, transcript),
+        }
 
 
 class _Unavailable(Exception):

@@ -209,7 +209,6 @@ class Planner:
     def __init__(self, config: AgentConfig, top: Path, head: str, folder: Path, mcp: McpTools | None = None):
         self.config, self.top, self.head = config, top, head
         self.mcp = mcp  # MCP tools to look things up with (mcp.roles has planner)
-        self.folder = folder
         self.tools = PLAN_TOOLS + (mcp.declarations if mcp else [])
         self.endpoint = endpoint_of(config)
         self.api_key = os.environ.get(config.api_key_env)
@@ -274,9 +273,7 @@ class Planner:
                 problems = schema_problems(exc)
                 return None, f"format error: the plan does not fit write_plan's schema ({problems}); send it again"
         if self.mcp is not None and call.name in self.mcp.tools:
-            result = self.mcp.call(call.name, call.arguments, self.folder)
-            self.transcript.write("mcp", tool=call.name, failed=result.startswith("error: "))
-            return None, result
+            return None, self.mcp.call(call.name, call.arguments, self.transcript)
         try:
             result, ok = getattr(self, call.name)(call.arguments), True
         except ToolError as exc:

@@ -18,6 +18,7 @@ import pytest
 from conftest import git, lap_notes, make_repo, ralph
 
 from ralph.agents.mcp_tools import McpTools, model_name, removal, result_text, unfit, write_word
+from ralph.agents.transcript import Transcript
 from ralph.config import McpConfig
 from ralph.scripted import Hang, ScriptedServer, finish, tool_call
 
@@ -156,19 +157,20 @@ def test_allow_writes_offers_what_it_names_and_calls_that_hang_or_kill_the_serve
     log = tmp_path / "docs.log"
     servers = {"docs": docs(log), "empty": docs(log, "empty")}
     cfg = McpConfig.model_validate({"servers": servers, "allow_writes": ["delete_page"], "call_timeout": 1})
+    transcript = Transcript(tmp_path / "transcript.jsonl", secret=None)
     tools = McpTools.start(cfg, tmp_path, dict(os.environ), tmp_path / "audit")
     assert tools is not None
     try:
         assert sorted(tools.names) == sorted([*READ_ONLY, "mcp__docs__delete_page"])
-        assert tools.call("mcp__docs__delete_page", {"page": "intro"}, tmp_path) == "deleted intro"
-        assert tools.call("mcp__docs__slow_lookup", {"query": "q"}, tmp_path) == (
+        assert tools.call("mcp__docs__delete_page", {"page": "intro"}, transcript) == "deleted intro"
+        assert tools.call("mcp__docs__slow_lookup", {"query": "q"}, transcript) == (
             "error: docs did not answer slow_lookup in 1s"
         )
-        assert tools.call("mcp__docs__crash", {}, tmp_path).startswith("error: calling crash on docs failed: ")
-        assert tools.call("mcp__docs__page_count", {}, tmp_path).startswith("error: ")  # the server is gone
+        assert tools.call("mcp__docs__crash", {}, transcript).startswith("error: calling crash on docs failed: ")
+        assert tools.call("mcp__docs__page_count", {}, transcript).startswith("error: ")  # the server is gone
     finally:
         tools.close()
-    assert tools.call("mcp__docs__page_count", {}, tmp_path) == (
+    assert tools.call("mcp__docs__page_count", {}, transcript) == (
         "error: calling page_count on docs failed: RuntimeError: the MCP servers are stopped"
     )
     assert "MCP server empty dropped: it lists no tools" in " ".join(capsys.readouterr().err.split())
@@ -222,6 +224,7 @@ def test_servers_come_from_a_claude_code_style_mcp_json_and_over_http(tmp_path: 
         )
         os.environ["RALPH_TEST_PORT"] = str(port)
         cfg = McpConfig.model_validate({"from": ".mcp.json", "start_timeout": 20})
+        transcript = Transcript(tmp_path / "transcript.jsonl", secret=None)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and socket.socket().connect_ex(("127.0.0.1", port)) != 0:
             time.sleep(0.1)
@@ -229,10 +232,10 @@ def test_servers_come_from_a_claude_code_style_mcp_json_and_over_http(tmp_path: 
         assert tools is not None
         try:
             assert set(READ_ONLY) <= set(tools.names) and "mcp__web__search_docs" in tools.names
-            assert tools.call("mcp__web__search_docs", {"query": "http"}, tmp_path) == (
+            assert tools.call("mcp__web__search_docs", {"query": "http"}, transcript) == (
                 "docs: `http` is documented in guide/http.md"
             )
-            assert tools.call("mcp__docs__page_count", {}, tmp_path) == "42"
+            assert tools.call("mcp__docs__page_count", {}, transcript) == "42"
         finally:
             tools.close()
     finally:

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, AsyncExitStack
@@ -34,6 +35,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import ValidationError
 
 from ralph import proc, ui
+from ralph.agents.transcript import Transcript
 from ralph.config import MCP_SERVER_NAME, McpConfig, McpServer
 
 PREFIX = "mcp__"
@@ -129,12 +131,14 @@ class McpTools:
     def names(self) -> tuple[str, ...]:
         return tuple(self.tools)
 
-    def call(self, name: str, arguments: dict, spill_dir: Path, seconds: float | None = None) -> str:
-        """The tool's result as text for the model, capped, the whole of it in a file when cut.
-        Never raises for the tool's sake: a failure is the text `error: …`."""
+    def call(self, name: str, arguments: dict, transcript: Transcript, seconds: float | None = None) -> str:
+        """The tool's result as text for the model, capped (the whole of it in a file beside the
+        transcript when cut), and an `mcp` event in the transcript. Never raises for the tool's
+        sake: a failure is the text `error: …`."""
         tool = self.tools[name]
         seconds = min(seconds or self.cfg.call_timeout, self.cfg.call_timeout)
         self.calls += 1
+        started = time.monotonic()
         try:
             if self._portal is None:
                 raise RuntimeError("the MCP servers are stopped")
@@ -143,7 +147,10 @@ class McpTools:
             text = f"error: {tool.server} did not answer {tool.tool} in {seconds:g}s"
         except Exception as exc:
             text = f"error: calling {tool.tool} on {tool.server} failed: {_reason(exc)}"
-        return proc.capped(text.encode("utf-8", "replace"), RESULT_CAP, spill_dir / f"mcp-{self.calls}.out")
+        spent = round(time.monotonic() - started, 3)
+        transcript.write("mcp", tool=name, seconds=spent, failed=text.startswith("error: "))
+        spill = transcript.path.parent / f"mcp-{self.calls}.out"
+        return proc.capped(text.encode("utf-8", "replace"), RESULT_CAP, spill)
 
     def close(self) -> None:
         """Stop every server (the SDK closes its stdin, then TERMs and KILLs its group), then

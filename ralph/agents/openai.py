@@ -243,11 +243,7 @@ class _Lap:
         if remaining < 1:
             return "error: the lap's time is up; call finish now"
         self.mcp_calls[call.name] += 1
-        started = time.monotonic()
-        result = self.mcp.call(call.name, call.arguments, self.task.log_dir, remaining)
-        seconds = round(time.monotonic() - started, 3)
-        self.transcript.write("mcp", tool=call.name, seconds=seconds, failed=result.startswith("error: "))
-        return result
+        return self.mcp.call(call.name, call.arguments, self.transcript, remaining)
 
     def finish(self, call: ToolCall) -> None:
         summary = str(call.arguments.get("summary") or "").strip()
