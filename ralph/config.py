@@ -235,8 +235,9 @@ class CheckSpec(Section):
 McpRole = Literal["agent", "planner", "judge"]
 MCP_DEFAULT_ROLES: list[McpRole] = ["agent", "planner"]
 # A server's name is part of the names the model calls its tools by (mcp__<server>__<tool>),
-# which the chat completions API allows only these characters in, 64 in all.
-MCP_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
+# which the chat completions API allows only these characters in, 64 in all; no `__` in it, so
+# that the name says where the server's ends.
+MCP_SERVER_NAME = re.compile(r"^(?!.*__)[A-Za-z0-9_-]{1,24}$")
 
 
 class McpServer(Section):
@@ -291,18 +292,22 @@ class McpConfig(Section):
         for name in servers:
             if not MCP_SERVER_NAME.match(name):
                 raise ValueError(
-                    f"mcp.servers: {name!r} is no server name ralph can use — up to 24 letters, digits, _ and -"
+                    f"mcp.servers: {name!r} is no server name ralph can use — up to 24 letters, digits, _ and - (no __)"
                 )
         return servers
 
     @field_validator("from_")
     @classmethod
     def _inside_the_tree(cls, path: str | None) -> str | None:
-        if path is not None:
-            parts = PurePosixPath(path).parts
-            if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
-                raise ValueError(f"mcp.from: '{path}' must be a path inside the repository, from its top")
-        return path
+        """A plain path, protected as written (so `./x` is kept as `x`), not a pattern."""
+        if path is None:
+            return None
+        parts = PurePosixPath(path).parts
+        if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+            raise ValueError(f"mcp.from: '{path}' must be a path inside the repository, from its top")
+        if re.search(r"[*?\[\]#!\\]|^\s|\s$", path):
+            raise ValueError(f"mcp.from: '{path}' must be a plain path: no *, ?, [, ], #, !, \\ or spaces at its ends")
+        return PurePosixPath(path).as_posix()
 
     def offered_to(self, role: str) -> bool:
         """Whether `role` gets the tools: it is listed, and there are servers to get them from."""
@@ -465,7 +470,7 @@ class Config(Section):
     @property
     def key_variables(self) -> tuple[str, ...]:
         """The variables holding every model's key (the agents', the roles'): no agent CLI but
-        the one that uses it, no check and no MCP server gets them."""
+        the one that uses it, no check and no MCP server gets them, unless env.pass says so."""
         return (*(agent.api_key_env for agent in self.agents), *self.role_key_variables)
 
     @property

@@ -37,6 +37,7 @@ from ralph.errors import RalphError
 from ralph.ledger import JudgeRecord, Score
 
 LOOKUPS = 8  # MCP tool calls the judge may make before its verdict (mcp.roles has judge)
+LOOKUP_SECONDS = 120  # for all of them together
 RETRY_SECONDS = 60  # the judge's own budget for retries: an outage costs a lap about a minute
 ATTEMPTS = 3  # verdicts that do not fit the schema, then "unavailable"
 DIFF_CAP = 60_000  # characters of diff the judge sees
@@ -241,6 +242,7 @@ class Judge:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": _shown(material)}]
         reader = ReplyReader(("verdict", *(self.mcp.names if self.mcp else ())))
         attempts = lookups = 0  # replies without a valid verdict (lookups aside); MCP calls
+        lookups_until = time.monotonic() + LOOKUP_SECONDS
         with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
             while attempts < ATTEMPTS:
                 deadline = time.monotonic() + RETRY_SECONDS
@@ -269,7 +271,7 @@ class Judge:
                         lookups += 1
                         if lookups <= LOOKUPS:
                             looked_up = True
-                            answers.append(self._look_up(call, transcript))
+                            answers.append(self._look_up(call, transcript, lookups_until))
                             continue
                         problem = f"no more lookups (at most {LOOKUPS}); call verdict now"
                     if problem is None:
@@ -282,13 +284,15 @@ class Judge:
                 attempts += 0 if looked_up else 1
         raise _Unavailable(f"judge unavailable: no valid verdict in {ATTEMPTS} replies")
 
-    def _look_up(self, call: ToolCall, transcript: Transcript) -> dict:
+    def _look_up(self, call: ToolCall, transcript: Transcript, until: float) -> dict:
         assert self.mcp is not None
-        return {
-            "role": "tool",
-            "tool_call_id": call.id,
-            "content": self.mcp.call(call.name, call.arguments, transcript),
-        }
+        left = until - time.monotonic()
+        result = (
+            self.mcp.call(call.name, call.arguments, transcript, left)
+            if left >= 1
+            else f"error: the {LOOKUP_SECONDS}s for lookups are spent; call verdict now"
+        )
+        return {"role": "tool", "tool_call_id": call.id, "content": result}
 
 
 class _Unavailable(Exception):

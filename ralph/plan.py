@@ -273,7 +273,10 @@ class Planner:
                 problems = schema_problems(exc)
                 return None, f"format error: the plan does not fit write_plan's schema ({problems}); send it again"
         if self.mcp is not None and call.name in self.mcp.tools:
-            return None, self.mcp.call(call.name, call.arguments, self.transcript)
+            left = self.deadline - time.monotonic()
+            if left < 1:
+                return None, "error: the planning time is up; call write_plan now"
+            return None, self.mcp.call(call.name, call.arguments, self.transcript, left)
         try:
             result, ok = getattr(self, call.name)(call.arguments), True
         except ToolError as exc:

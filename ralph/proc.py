@@ -17,7 +17,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -198,7 +199,7 @@ def run(
     """
     token = uuid.uuid4().hex
     shown = command if isinstance(command, str) else " ".join(command)
-    children_before = _children() if sweep and _adopting else None
+    children_before = children() if sweep and _adopting else None
     if jail is not None:
         command = jail.argv(command)
     env = dict(os.environ if env is None else env, **{TOKEN_VAR: token})
@@ -217,11 +218,8 @@ def run(
         )
     except BaseException:
         # An interrupt inside Popen, after the child started: no handle to it, but its token.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
+        with signals_held():
             kill_marked(TOKEN_VAR, token)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         raise
     timed_out = False
     try:  # at once: an interrupt from here on must still reach the cleanup
@@ -334,16 +332,13 @@ def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool, spare: li
                 pass
     finally:
         # No interrupt may cut the KILL short; one that arrives now is raised right after.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        try:
+        with signals_held():
             _signal_group(proc, signal.SIGKILL)
             if token:
                 kill_marked(TOKEN_VAR, token)
             proc.wait()
             if spare is not None:
                 _end_orphans(set(spare))
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 _adopting = False  # ralph is a child subreaper: orphans of the commands it ran are its children
@@ -356,9 +351,27 @@ def adopt_orphans() -> None:
     _adopting = True
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Meanwhile no SIGINT or SIGTERM reaches this thread (nor a thread it starts); one that
+    comes is delivered when it ends. For cleanups that must not be cut short."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def end_children(spare: list[int]) -> None:
+    """Once ralph adopts orphans: kill and reap its children that are not in `spare`, which
+    is how what a long-lived child left behind is ended, however it hid."""
+    if _adopting:
+        _end_orphans(set(spare))
+
+
 def _end_orphans(spare: set[int]) -> None:
     """Kill and reap every child of ralph's that was not there before the command (`spare`)."""
-    while pids := [pid for pid in _children() if pid not in spare]:
+    while pids := [pid for pid in children() if pid not in spare]:
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -371,7 +384,8 @@ def _end_orphans(spare: set[int]) -> None:
                 pass
 
 
-def _children() -> list[int]:
+def children() -> list[int]:
+    """ralph's child processes, by pid."""
     mine, found = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

@@ -133,6 +133,7 @@ def test_the_agent_is_offered_read_only_tools_and_its_calls_reach_the_server(tmp
     made = calls(log)
     assert [call["tool"] for call in made] == ["search_docs", "broken_lookup", "whole_manual"]
     assert made[0]["env"]["DOCS_TOKEN"] == "eu-docs-1"  # what its env named, from ralph's environment
+    assert not made[0]["cwd"].startswith(str(tmp_path))  # a folder of its own, not the repository
 
     (lap,) = lap_notes(repo, "m")
     assert lap["status"] == "green" and lap["done"] is True
@@ -155,13 +156,19 @@ def test_the_agent_is_offered_read_only_tools_and_its_calls_reach_the_server(tmp
 
 def test_allow_writes_offers_what_it_names_and_calls_that_hang_or_kill_the_server_are_errors(tmp_path: Path, capsys):
     log = tmp_path / "docs.log"
-    servers = {"docs": docs(log), "empty": docs(log, "empty")}
+    servers = {"docs": docs(log), "empty": docs(log, "empty"), "big": docs(log, "bloat")}
     cfg = McpConfig.model_validate({"servers": servers, "allow_writes": ["delete_page"], "call_timeout": 1})
     transcript = Transcript(tmp_path / "transcript.jsonl", secret=None)
     tools = McpTools.start(cfg, tmp_path, dict(os.environ), tmp_path / "audit")
     assert tools is not None
     try:
-        assert sorted(tools.names) == sorted([*READ_ONLY, "mcp__docs__delete_page"])
+        docs_tools = [name for name in tools.names if name.startswith("mcp__docs__")]
+        assert sorted(docs_tools) == sorted([*READ_ONLY, "mcp__docs__delete_page"])
+        # The big server's tools are offered until their declarations would pass the budget.
+        declared = len(json.dumps(tools.declarations))
+        assert 40 * 1024 < declared <= 48 * 1024 + 1024 and "mcp__big__lookup_0" in tools.names
+        budget = [entry.tool for entry in tools.removed if "KiB of MCP tool declarations" in entry.why]
+        assert len(budget) > 10 and "lookup_39" in budget
         assert tools.call("mcp__docs__delete_page", {"page": "intro"}, transcript) == "deleted intro"
         assert tools.call("mcp__docs__slow_lookup", {"query": "q"}, transcript) == (
             "error: docs did not answer slow_lookup in 1s"
@@ -265,14 +272,15 @@ def test_ctrl_c_leaves_no_server_running_even_one_that_left_its_group(tmp_path: 
         while not server.requests and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.requests, "the lap never asked the model"
-        escaped = int(Path(f"{log}.pid").read_text())
+        escaped = [int(pid) for pid in Path(f"{log}.pid").read_text().split()]
         assert left_running(f"DOCS_LOG={log}")  # the server and the process it left behind
         ralph_run.send_signal(signal.SIGINT)
         output = ralph_run.communicate(timeout=60)[0].decode()
     assert ralph_run.returncode == 130, output
     assert [entry["env"]["OPENAI_API_KEY"] for entry in logged(log)] == [None]  # the model's key is not its
     assert left_running(f"DOCS_LOG={log}") == []
-    assert not Path(f"/proc/{escaped}").exists() or "Z" in Path(f"/proc/{escaped}/stat").read_text().split()[2]
+    for pid in escaped:
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
 
 
 def test_the_planner_and_the_judge_look_things_up_when_mcp_roles_names_them(tmp_path: Path):
@@ -416,11 +424,18 @@ def test_what_reads_as_a_write_and_the_names_the_model_calls():
 
     assert write_word("createIssue") == "create" and write_word("github.PushFiles") == "Push"
     assert write_word("get_settings") is None and write_word("list_running_jobs") is None
+    assert write_word("git_checkout") == "checkout" and write_word("browser_navigate") == "navigate"
+    assert write_word("report_bug") == "report" and write_word("get_report") is None
+    assert write_word("deletepage", name=True) == "deletepage" and write_word("deletepage") is None
     assert removal("gh", Tool("search_issues", "Searches issues. Returns those created or updated since."), []) is None
     assert removal("gh", Tool("lookup", "Sends the query to the index and posts a comment."), []) == (
         "not annotated, and 'Sends' reads as a write"
     )
+    assert removal("gh", Tool("pages", "Manage pages (v1.2). Deletes pages."), []) == (
+        "not annotated, and 'Deletes' reads as a write"
+    )
     assert removal("gh", Tool("add_comment"), ["gh.add_*"]) is None
+    assert removal("evil", Tool("gh.add_comment"), ["gh.*"]) == "not annotated, and 'add' reads as a write"
     from mcp.types import ToolAnnotations
 
     assert removal("gh", Tool("get_issue", annotations=ToolAnnotations(read_only_hint=False)), []) == (
@@ -434,7 +449,9 @@ def test_what_reads_as_a_write_and_the_names_the_model_calls():
 
     assert unfit(Listed({"type": "object", "properties": {}})) is None
     assert unfit(Listed({"type": "string"})) == "its input schema is not a JSON object schema"
-    assert unfit(Listed({"type": "object", "description": "x" * 20_000})) == "its input schema is over 16 KiB"
+    assert unfit(Listed({"type": "object", "description": "x" * 20_000})) == "its input schema is over 8 KiB"
+    tags = {"type": "object", "properties": {"tags": {"type": "array"}}}
+    assert unfit(Listed(tags)) == "its input schema has an array without `items`, which OpenAI refuses"
     assert model_name("docs", "search.v2/pages", set()) == "mcp__docs__search_v2_pages"
     long = model_name("docs", "x" * 80, set())
     assert len(long) == 64 and long != model_name("docs", "x" * 81, set())

@@ -45,7 +45,7 @@ if step.get("work"):
     todo = pathlib.Path("TODO.md")
     todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
     pathlib.Path(f"work-{number}.txt").write_text("done\n")
-sys.stdout.write(step.get("print", "").replace("NOW+1", str(int(__import__("time").time()) + 1)))
+sys.stdout.write(step.get("print", "").replace("NOW+3", str(int(__import__("time").time()) + 3)))
 sys.exit(step.get("exit", 0))
 """
 
@@ -185,7 +185,7 @@ def test_max_cost_usd_without_a_known_cost_is_refused_at_start(tmp_path: Path):
 
 
 def test_a_usage_limit_waits_for_its_reset_and_the_lap_is_neither_red_nor_counted(tmp_path: Path):
-    limited = {"print": "Claude AI usage limit reached|NOW+1\n", "exit": 1}
+    limited = {"print": "Claude AI usage limit reached|NOW+3\n", "exit": 1}
     env = stand_ins(tmp_path, [limited, {"work": True, "print": json.dumps(CLAUDE_RESULT) + "\n"}])
     repo = repo_with(tmp_path, {"preset": "claude"}, max_laps=1)
     started = time.monotonic()
@@ -351,7 +351,7 @@ def test_the_judges_key_reaches_no_agent_cli(tmp_path: Path):
 
 
 def test_limited_laps_past_max_laps_stop_the_run_and_each_lap_waits_for_its_reset(tmp_path: Path):
-    env = stand_ins(tmp_path, [{"print": "Claude AI usage limit reached|NOW+1\n", "exit": 1}])
+    env = stand_ins(tmp_path, [{"print": "Claude AI usage limit reached|NOW+3\n", "exit": 1}])
     repo = repo_with(tmp_path, {"preset": "claude"}, max_laps=1)
     result = ralph(repo, "run", "--name", "w", env=env)
     assert result.returncode == 6, result.stdout + result.stderr

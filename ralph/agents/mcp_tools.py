@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -37,29 +39,45 @@ from pydantic import ValidationError
 from ralph import proc, ui
 from ralph.agents.transcript import Transcript
 from ralph.config import MCP_SERVER_NAME, McpConfig, McpServer
+from ralph.files import remove_path
 
 PREFIX = "mcp__"
 NAME_MAX = 64  # characters of a tool's name, as the chat completions API allows
 OFFERED_MAX = 100  # MCP tools offered in all: a request carries at most 128 tools, ralph's own among them
 DESCRIPTION_MAX = 1024  # characters of a tool's description the model reads
-SCHEMA_MAX = 16 * 1024  # characters of a tool's input schema as JSON; a larger one is not offered
+SCHEMA_MAX = 8 * 1024  # characters of a tool's input schema as JSON; a larger one is not offered
+DECLARATIONS_MAX = 48 * 1024  # characters of every MCP tool's declaration together, sent with each request
+SHOWN_MAX = 12  # tools named in the line a server gets at the start; the rest are in the audit file
 RESULT_CAP = 16 * 1024  # bytes of a result the model sees, as of a bash command's output
 STOP_SECONDS = 15.0  # for every server to shut down, after which they are killed
 LIST_PAGES = 20  # pages of a tool list read; a server that sends more is not believed
 FILE_MAX = 1 << 20  # bytes of a .mcp.json read
 AUDIT_FILE = "mcp-tools.json"
 
-# Verbs that make an unannotated tool a write, as its name or its description's first sentence
-# says them: imperative (create_page) or third person (Creates a page); other forms (created,
-# running) say more often what a read returns than what a tool does.
+# What makes an unannotated tool a write, by the words of its name and description, in the
+# imperative (create_page) or the third person (Creates a page); other forms (created, running)
+# say more often what a read returns than what a tool does. WRITE_VERBS are writes wherever they
+# stand; VERB_OR_NOUN words (a report, a tag) only as the first word, where a verb goes.
+# Wrongly removing a read costs a line in allow_writes; wrongly offering a write can cost the
+# user's data: the lists err on the side of removing.
 WRITE_VERBS = frozenset(
-    """add append apply approve archive assign buy cancel change click close comment commit create
-    delete deploy destroy disable download drop edit email enable erase eval evaluate exec execute
-    fill fork grant insert install invoke kill lock merge modify move notify overwrite patch pay post
-    press publish purge push put reboot remove rename reopen replace reply reset restart restore
-    revert revoke run save schedule send set share shutdown start stop store submit subscribe
-    terminate transfer trigger truncate uninstall unlock unsubscribe update upload upsert write""".split()
+    """add append approve archive assign cancel checkout cherrypick clear click close commit
+    create delete deploy destroy detach drag drop edit erase exec execute fill hover import init
+    initialize insert install invite invoke kill launch merge migrate mkdir modify move mutate mv
+    navigate overwrite patch post press publish purge push put reboot rebase remove rename reopen
+    replace rerun reset restart restore retry revert revoke rm rmdir run send shutdown spawn
+    submit subscribe sync terminate transfer trigger truncate unarchive unassign uninstall
+    unsubscribe update upgrade upload upsert wipe write""".split()
 )
+VERB_OR_NOUN = frozenset(
+    """apply block book change clone comment configure connect disable disconnect dismiss download
+    email emit enable flush fork grant label lock login logout make mark message notify open order
+    pause pay pin provision record register reject release reload reply report request resolve
+    resume save schedule select set setup share sign star start stash stop store suspend switch
+    tag toggle type unblock unlock unpin unstar unwatch vote watch""".split()
+)
+_PREFIX_VERBS = tuple(verb for verb in WRITE_VERBS if len(verb) >= 4)  # deletepage: one word, a verb first
+_SDK_LOG = logging.getLogger("mcp")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -85,10 +103,15 @@ class Removed:
 class McpTools:
     """The run's MCP servers, started, and the tools they offer; `close` stops them all."""
 
-    def __init__(self, cfg: McpConfig, top: Path, env: dict[str, str], folder: Path):
-        self.cfg, self.top, self.folder = cfg, top, folder
+    def __init__(self, cfg: McpConfig, env: dict[str, str], folder: Path):
+        self.cfg, self.folder = cfg, folder
         self.token = uuid.uuid4().hex  # in every server's environment: whatever leaves its group is found
         self.env = dict(env, **{proc.TOKEN_VAR: self.token})
+        # Servers start in an empty folder of their own, outside the repository: a write that
+        # got past the filter finds nothing of the user's where it lands by default.
+        self.cwd = Path(tempfile.mkdtemp(prefix="ralph-mcp-"))
+        self.children = proc.children()  # ralph's before the servers: the others are theirs, at the end
+        self.listed: dict[str, list[Any]] = {}  # server -> the tools it listed
         self.tools: dict[str, Tool] = {}  # by the name the model calls it
         self.removed: list[Removed] = []
         self.dropped: dict[str, str] = {}  # server -> why
@@ -98,6 +121,7 @@ class McpTools:
         self._portal: BlockingPortal | None = None
         self._stop: anyio.Event | None = None
         self._serving: Any = None  # the future of the task that holds every server
+        self._log: logging.Handler | None = None  # where the SDK's own complaints go
 
     @classmethod
     def start(cls, cfg: McpConfig, top: Path, env: dict[str, str], folder: Path) -> McpTools | None:
@@ -111,13 +135,15 @@ class McpTools:
             ui.warn("mcp: the servers are not started: the mcp package is missing — pip install 'git-ralph[mcp]'")
             return None
         folder.mkdir(parents=True, exist_ok=True)
-        started = cls(cfg, top, env, folder)
+        started = cls(cfg, env, folder)
         try:
             started._start(servers)
+            for name in servers:  # in the configuration's order, whichever server listed first
+                started._choose(name, started.listed.get(name, []))
+            started._report(servers)
         except BaseException:
             started.close()
             raise
-        started._report(servers)
         if not started.clients:
             started.close()
             return None
@@ -154,7 +180,12 @@ class McpTools:
 
     def close(self) -> None:
         """Stop every server (the SDK closes its stdin, then TERMs and KILLs its group), then
-        kill whatever of theirs is still running, wherever it went."""
+        kill whatever of theirs is still running, wherever it went. No Ctrl-C cuts this short:
+        one that comes meanwhile is raised when it is done."""
+        with proc.signals_held():
+            self._close()
+
+    def _close(self) -> None:
         try:
             if self._portal is not None:
                 try:
@@ -173,11 +204,23 @@ class McpTools:
                 self._portal_cm.__exit__(None, None, None)
         finally:
             self._portal = self._portal_cm = None
-            proc.kill_marked(proc.TOKEN_VAR, self.token)
+            proc.kill_marked(proc.TOKEN_VAR, self.token)  # those that left their group
+            proc.end_children(spare=self.children)  # those that also cleared their environment
+            if self._log is not None:
+                _SDK_LOG.removeHandler(self._log)
+                self._log.close()
+            remove_path(self.cwd)
 
     def _start(self, servers: dict[str, McpServer]) -> None:
-        self._portal_cm = start_blocking_portal(name="ralph-mcp")
-        self._portal = self._portal_cm.__enter__()
+        # The SDK logs what a server does wrong (a line on stdout that is not JSON-RPC) with a
+        # traceback: into the folder, not onto the user's terminal.
+        self._log = logging.FileHandler(self.folder / "mcp-sdk.log", encoding="utf-8")
+        _SDK_LOG.addHandler(self._log)
+        _SDK_LOG.propagate = False
+        # The loop's thread (and the threads it starts) never take a Ctrl-C: the main thread does.
+        with proc.signals_held():
+            self._portal_cm = start_blocking_portal(name="ralph-mcp")
+            self._portal = self._portal_cm.__enter__()
         self._serving, _ = self._portal.start_task(self._serve_all, servers)
 
     async def _serve_all(self, servers: dict[str, McpServer], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -206,7 +249,7 @@ class McpTools:
                     if not listed:
                         self.dropped[name] = "it lists no tools"
                         return
-                    self._choose(name, listed)
+                    self.listed[name] = listed
                     self.clients[name] = client
                     ready.set()
                     await self._stop.wait()
@@ -236,25 +279,31 @@ class McpTools:
             command=expand(server.command, environ),
             args=[expand(arg, environ) for arg in server.args],
             env=dict(self.env, **{key: expand(value, environ) for key, value in server.env.items()}),
-            cwd=self.top,
+            cwd=self.cwd,
+            # One byte that is no UTF-8 must not silence the server until every call times out.
+            encoding_error_handler="replace",
         )
         errors = stack.enter_context((self.folder / f"mcp-{name}.log").open("a", encoding="utf-8"))
         return stdio_client(parameters, errlog=errors)
 
     def _choose(self, server: str, listed: list[Any]) -> None:
+        size = sum(len(json.dumps(tool.declaration)) for tool in self.tools.values())
         for tool in listed:
             why = removal(server, tool, self.cfg.allow_writes) or unfit(tool)
-            if why is None and len(self.tools) >= OFFERED_MAX:
-                why = f"over the {OFFERED_MAX} MCP tools a model is offered"
-            if why is not None:
-                self.removed.append(Removed(server, tool.name, why))
-                continue
             name = model_name(server, tool.name, set(self.tools))
             description = " ".join((tool.description or tool.title or "").split())[:DESCRIPTION_MAX]
             declaration = {
                 "type": "function",
                 "function": {"name": name, "description": description, "parameters": tool.input_schema},
             }
+            if why is None and len(self.tools) >= OFFERED_MAX:
+                why = f"over the {OFFERED_MAX} MCP tools a model is offered"
+            if why is None and size + len(json.dumps(declaration)) > DECLARATIONS_MAX:
+                why = f"over the {DECLARATIONS_MAX // 1024} KiB of MCP tool declarations a request carries"
+            if why is not None:
+                self.removed.append(Removed(server, tool.name, why))
+                continue
+            size += len(json.dumps(declaration))
             self.tools[name] = Tool(name, server, tool.name, declaration)
 
     async def _call(self, tool: Tool, arguments: dict, seconds: float) -> Any:
@@ -277,12 +326,17 @@ class McpTools:
                 "offered": [{"tool": tool.tool, "as": tool.name} for tool in offered],
                 "removed": [{"tool": entry.tool, "why": entry.why} for entry in removed],
             }
-            shown = ", ".join(ui.safe(tool.tool) for tool in offered) or "none"
-            line = f"MCP server {ui.safe(name)}: tools offered: {shown}"
+            line = f"MCP server {ui.safe(name)}: tools offered: " + _listing([tool.tool for tool in offered])
             if removed:
-                line += "; removed: " + ", ".join(f"{ui.safe(entry.tool)} ({ui.safe(entry.why)})" for entry in removed)
+                line += "; removed: " + _listing([f"{entry.tool} ({entry.why})" for entry in removed])
             ui.say(line)
         (self.folder / AUDIT_FILE).write_text(json.dumps({"servers": audit}, indent=2) + "\n")
+
+
+def _listing(names: list[str]) -> str:
+    shown = ", ".join(ui.safe(name) for name in names[:SHOWN_MAX]) or "none"
+    more = len(names) - SHOWN_MAX
+    return shown + (f" and {more} more (all in {AUDIT_FILE})" if more > 0 else "")
 
 
 def servers_of(cfg: McpConfig, top: Path) -> dict[str, McpServer]:
@@ -349,7 +403,7 @@ def expand(text: str, environ: Mapping[str, str]) -> str:
 
 def removal(server: str, tool: Any, allow_writes: list[str]) -> str | None:
     """Why a listed tool is not offered; None when it reads, or `allow_writes` names it."""
-    if any(fnmatchcase(name, pattern) for pattern in allow_writes for name in (tool.name, f"{server}.{tool.name}")):
+    if any(_allows(pattern, server, tool.name) for pattern in allow_writes):
         return None
     hints = tool.annotations
     if hints is not None and hints.destructive_hint:
@@ -358,28 +412,60 @@ def removal(server: str, tool: Any, allow_writes: list[str]) -> str | None:
         return None
     if hints is not None and hints.read_only_hint is False:
         return "marked as changing things"
-    word = write_word(tool.name) or write_word(re.split(r"(?<=[.!?])\s|\n", (tool.description or "").strip())[0])
+    word = write_word(tool.name, name=True) or _description_word(tool.description or "")
     return f"not annotated, and {word!r} reads as a write" if word else None
 
 
-def write_word(text: str) -> str | None:
-    """The first word of `text` that is a write verb (create, creates), in any naming style."""
-    for word in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", text):
+def _description_word(description: str) -> str | None:
+    """A write verb anywhere in the description, or one that may be a noun opening a sentence."""
+    found = write_word(description)
+    sentences = re.split(r"(?<=[.!?])\s+|\n+", description.strip())
+    return found or next((word for sentence in sentences if (word := write_word(sentence.split(" ")[0]))), None)
+
+
+def _allows(pattern: str, server: str, tool: str) -> bool:
+    """`tool-glob` allows it on any server; `server.tool-glob` on that server only."""
+    if "." not in pattern:
+        return fnmatchcase(tool, pattern)
+    named, _, tool_pattern = pattern.partition(".")
+    return named == server and fnmatchcase(tool, tool_pattern)
+
+
+def write_word(text: str, name: bool = False) -> str | None:
+    """The word of `text` (a description, or with `name` a tool's name) that makes it a write."""
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", text)
+    for position, word in enumerate(words):
         lowered = word.lower()
         stems = {lowered, lowered.removesuffix("s"), lowered.removesuffix("es"), lowered.removesuffix("ies") + "y"}
-        if stems & WRITE_VERBS:
+        if stems & WRITE_VERBS or (position == 0 and stems & VERB_OR_NOUN):
             return word
+    if name and len(words) == 1 and words[0].lower().startswith(_PREFIX_VERBS):
+        return words[0]
     return None
 
 
 def unfit(tool: Any) -> str | None:
-    """What keeps a tool's declaration out of a request, whatever the tool does."""
+    """What keeps a tool's declaration out of a request, whatever the tool does: a schema the
+    API refuses (the whole request fails, not just the tool) or one too large to send each time."""
     schema = tool.input_schema
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return "its input schema is not a JSON object schema"
     if len(json.dumps(schema)) > SCHEMA_MAX:
         return f"its input schema is over {SCHEMA_MAX // 1024} KiB"
+    if _array_without_items(schema):
+        return "its input schema has an array without `items`, which OpenAI refuses"
     return None
+
+
+def _array_without_items(schema: object) -> bool:
+    if isinstance(schema, list):
+        return any(_array_without_items(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if (kind == "array" or (isinstance(kind, list) and "array" in kind)) and "items" not in schema:
+        return True
+    return any(_array_without_items(value) for value in schema.values())
 
 
 def model_name(server: str, tool: str, taken: set[str]) -> str:
