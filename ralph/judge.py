@@ -19,15 +19,15 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from openai import OpenAI
 from pydantic import BaseModel, Field, ValidationError
 
 from ralph import git, ui
 from ralph.agents.base import Usage
 from ralph.agents.mcp_tools import McpTools
-from ralph.agents.openai import PREFLIGHT, chat_request, endpoint_of
+from ralph.agents.openai import PREFLIGHT, chat_request, endpoint_of, open_client
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message, schema_problems
 from ralph.agents.retry import RequestFailed, call_with_retry
 from ralph.agents.tools import function_schema
@@ -35,6 +35,9 @@ from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig, Config, JudgeConfig
 from ralph.errors import RalphError
 from ralph.ledger import JudgeRecord, Score
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 LOOKUPS = 8  # MCP tool calls the judge may make before its verdict (mcp.roles has judge)
 LOOKUP_SECONDS = 120  # for all of them together
@@ -179,7 +182,7 @@ class Judge:
     def check_endpoint(self) -> None:
         """A judge that is down at the start is a warning: laps fall back to the checks."""
         try:
-            with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+            with open_client(self.api_key, self.endpoint) as client:
                 call_with_retry(
                     lambda: chat_request(
                         client,
@@ -243,7 +246,7 @@ class Judge:
         reader = ReplyReader(("verdict", *(self.mcp.names if self.mcp else ())))
         attempts = lookups = 0  # replies without a valid verdict (lookups aside); MCP calls
         lookups_until = time.monotonic() + LOOKUP_SECONDS
-        with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+        with open_client(self.api_key, self.endpoint) as client:
             while attempts < ATTEMPTS:
                 deadline = time.monotonic() + RETRY_SECONDS
                 transcript.write("request", messages=messages)

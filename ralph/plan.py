@@ -16,8 +16,8 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from openai import OpenAI
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from ralph import config as config_module
@@ -25,7 +25,7 @@ from ralph import git, proc, todo, ui
 from ralph.agents import limiter
 from ralph.agents.base import Usage
 from ralph.agents.mcp_tools import McpTools
-from ralph.agents.openai import chat_request, endpoint_of
+from ralph.agents.openai import chat_request, endpoint_of, open_client
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message, schema_problems
 from ralph.agents.retry import RequestFailed, call_with_retry
 from ralph.agents.tools import ToolError, function_schema, numbered, view_bounds
@@ -33,6 +33,9 @@ from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
 from ralph.errors import EndpointUnusable, Exit, RalphError
 from ralph.scaffold import TODO_TEMPLATE
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 PLAN_SECONDS = 900  # the whole planning loop
 FORMAT_ERRORS = 3  # malformed write_plan calls (or replies without a tool call) in a row, then give up
@@ -223,7 +226,7 @@ class Planner:
         self.add({"role": "system", "content": SYSTEM_PROMPT + (LOOKUP_NOTE if self.mcp else "")})
         self.add({"role": "user", "content": f"The goal: {goal}\n\nThe repository's files:\n{self.list({})}"})
         errors = 0
-        with OpenAI(api_key=self.api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+        with open_client(self.api_key, self.endpoint) as client:
             for turn in range(1, self.config.max_turns + 1):
                 reply = self.replies.read(self.ask(client, turn))
                 self.add(assistant_message(reply))

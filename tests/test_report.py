@@ -97,7 +97,9 @@ def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
     print(f"screenshot: {shot}")
     image = Image.open(shot).convert("RGB")
     width, height = image.size
-    rows = [[image.getpixel((x, y)) for x in range(width)] for y in range(height)]
+    data = image.tobytes()  # RGB, a byte a channel, row after row
+    pixels = [tuple(data[at : at + 3]) for at in range(0, len(data), 3)]
+    rows = [pixels[y * width : (y + 1) * width] for y in range(height)]
     statuses = {name: COLOURS[name] for name in ("green", "red", "error")}
     # The timeline: the row most covered by status colours, a stretch per lap in lap order.
     timeline = max(rows, key=lambda row: sum(bool(colour_runs([pixel], statuses)) for pixel in row))

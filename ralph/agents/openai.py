@@ -19,8 +19,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-
-from openai import OpenAI
+from typing import TYPE_CHECKING
 
 from ralph import events
 from ralph.agents import limiter
@@ -32,6 +31,9 @@ from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
 from ralph.errors import EndpointUnusable
 from ralph.ui import one_line
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 SYSTEM_PROMPT = """\
@@ -103,7 +105,7 @@ class OpenAIAgent:
         (laps find out whether the model calls tools)."""
         api_key = os.environ.get(self.config.api_key_env)
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": PREFLIGHT}]
-        with OpenAI(api_key=api_key or "not-needed", base_url=self.endpoint, max_retries=0) as client:
+        with open_client(api_key, self.endpoint) as client:
             try:
                 call_with_retry(
                     lambda: chat_request(client, self.config, messages, self.endpoint, deadline, PREFLIGHT_TOKENS),
@@ -148,13 +150,7 @@ class _Lap:
         self.api_key = os.environ.get(self.config.api_key_env)
         self.transcript = Transcript(task.log_dir / "transcript.jsonl", secret=self.api_key)
         self.said = events.Lines("tool_called")  # what it does, for the person watching
-        # A local server may want no key, but the client insists on one.
-        self.client = OpenAI(
-            api_key=self.api_key or "not-needed",
-            base_url=self.endpoint,
-            max_retries=0,
-            timeout=self.config.request_timeout,
-        )
+        self.client = open_client(self.api_key, self.endpoint, self.config.request_timeout)
         self.tools = Tools(task.worktree, task.log_dir, task.env, deadline, task.jail)
         self.mcp = task.mcp
         self.schemas = TOOL_SCHEMAS + (self.mcp.declarations if self.mcp else [])
@@ -331,6 +327,16 @@ class _Lap:
 
     def answer(self, call: ToolCall, result: str) -> None:
         self.add({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def open_client(api_key: str | None, endpoint: str, timeout: float | None = None) -> OpenAI:
+    """The client every role asks its model with: ralph retries itself (`call_with_retry`), and a
+    local server may want no key, though the client insists on one. openai is imported here,
+    when a model is asked, not when ralph starts: a run of an agent CLI never pays for it."""
+    from openai import OpenAI
+
+    client = OpenAI(api_key=api_key or "not-needed", base_url=endpoint, max_retries=0)
+    return client if timeout is None else client.with_options(timeout=timeout)
 
 
 def endpoint_of(config: AgentConfig) -> str:

@@ -15,11 +15,12 @@ import re
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
-from typing import TypeVar
-
-import openai
+from typing import TYPE_CHECKING, TypeVar
 
 from ralph.ui import one_line
+
+if TYPE_CHECKING:
+    import openai
 
 MAX_ATTEMPTS = 5
 BACKOFF_BASE = 1.0  # seconds before the first retry; doubles each time
@@ -51,6 +52,8 @@ def call_with_retry(
     attempts: int = MAX_ATTEMPTS,
 ) -> T:
     """`request()`, retried on transient failures; `deadline` is a time.monotonic() value."""
+    import openai  # here, not at the top: a run of an agent CLI never pays for importing it
+
     status, body = None, ""
     for attempt in range(1, attempts + 1):
         try:
@@ -122,6 +125,8 @@ def backoff(attempt: int) -> float:
 
 def describe(exc: openai.APIError) -> str:
     """One line: the HTTP status and the server's message, or the connection problem."""
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         body = exc.body
         detail = body.get("message") if isinstance(body, dict) else body  # a proxy's page is text
