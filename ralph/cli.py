@@ -93,6 +93,11 @@ def init(preset: str) -> None:
 @click.option(
     "--events", "events_to", metavar="FILE", help="Append one JSON object a line per event to FILE (-: stdout)."
 )
+@click.option(
+    "--parallel", type=click.IntRange(min=1), default=1, help="Laps side by side, each on TODO items of its own."
+)
+@click.option("--items-per-lap", type=click.IntRange(min=1), default=1, help="--parallel: items a lap claims.")
+@click.option("--slot", type=click.IntRange(min=1), hidden=True)  # a worker of a --parallel run, started by it
 def run(
     config_path: Path | None,
     name: str | None,
@@ -100,6 +105,9 @@ def run(
     allow_dirty: bool,
     display: str | None,
     events_to: str | None,
+    parallel: int,
+    items_per_lap: int,
+    slot: int | None,
 ) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
@@ -112,7 +120,18 @@ def run(
         harden(sys.argv[1:])
         return do_run(options)
 
-    options = RunOptions(Path.cwd(), config_path, name, max_laps, allow_dirty, display or "auto", events_to)  # type: ignore[arg-type]
+    options = RunOptions(
+        Path.cwd(),
+        config_path,
+        name,
+        max_laps,
+        allow_dirty,
+        display or "auto",  # type: ignore[arg-type]
+        events_to,
+        parallel,
+        items_per_lap,
+        slot,
+    )
     # --plain holds for every line, the error that may end the run included.
     plain = ui.using(console_for(True), console_for(True, stderr=True)) if display == "plain" else nullcontext()
     with plain:

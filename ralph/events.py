@@ -58,9 +58,12 @@ def emit(kind: str, **fields: Any) -> None:
         listener(event)
 
 
-def naming(run: str) -> None:
-    """Events from here on are of `run` (known before it starts: its warnings are its own)."""
+def naming(run: str, slot: int | None = None) -> None:
+    """Events from here on are of `run` (known before it starts: its warnings are its own), and
+    of its slot `slot` in a parallel run."""
     _where.update(run=run, lap=0)
+    if slot is not None:
+        _where["slot"] = slot
 
 
 @contextmanager
@@ -72,6 +75,7 @@ def listening(*listeners: Listener) -> Iterator[None]:
         for listener in listeners:
             _listeners.remove(listener)
         if not _listeners:
+            _where.clear()
             _where.update(run=None, lap=0)
 
 

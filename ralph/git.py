@@ -8,8 +8,9 @@ no long-lived `Repo`, no `cat-file` processes left behind).
 
 from __future__ import annotations
 
+import fcntl
 import os
-import time
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -293,15 +294,31 @@ def worktree_branches(cwd: Path) -> dict[str, Path]:
 # --- commits and notes -----------------------------------------------------------------
 
 
-def rebase_commit(cwd: Path, commit: str, onto: str) -> str | None:
-    """`commit` replayed onto `onto` (a three-way merge with their merge base, as a cherry-pick
-    does), without a work tree; None when the two conflict."""
-    merged = run(cwd, "merge-tree", "--write-tree", "--no-messages", onto, commit, check=False)
-    if merged.exit_code != 0:
-        return None
-    message = run(cwd, "log", "-1", "--format=%B", commit).output
-    tree = merged.output.split()[0]
-    return out(cwd, *DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", onto, "-F", "-", input=message)
+def merge_trees(cwd: Path, onto: str, commit: str) -> tuple[str | None, list[str]]:
+    """`commit` replayed onto `onto` as a tree (a three-way merge with their merge base, as a
+    cherry-pick does, without a work tree); None and the conflicting paths when they conflict."""
+    merged = run(cwd, "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, commit, check=False)
+    lines = merged.output.splitlines()
+    if merged.exit_code == 0:
+        return lines[0], []
+    if merged.exit_code == 1:
+        return None, sorted({line for line in lines[1:] if line})
+    raise GitFailed(["merge-tree", onto, commit], merged)
+
+
+def with_files(cwd: Path, tree: str, files: dict[str, str]) -> str:
+    """`tree` with these paths holding these texts (as regular files), through an index of its own."""
+    with tempfile.TemporaryDirectory(prefix="ralph-index-") as folder:
+        env = proc.clean_env(extra={"GIT_INDEX_FILE": str(Path(folder) / "index")})
+        run(cwd, "read-tree", tree, env=env)
+        for path, text in files.items():
+            blob = write_blob(cwd, text)
+            run(cwd, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        return run(cwd, *DURABLE, "write-tree", env=env).output.strip()
+
+
+def commit_tree(cwd: Path, tree: str, parent: str, message: str) -> str:
+    return out(cwd, *DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-", input=message)
 
 
 def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
@@ -309,15 +326,14 @@ def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
 
 
 def add_note(cwd: Path, commit: str, text: str) -> None:
-    """Notes of every run share one ref: another run writing at the same moment holds its
-    lock, so a refused update is tried again a few times."""
-    for attempt in range(5):
-        result = run(
-            cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text, check=attempt == 4
-        )
-        if result.ok:
-            return
-        time.sleep(0.1 * (attempt + 1))
+    """Notes of every run share one ref, which `git notes` moves without compare-and-swap: two
+    writers at once (the slots of a parallel run, two runs) would lose a note. A lock of
+    ralph's own in the git dir makes them take turns."""
+    folder = Path(cwd, out(cwd, "rev-parse", "--git-common-dir"), "ralph")
+    folder.mkdir(exist_ok=True)
+    with open(folder / "notes.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
 
 
 def notes(cwd: Path, commits: list[str]) -> dict[str, str]:

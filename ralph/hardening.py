@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import signal
 import sys
 
 from ralph import proc
@@ -22,6 +23,7 @@ from ralph.errors import RalphError
 SECRETS_FD = "RALPH_SECRETS_FD"
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 
 
 def harden(argv: list[str]) -> None:
@@ -59,6 +61,14 @@ def _take_back_secrets() -> bool:
     except (OSError, ValueError) as exc:
         raise RalphError(f"{SECRETS_FD} is set but names no secrets ralph passed itself ({exc}) — unset it") from None
     return True
+
+
+def end_with_parent(parent: int) -> None:
+    """A slot of a parallel run ends, as after a Ctrl-C, when the ralph that started it dies
+    (`kill -9` included): nothing of a run outlives it."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
+    if os.getppid() != parent:  # it died before the line above
+        raise KeyboardInterrupt
 
 
 def _prctl(option: int, value: int) -> bool:

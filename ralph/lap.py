@@ -25,7 +25,7 @@ from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.text import printable
 from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
 
-MOVED_LINE_RETRIES = 3  # times a lap is rebased onto a green line that moved under it
+MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
 @dataclass(frozen=True)
@@ -176,8 +176,11 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def run_lap(ctx: RunContext, state: RunState, number: int, which: int = 0) -> LapRecord:
-    """Lap `number`, run by agent `which` of config.agents."""
+def run_lap(
+    ctx: RunContext, state: RunState, number: int, which: int = 0, items: Sequence[str] = (), slot: int | None = None
+) -> LapRecord:
+    """Lap `number`, run by agent `which` of config.agents; in a parallel run, by slot `slot`,
+    on the TODO items it claimed."""
     log_dir = ledger.lap_dir(ctx.run_dir, number)
     if log_dir.exists():  # an attempt a crash cut short: keep its transcript apart from this one's
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
@@ -199,8 +202,10 @@ def run_lap(ctx: RunContext, state: RunState, number: int, which: int = 0) -> La
         ctx.config,
         todo_before,
         git.show_file(ctx.top, state.green, files.progress),
-        last_failure(ctx, state),
+        last_failure(ctx, state, items),
         list(told.values()),
+        items=items,
+        slot=slot_heading(slot) if slot is not None else None,
     )
     task = LapTask(
         ctx.run_name,
@@ -209,7 +214,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int, which: int = 0) -> La
         lap_prompt,
         limits.lap_timeout,
         log_dir,
-        ctx.env,
+        dict(ctx.env, RALPH_ITEMS="\n".join(items), RALPH_SLOT=str(slot)) if slot is not None else ctx.env,
         check=lambda: _check_now(ctx, state, log_dir),
         jail=ctx.jail("agent"),
         idle_timeout=limits.idle_timeout,
@@ -242,7 +247,7 @@ def run_lap(ctx: RunContext, state: RunState, number: int, which: int = 0) -> La
         )
     facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
     record = _record(ctx, state, facts, commit, judged).model_copy(
-        update={"told": list(told.values()), "fallback": which}
+        update={"told": list(told.values()), "fallback": which, "slot": slot, "items": list(items)}
     )
     ledger.save_lap(ctx.top, record)
     if record.status not in ("error", "limited"):  # an agent that never worked heard nothing: tell the next
@@ -336,12 +341,13 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
-    commit = git.rebase_commit(ctx.top, record.commit, state.green)
+    commit, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
     if commit is None:
         return _overrule(
             ctx,
             record,
-            f"the green line moved to {state.green[:10]} during the lap and the lap does not rebase onto it",
+            f"conflict: the green line moved to {state.green[:10]} during the lap, and the lap's changes to "
+            f"{', '.join(conflicts[:10])} conflict with it",
         )
     todo_name = ctx.config.files.todo
     items = todo.parse(git.show_file(ctx.top, commit, todo_name))
@@ -355,12 +361,68 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
     replayed = replayed.model_copy(
         update={
             "reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)",
-            "told": record.told,
+            **{key: getattr(record, key) for key in ("told", "fallback", "slot", "items")},
         }
     )
     git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))
     git.update_ref(ctx.top, ledger.lap_ref(ctx.run_name, facts.number), commit, record.commit)
     return replayed
+
+
+def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tuple[str | None, list[str]]:
+    """The lap's commit replayed onto `onto`, or None and the paths that conflict. TODO.md and
+    PROGRESS.md never conflict: the lap's ticks (and new items) are put onto `onto`'s TODO,
+    and its PROGRESS note onto `onto`'s: its own section of it when laps run side by side,
+    else the whole note, which each lap rewrites."""
+    top, files = ctx.top, ctx.config.files
+    parent = git.out(top, "rev-parse", f"{commit}^")
+    notes = [name for name in (files.todo, files.progress) if git.show_file(top, parent, name) is not None]
+    # The lap's commit without its changes to the two: only the rest can conflict.
+    kept = {name: git.show_file(top, parent, name) or "" for name in notes}
+    bare = git.commit_tree(top, git.with_files(top, f"{commit}^{{tree}}", kept), parent, "ralph: the lap, notes aside")
+    tree, conflicts = git.merge_trees(top, onto, bare)
+    if tree is None:
+        return None, conflicts
+    ours: dict[str, str] = {}
+    if files.todo in notes:
+        before = todo.parse(kept[files.todo])
+        after_text = git.show_file(top, commit, files.todo) or ""
+        known = {item.text for item in before}
+        added = [line for line in after_text.splitlines() if _is_new_item(line, known)]
+        ticked = todo.newly_ticked(before, todo.parse(after_text))
+        ours[files.todo] = todo.combined(git.show_file(top, onto, files.todo) or "", ticked, added)
+    if files.progress in notes:
+        theirs = git.show_file(top, onto, files.progress) or ""
+        mine = git.show_file(top, commit, files.progress) or ""
+        ours[files.progress] = mine if slot is None else progress_with(theirs, mine, slot)
+    message = git.run(top, "log", "-1", "--format=%B", commit).output
+    return git.commit_tree(top, git.with_files(top, tree, ours), onto, message), []
+
+
+def slot_heading(slot: int) -> str:
+    return f"## Slot {slot}"
+
+
+def progress_with(theirs: str, mine: str, slot: int) -> str:
+    """`theirs` (PROGRESS.md on the green line) with slot `slot`'s section as `mine` has it."""
+    section = _section(mine, slot)
+    if section is None:
+        return theirs
+    current = _section(theirs, slot)
+    if current is not None:
+        return theirs.replace(current, section, 1)
+    return theirs + ("" if not theirs or theirs.endswith("\n") else "\n") + "\n" + section
+
+
+def _section(text: str, slot: int) -> str | None:
+    """From the slot's heading to the next heading of that level, or the end."""
+    found = re.search(rf"^{re.escape(slot_heading(slot))}[ \t]*\n(?:(?!## ).*\n?)*", text, re.MULTILINE)
+    return found.group(0) if found else None
+
+
+def _is_new_item(line: str, known: set[str]) -> bool:
+    items = todo.parse(line.strip())
+    return len(items) == 1 and items[0].text not in known
 
 
 def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:
@@ -590,8 +652,13 @@ def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult)
     return printable(message)
 
 
-def last_failure(ctx: RunContext, state: RunState) -> prompt.LastFailure | None:
+def last_failure(ctx: RunContext, state: RunState, items: Sequence[str] = ()) -> prompt.LastFailure | None:
+    """The last lap, when it was red; in a parallel run, the last lap on any of these items,
+    when it was red (a conflict among them: its hunks are the diff it could not rebase)."""
     record = state.last_record()
+    if items:
+        mine = [lap.record for lap in state.laps if lap.record and set(lap.record.items) & set(items)]
+        record = mine[-1] if mine else None
     if record is None or record.status == "green":
         return None
     return prompt.LastFailure(

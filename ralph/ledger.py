@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ralph import crashpoint, git, ui
+from ralph import claims, crashpoint, git, ui
 from ralph.agents.base import AgentResult, Usage
 from ralph.checks import CheckResult
 from ralph.config import Config
@@ -35,8 +35,9 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 # 5: a lap may be `limited` (its agent hit a usage limit: limited_until), usage has a cost_usd, and
 #    a lap says which agent ran it (fallback; agent.name, agent.model).
 # 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
-FORMAT = 6
-MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5)}  # format N -> N+1, in order
+# 7: a lap of a parallel run says its slot and the items it claimed.
+FORMAT = 7
+MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6)}  # format N -> N+1, in order
 
 
 class NewerFormat(RalphError):
@@ -164,6 +165,8 @@ class LapRecord(BaseModel):
     judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
     told: list[str] = []  # messages from the user (`ralph tell`) this lap's prompt carried
     fallback: int = 0  # which agent ran it: 0 the agent, N its Nth fallback
+    slot: int | None = None  # `--parallel`: the slot that ran it (1..N); None when laps run one at a time
+    items: list[str] = []  # `--parallel`: the TODO items it claimed
 
 
 @dataclass
@@ -207,8 +210,13 @@ class RunState:
 
     @property
     def is_done(self) -> bool:
-        last = self.last_record()
-        return bool(last and last.done and last.commit == self.green)
+        return self.done_record() is not None
+
+    def done_record(self) -> LapRecord | None:
+        """The lap that made the green tip, when it ended the run done (with laps side by side,
+        not always the last lap by number)."""
+        tip = next((lap.record for lap in reversed(self.laps) if lap.record and lap.record.commit == self.green), None)
+        return tip if tip is not None and tip.done else None
 
     def green_checks(self) -> list[CheckResult]:
         """Check results of the last green commit: its lap's note, or the baseline."""
@@ -329,6 +337,26 @@ def load(cwd: Path, run: str) -> RunState | None:
     notes = git.notes(cwd, [sha for _, sha in numbered])
     laps = [Lap(number, sha, *_read_note(notes.get(sha), number)) for number, sha in numbered]
     return RunState(run, record, green, laps)
+
+
+def audit(cwd: Path, run: str) -> list[str]:
+    """What breaks the run's promises, read from its refs: a commit on the green line without
+    a green note written for exactly it (its checks ran on another tree, or none did), a lap
+    ref without its note, a claim or started lap left behind. Empty when all is well."""
+    state = load(cwd, run)
+    if state is None:
+        return [f"no run {run!r}"]
+    problems = []
+    line = git.out(cwd, "rev-list", f"{state.record.base}..{state.green}").split()
+    by_commit = {lap.commit: lap.record for lap in state.laps if lap.record}
+    for commit in line:
+        record = by_commit.get(commit)
+        if record is None or record.status != "green" or record.commit != commit:
+            problems.append(f"{commit[:10]} is on the green line without a green note of its own")
+    problems += [f"lap {lap.number} has no note" for lap in state.laps if lap.record is None]
+    leftover = [*git.refs(cwd, claims.claims_prefix(run)), *git.refs(cwd, claims.started_prefix(run))]
+    problems += [f"{ref} is left behind" for ref in leftover]
+    return problems
 
 
 def _read_run_record(text: str, run: str) -> RunRecord:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -13,8 +14,10 @@ from ralph import (
     events,
     git,
     guard,
+    hardening,
     ledger,
     lifecycle,
+    parallel,
     proc,
     pytest_results,
     review,
@@ -46,10 +49,15 @@ class RunOptions:
     allow_dirty: bool = False
     display: view.Display = "auto"
     events_to: str | None = None  # --events: a file, or - for stdout
+    parallel: int = 1  # --parallel: slots running laps side by side
+    items_per_lap: int = 1  # --items-per-lap: TODO items each lap of a parallel run claims
+    slot: int | None = None  # --slot: this process is that slot of a parallel run (started by it)
 
 
 def run(options: RunOptions) -> Exit:
-    with view.watching(options.display, options.events_to):
+    # Slots' lines are relayed as they come, marked with their slot: no live view to draw over them.
+    display = "plain" if options.parallel > 1 and options.display == "auto" else options.display
+    with view.watching(display, options.events_to):
         try:
             return _run(options)
         except BaseException as stopped:  # the events end with run_ended, whatever ended the run
@@ -67,14 +75,20 @@ def _run(options: RunOptions) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     name = ledger.check_name(options.name or _name_for(repo.top, cfg.goal))
-    events.naming(name)
+    slot = options.slot
+    events.naming(name, slot)
     _refuse_unsafe_run(repo, name)
-    if ledger.load(repo.top, name) is None:  # a resumed run starts from its green line, not from HEAD
+    if slot is None and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
         _refuse_bad_start(repo, cfg, options.allow_dirty)
     run_dir = ledger.run_dir(repo.common_dir, name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with ledger.run_lock(run_dir, name):
+    # A slot of a parallel run locks itself: the ralph that started it holds the run's lock.
+    with ledger.run_lock(run_dir if slot is None else run_dir / f"slot-{slot}", name):
         state = ledger.load(repo.top, name)
+        if slot is not None and (state is None or parallel.PARENT_VAR not in os.environ):
+            raise RalphError(f"--slot is for the slots a `ralph run --parallel` of {name} starts itself")
+        if slot is not None:
+            hardening.end_with_parent(int(os.environ[parallel.PARENT_VAR]))
         if state is not None:
             newer = next((lap.problem for lap in state.laps if lap.newer), None)
             if newer:
@@ -88,14 +102,20 @@ def _run(options: RunOptions) -> Exit:
         # Whatever a previous ralph of this run left running when it was killed goes first,
         # then whatever its last lap changed in the repository before it could put it back.
         mark = f"{repo.common_dir}:{name}"
-        if proc.kill_marked(RUN_MARK, mark):
+        if slot is None and proc.kill_marked(RUN_MARK, mark):
             ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
-        _restore_after_crash(repo, name)
+        if slot is None:
+            _restore_after_crash(repo, name)
         env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables, extra={RUN_MARK: mark})
         workspace: Workspace | None = None
         mcp: McpTools | None = None
         try:
             sandboxed = _sandboxed(repo, cfg)
+            if (options.parallel > 1 or slot is not None) and not sandboxed:
+                raise RalphError(
+                    "--parallel needs laps in the sandbox (bubblewrap): unsandboxed, each slot's lap could "
+                    "change the repository's refs under the others — install bubblewrap, or run without it"
+                )
             limiter.configure(cfg.limits.requests_per_minute)
             judge = _judge(cfg)
             # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
@@ -107,13 +127,19 @@ def _run(options: RunOptions) -> Exit:
                     fallback.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
                 except RalphError as exc:
                     ui.warn(f"agent.fallback[{number - 1}] cannot be used now: {exc}")
-            if cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge"):
+            coordinating = options.parallel > 1 and slot is None  # its slots run the laps, and ask the tools
+            if not coordinating and (cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge")):
                 mcp = McpTools.start(cfg.mcp, repo.top, env, run_dir)
             if judge is not None and "judge" in cfg.mcp.roles:
                 judge.mcp = mcp
-            workspace = Workspace.create(repo.top, repo.common_dir, name)
+            workspace = Workspace.create(repo.top, repo.common_dir, name if slot is None else f"{name}.slot-{slot}")
             ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge, mcp=mcp)
-            return _laps(ctx, _resume(ctx, state) if state else _start(ctx))
+            if slot is not None:
+                return parallel.work(ctx, slot, options.items_per_lap)
+            state = _resume(ctx, state) if state else _start(ctx)
+            if coordinating:
+                return parallel.coordinate(ctx, options)
+            return _laps(ctx, state)
         except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
             code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
             status = "error" if isinstance(stopped, RalphError) else "interrupted"
@@ -386,7 +412,7 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
     started = time.monotonic()
     outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
     while True:
-        stop = _why_stop(ctx, state, started, outage, limit)
+        stop = why_stop(ctx, state, started, outage, limit)
         if stop is not None:
             code, reason = stop
             review.laps_table(state)
@@ -398,7 +424,7 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
                 lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
             lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
             return code
-        last, which = state.last_record(), _agent_for(ctx.config, state)
+        last, which = state.last_record(), agent_for(ctx.config, state)
         if _endpoint_failed(last) and last is not None and which == last.fallback:
             outage.wait()
         else:
@@ -408,7 +434,7 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
         number = state.next_lap
         events.emit("lap_started", lap=number, max_laps=limits.max_laps)
         record = run_lap(ctx, state, number, which)
-        _lap_ended(record)
+        lap_ended(record)
         facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
         lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
         state.laps.append(ledger.Lap(number, record.commit, record))
@@ -416,7 +442,7 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
             state.green = record.commit
 
 
-def _lap_ended(record: LapRecord) -> None:
+def lap_ended(record: LapRecord) -> None:
     events.emit(
         "lap_ended",
         status=record.status,
@@ -454,7 +480,7 @@ class LimitWait:
         self.waited += seconds
 
 
-def _agent_for(cfg: config_module.Config, state: RunState) -> int:
+def agent_for(cfg: config_module.Config, state: RunState) -> int:
     """Which of config.agents runs the next lap: the last lap's, or the next one's after the
     last lap was limited or the agent itself failed `fallback_after` laps in a row."""
     records = [lap.record for lap in state.laps if lap.record]
@@ -481,15 +507,16 @@ def _endpoint_failed(record: LapRecord | None) -> bool:
     return record is not None and record.status == "error" and record.agent.endpoint_failed
 
 
-def _why_stop(
+def why_stop(
     ctx: RunContext, state: RunState, started: float, outage: Outage, limit: LimitWait
 ) -> tuple[Exit, str] | None:
     limits = ctx.config.limits
     last = state.last_record()
     if last is None and not state.laps and _done_at_base(ctx, state):
         return Exit.DONE, "done: every check passes and every TODO item is ticked at the base"
-    if state.is_done and last is not None:
-        return Exit.DONE, f"done at lap {last.lap}: every check passes and every TODO item is ticked"
+    done = state.done_record()
+    if done is not None:
+        return Exit.DONE, f"done at lap {done.lap}: every check passes and every TODO item is ticked"
     if last is not None and _endpoint_failed(last):
         if outage.waited >= outage.budget:
             return Exit.API_ERRORS, (
@@ -498,7 +525,7 @@ def _why_stop(
             )
     elif last is not None and state.errors_in_a_row() >= 3:
         return Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}"
-    if last is not None and last.status == "limited" and _agent_for(ctx.config, state) == last.fallback:
+    if last is not None and last.status == "limited" and agent_for(ctx.config, state) == last.fallback:
         wait = _limit_wait(last, state.limited_in_a_row())
         deadline = limits.max_minutes * 60 - (time.monotonic() - started) if limits.max_minutes is not None else None
         if deadline is not None and wait > deadline:

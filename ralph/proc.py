@@ -246,6 +246,31 @@ def run(
     )
 
 
+def start(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A long-lived child ralph supervises while it goes on (a slot of a parallel run), in a
+    session of its own, its output merged on one pipe; `end` stops it."""
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def end(child: subprocess.Popen, grace: float) -> None:
+    """SIGINT to its group (it ends as after a Ctrl-C), then KILL after `grace` seconds."""
+    _signal_group(child, signal.SIGINT)
+    try:
+        child.wait(grace)
+    except subprocess.TimeoutExpired:
+        with signals_held():
+            _signal_group(child, signal.SIGKILL)
+            child.wait()
+
+
 def _read_and_close(stream: IO[bytes] | None, cap: int) -> str:
     if stream is None:
         return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ralph.config import Config
@@ -38,7 +39,10 @@ def build(
     progress_text: str | None,
     failure: LastFailure | None,
     told: list[str] | tuple[str, ...] = (),
+    items: Sequence[str] = (),
+    slot: str | None = None,
 ) -> str:
+    """`items` and `slot` (the heading of its PROGRESS section): a lap of a parallel run."""
     files = config.files
     parts = [
         f"# Goal\n{config.goal.strip()}\n",
@@ -51,6 +55,13 @@ def build(
         f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
         f"# {files.progress}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
     ]
+    if items:
+        listed = "\n".join(f"- {item}" for item in items)
+        parts.append(
+            f"# Your items\nOther laps work on the other items at the same time. Work on these only, "
+            f"and tick only these:\n{listed}\nIn {files.progress}, write your handoff under the heading "
+            f"`{slot}` only (add it if it is missing) and leave the other sections as they are.\n"
+        )
     if told:
         said = "\n".join(f"- {' '.join(message.split())}" for message in told)
         parts.append(f"# From the user\nWhile the job runs, the user asks:\n{said}\n")

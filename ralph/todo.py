@@ -63,6 +63,22 @@ def count(items: list[Item]) -> Counts:
     return Counts(open=len(items) - done, done=done)
 
 
+def combined(text: str, ticked: list[str], added: list[str]) -> str:
+    """`text` (a TODO file) with the items `ticked` ticked and the `added` lines appended: what
+    a lap did to its TODO, put onto another version of it (laps run side by side)."""
+    wanted = set(ticked)
+    lines = text.splitlines(keepends=True)
+    tokens = _MARKDOWN.parse(text)
+    for at, token in enumerate(tokens[:-2]):
+        if token.type == "list_item_open" and tokens[at + 1].type == "paragraph_open" and token.map:
+            match = _BOX.match(tokens[at + 2].content)
+            if match and match[1] == " " and " ".join(match["text"].split()) in wanted:
+                first = token.map[0]
+                lines[first] = lines[first].replace("[ ]", "[x]", 1)
+    tail = "" if not lines or lines[-1].endswith("\n") else "\n"
+    return "".join(lines) + tail + "".join(line + "\n" for line in added)
+
+
 def newly_ticked(before: list[Item], after: list[Item]) -> list[str]:
     """Items open before and done after, by their text."""
     was_open = {item.text for item in before if not item.done}

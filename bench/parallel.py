@@ -1,0 +1,116 @@
+"""Throughput of `ralph run --parallel N`, and what contention costs.
+
+1. Throughput. A job of independent items; the stand-in agent sleeps (an agent's time
+   dominates a real lap), writes its items' files and ticks them. Items per minute with 1, 2
+   and 4 slots, and the ratio to 1 slot, measured in one run, slots taking turns.
+2. Contention. The same job with a share of its items all editing one line of one shared
+   file: laps that had to be rebased and checked again, and laps red with a conflict, as a
+   share of all laps, as that overlap grows.
+
+After every run, ledger.audit must find nothing: each commit on the green line has a green
+note written for exactly it, each lap its note, no claim left.
+
+    python bench/parallel.py            # --items 8 --sleep 3 --slots 1,2,4 --overlaps 0,0.5,1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import git, table
+
+from ralph import ledger
+
+AGENT = r"""
+import os, pathlib, re, time
+time.sleep(SLEEP)
+items = [line for line in os.environ["RALPH_ITEMS"].splitlines() if line]
+todo = pathlib.Path("TODO.md")
+text = todo.read_text()
+for item in items:
+    name = re.match(r"Item (\d+)( shared)?", item)
+    if name[2]:
+        pathlib.Path("shared.txt").write_text(f"item {name[1]} was here\n")
+    else:
+        pathlib.Path(f"item{name[1]}.txt").write_text(item + "\n")
+    text = text.replace(f"- [ ] {item}", f"- [x] {item}")
+todo.write_text(text)
+"""
+
+
+def job(folder: Path, items: int, shared: int, sleep: float) -> Path:
+    repo = folder / "repo"
+    repo.mkdir(parents=True)
+    (folder / "agent.py").write_text(AGENT.replace("SLEEP", str(sleep)))
+    config = {
+        "goal": "Benchmark: independent items",
+        "agent": {"kind": "command", "command": f"{sys.executable} {folder / 'agent.py'}"},
+        "checks": ["true"],
+        "limits": {"max_laps": items * 4, "stagnation": items * 4},
+    }
+    names = [f"Item {n:03d}{' shared' if n <= shared else ''}" for n in range(1, items + 1)]
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    (repo / "TODO.md").write_text("# TODO\n" + "".join(f"- [ ] {name}\n" for name in names))
+    (repo / "PROGRESS.md").write_text("# Progress\n")
+    (repo / "shared.txt").write_text("nobody yet\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "job")
+    return repo
+
+
+def run(repo: Path, slots: int) -> tuple[float, list[dict]]:
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "ralph", "run", "--name", "b", "--parallel", str(slots), "--quiet"]
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"ralph run --parallel {slots} exited {done.returncode}: {done.stdout}{done.stderr}")
+    problems = ledger.audit(repo, "b")
+    if problems:
+        raise SystemExit(f"the run broke its promises: {problems}")
+    state = ledger.load(repo, "b")
+    assert state is not None
+    return seconds, [lap.record.model_dump() for lap in state.laps if lap.record]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=8)
+    parser.add_argument("--sleep", type=float, default=3.0, help="seconds the stand-in agent takes a lap")
+    parser.add_argument("--slots", default="1,2,4")
+    parser.add_argument("--overlaps", default="0,0.5,1", help="shares of the items that edit one shared line")
+    options = parser.parse_args()
+    slots = [int(value) for value in options.slots.split(",")]
+    rows = []
+    base = None
+    for count in slots:
+        with tempfile.TemporaryDirectory(prefix="ralph-bench-parallel-") as folder:
+            seconds, laps = run(job(Path(folder), options.items, 0, options.sleep), count)
+        per_minute = options.items / seconds * 60
+        base = base or per_minute
+        rows.append(
+            [count, options.items, len(laps), seconds, per_minute, per_minute / base, per_minute / base / count]
+        )
+    print(f"## Throughput: {options.items} independent items, the agent {options.sleep:g} s a lap\n")
+    print(table(["slots", "items", "laps", "seconds", "items/min", "× 1 slot", "÷ slots"], rows))
+    rows = []
+    for overlap in (float(value) for value in options.overlaps.split(",")):
+        shared = round(options.items * overlap)
+        with tempfile.TemporaryDirectory(prefix="ralph-bench-parallel-") as folder:
+            seconds, laps = run(job(Path(folder), options.items, shared, options.sleep), max(slots))
+        rebased = sum("rebased onto" in lap["reason"] for lap in laps)
+        conflicts = sum(lap["reason"].startswith("conflict:") for lap in laps)
+        rows.append([overlap, shared, len(laps), rebased / len(laps), conflicts / len(laps), seconds])
+    print(f"\n## Contention: {options.items} items, {max(slots)} slots, a share editing one line of one file\n")
+    print(table(["overlap", "shared items", "laps", "rebased and checked again", "red: conflict", "seconds"], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Who works on what when laps run side by side (`ralph run --parallel N`): claims are refs.
+
+`refs/ralph/<run>/claims/<item>` says a slot works on a TODO item; `refs/ralph/<run>/started/<n>`
+says lap n is under way. Each is created by compare-and-swap against "no such ref", so two
+slots never take the same item or the same lap number, and each points at a blob naming its
+holder. A lap lets go of its claims when it ends, whatever its verdict; the claims of a lap
+that died are let go of when the run starts again (`clear`: no slot is running then).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from ralph import git
+
+
+def claims_prefix(run: str) -> str:
+    return f"refs/ralph/{run}/claims/"
+
+
+def started_prefix(run: str) -> str:
+    return f"refs/ralph/{run}/started/"
+
+
+def item_id(text: str) -> str:
+    """A TODO item's name among refs: its text's hash (ticking it does not change its text)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _holder(cwd: Path, slot: int, **facts: object) -> str:
+    return git.write_blob(cwd, json.dumps({"slot": slot, "pid": os.getpid(), "at": time.time(), **facts}))
+
+
+def take_items(cwd: Path, run: str, open_items: list[str], count: int, slot: int) -> list[str]:
+    """Up to `count` of `open_items` (unticked, in TODO order) no other slot holds, now held."""
+    taken: list[str] = []
+    holder = _holder(cwd, slot)
+    held = set(git.refs(cwd, claims_prefix(run)))
+    for text in open_items:
+        ref = claims_prefix(run) + item_id(text)
+        if len(taken) == count:
+            break
+        if ref not in held and git.update_ref(cwd, ref, holder, None):
+            taken.append(text)
+    return taken
+
+
+def release_items(cwd: Path, run: str, items: list[str]) -> None:
+    for text in items:
+        git.run(cwd, "update-ref", "-d", claims_prefix(run) + item_id(text), check=False)
+
+
+def held_items(cwd: Path, run: str) -> int:
+    return len(git.refs(cwd, claims_prefix(run)))
+
+
+def take_number(cwd: Path, run: str, after: int, slot: int, items: list[str]) -> int:
+    """The first lap number past `after` (the last recorded) that no slot has started."""
+    holder = _holder(cwd, slot, items=items)
+    number = max([after, *started(cwd, run)]) + 1
+    while not git.update_ref(cwd, started_prefix(run) + str(number), holder, None):
+        number += 1
+    return number
+
+
+def finish_number(cwd: Path, run: str, number: int) -> None:
+    git.run(cwd, "update-ref", "-d", started_prefix(run) + str(number), check=False)
+
+
+def started(cwd: Path, run: str) -> list[int]:
+    """The laps under way: started and not yet finished."""
+    prefix = started_prefix(run)
+    return [int(ref[len(prefix) :]) for ref in git.refs(cwd, prefix) if ref[len(prefix) :].isdigit()]
+
+
+def release_slot(cwd: Path, run: str, slot: int) -> None:
+    """Let go of what slot `slot` holds (it died holding it), each by compare-and-swap."""
+    for prefix in (claims_prefix(run), started_prefix(run)):
+        for ref, blob in git.refs(cwd, prefix).items():
+            try:
+                holder = json.loads(git.read_blob(cwd, blob))
+            except ValueError:
+                continue
+            if isinstance(holder, dict) and holder.get("slot") == slot:
+                git.run(cwd, "update-ref", "-d", ref, blob, check=False)
+
+
+def clear(cwd: Path, run: str) -> int:
+    """Let go of every claim and started lap of `run` (no slot is running); returns how many."""
+    stale = [*git.refs(cwd, claims_prefix(run)), *git.refs(cwd, started_prefix(run))]
+    for ref in stale:
+        git.run(cwd, "update-ref", "-d", ref, check=False)
+    return len(stale)

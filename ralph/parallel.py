@@ -1,0 +1,172 @@
+"""`ralph run --parallel N`: N slots run laps side by side, each on TODO items of its own.
+
+The ralph the user started coordinates: it starts (or resumes) the run as usual, lets go of
+the claims that slots of an earlier, killed ralph left, then starts N slots — `ralph run
+--slot K` processes of the same run, each with a workspace of its own — shows their lines
+marked with their slot, and says how the run ended when they all have.
+
+A slot loops: the run's state read from its refs; the fuses, which count every slot's laps;
+items claimed (claims.py: refs taken by compare-and-swap, so no two laps work on one item);
+a lap number claimed the same way; the lap; its claims let go of. A lap starts from the
+green line as it is then. When it ends, the line may have moved: the lap is rebased onto the
+new tip and checked again there (lap.rebase_lap), a conflict makes it red, and the green
+line only ever advances, by compare-and-swap, to a commit whose checks ran on exactly it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ralph import claims, events, git, ledger, lifecycle, proc, review, todo, ui
+from ralph.errors import Exit, Interrupted
+from ralph.lap import RunContext, run_lap
+from ralph.ledger import RunState
+
+if TYPE_CHECKING:
+    from ralph.loop import RunOptions
+
+PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
+POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
+STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
+CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
+
+
+def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
+    """Start the slots, relay their lines, wait for them all; the run's end, said once."""
+    cleared = claims.clear(ctx.top, ctx.run_name)
+    if cleared:
+        ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
+    children = [_start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
+    relays = [
+        threading.Thread(target=_relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)
+    ]
+    for relay in relays:
+        relay.start()
+    try:
+        codes = _wait(ctx, children)
+    except (KeyboardInterrupt, Interrupted):
+        for child in children:
+            proc.end(child, STOP_GRACE)
+        raise
+    finally:
+        for child in children:
+            if child.poll() is None:
+                proc.end(child, STOP_GRACE)
+        for relay in relays:
+            relay.join(5)
+        claims.clear(ctx.top, ctx.run_name)
+    return _ended(ctx, codes)
+
+
+def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
+    """Every slot's exit code. A slot that dies (`kill -9`) lets go of its claims at once, so
+    the others take its items."""
+    running = dict(enumerate(children, 1))
+    while running:
+        for slot, child in list(running.items()):
+            if child.poll() is not None:
+                del running[slot]
+                claims.release_slot(ctx.top, ctx.run_name, slot)
+        time.sleep(0.2)
+    return [child.returncode for child in children]
+
+
+def _start_slot(ctx: RunContext, options: RunOptions, slot: int) -> subprocess.Popen:
+    command = [sys.executable, "-P", "-m", "ralph", "run", "--name", ctx.run_name, "--slot", str(slot), "--plain"]
+    command += ["--items-per-lap", str(options.items_per_lap), "--max-laps", str(ctx.config.limits.max_laps)]
+    if options.config_path is not None:
+        command += ["--config", str(options.config_path.resolve())]
+    if options.events_to not in (None, "-"):
+        command += ["--events", str(options.events_to)]
+    # The slot hardens itself as any ralph run does: the secrets leave its environment block.
+    return proc.start(command, ctx.top, dict(os.environ, **{PARENT_VAR: str(os.getpid())}))
+
+
+_printing = threading.Lock()
+
+
+def _relay(child: subprocess.Popen, slot: int) -> None:
+    """A slot's lines (plain, cleaned by the slot), each marked with the slot."""
+    assert child.stdout is not None
+    for raw in child.stdout:
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        with _printing:
+            ui.console.print(f"[dim]slot {slot} │[/] {ui.safe(line)}")
+
+
+def _ended(ctx: RunContext, codes: list[int]) -> Exit:
+    from ralph.loop import LimitWait, Outage, why_stop  # the loop's fuses, read once more
+
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None
+    review.laps_table(state)
+    limits = ctx.config.limits
+    stop = why_stop(ctx, state, time.monotonic(), Outage(limits.outage_wait), LimitWait(limits.limit_wait))
+    if stop is None:
+        failed = next((code for code in codes if code not in (0, Exit.DONE)), Exit.ERROR)
+        code = Exit(failed) if failed in set(Exit) else Exit.ERROR
+        stop = code, f"the slots ended with exit codes {', '.join(map(str, codes))}"
+    code, reason = stop
+    how = "done" if code == Exit.DONE else "fuse"
+    events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
+    last = state.last_record()
+    facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
+    if code == Exit.DONE:
+        lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
+    lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
+    return code
+
+
+def work(ctx: RunContext, slot: int, items_per_lap: int) -> Exit:
+    """One slot's laps, until the run is done or a fuse blows (for every slot alike)."""
+    from ralph.loop import LimitWait, Outage, agent_for, lap_ended, why_stop
+
+    limits = ctx.config.limits
+    started = time.monotonic()
+    outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
+    while True:
+        state = ledger.load(ctx.top, ctx.run_name)
+        assert state is not None  # the coordinator started the run before its slots
+        stop = why_stop(ctx, state, started, outage, limit)
+        if stop is not None:
+            return stop[0]
+        if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name)) >= limits.max_laps:
+            time.sleep(POLL)  # the laps under way may finish the run, or use up max_laps
+            continue
+        items = _claim(ctx, state, slot, items_per_lap)
+        # Another lap may have ticked an item and let go of it between the state read above and
+        # the claim: read the line again, after the claim, and keep only what is still open.
+        state = ledger.load(ctx.top, ctx.run_name) or state
+        done = [item for item in items if item not in _open_items(ctx, state) and item != CHECKS_ITEM]
+        claims.release_items(ctx.top, ctx.run_name, done)
+        items = [item for item in items if item not in done]
+        if not items:
+            time.sleep(POLL)
+            continue
+        recorded = max((lap.number for lap in state.laps), default=0)
+        number = claims.take_number(ctx.top, ctx.run_name, recorded, slot, items)
+        try:
+            events.emit("lap_started", lap=number, max_laps=limits.max_laps)
+            record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot)
+        finally:
+            claims.release_items(ctx.top, ctx.run_name, items)
+            claims.finish_number(ctx.top, ctx.run_name, number)
+        lap_ended(record)
+        facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
+        lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
+
+
+def _claim(ctx: RunContext, state: RunState, slot: int, count: int) -> list[str]:
+    """The next open items no other slot holds; when every item is ticked but a check fails,
+    the checks themselves, for one slot at a time."""
+    return claims.take_items(ctx.top, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, slot)
+
+
+def _open_items(ctx: RunContext, state: RunState) -> list[str]:
+    text = git.show_file(ctx.top, state.green, ctx.config.files.todo)
+    return [item.text for item in todo.parse(text) if not item.done]

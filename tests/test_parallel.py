@@ -1,0 +1,236 @@
+"""`ralph run --parallel N`: slots run laps side by side on items of their own, rebased and
+checked again onto a green line that moved, without a lap's work ever landing unchecked.
+After each run, ledger.audit: every commit on the green line has a green note of its own,
+every lap its note, and no claim is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import git, lap_notes, make_repo, ralph
+
+from ralph import claims, ledger, todo
+from ralph.lap import progress_with
+
+PY = sys.executable
+AGENT = r"""
+import os, pathlib, re, time
+# Its items, or (a lap of a run without slots) the first open one.
+items = [line for line in os.environ.get("RALPH_ITEMS", "").splitlines() if line]
+items = items or re.findall(r"- \[ \] (.*)", pathlib.Path("TODO.md").read_text())[:1]
+prompt = pathlib.Path(os.environ["RALPH_PROMPT_FILE"]).read_text()
+print("slot", os.environ.get("RALPH_SLOT"), "items", items, "saw a conflict" if "conflict:" in prompt else "")
+time.sleep(SLEEP)
+todo = pathlib.Path("TODO.md")
+text = todo.read_text()
+for item in items:
+    written = re.match(r"Write (\S+)", item)
+    if written:
+        pathlib.Path(written[1]).write_text(item + "\n")
+    greeting = re.match(r"Set the greeting to (\w+)", item)
+    if greeting:
+        pathlib.Path("greeting.txt").write_text(greeting[1] + "\n")
+    text = text.replace(f"- [ ] {item}", f"- [x] {item}")
+todo.write_text(text)
+progress = pathlib.Path("PROGRESS.md")
+progress.write_text(progress.read_text() + f"\n## Slot {os.environ.get('RALPH_SLOT')}\nlap {os.environ['RALPH_LAP']}: {items}\n")
+"""
+
+
+def repo_with(tmp_path: Path, items: list[str], sleep: float = 0.5, **limits: object) -> Path:
+    """A repository whose agent does the items it claimed, taking `sleep` seconds."""
+    (tmp_path / "agent.py").write_text(AGENT.replace("SLEEP", str(sleep)))
+    config = {
+        "goal": "Do every item",
+        "agent": {"kind": "command", "command": f"{PY} {tmp_path / 'agent.py'}"},
+        "checks": [f"{PY} -c 'import pathlib; assert pathlib.Path(\"TODO.md\").exists()'"],
+        "limits": {"max_laps": 12, "stagnation": 6, **limits},
+    }
+    files = {
+        "TODO.md": "# TODO\n" + "".join(f"- [ ] {item}\n" for item in items),
+        "PROGRESS.md": "# Progress\n",
+        "greeting.txt": "hello\n",
+        "ralph.yaml": json.dumps(config),
+    }
+    return make_repo(tmp_path / "repo", files)
+
+
+def parallel_run(repo: Path, *args: str) -> subprocess.Popen:
+    """`ralph run --name p ARGS` as a process of its own, to be interrupted or killed."""
+    return subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--name", "p", *args],
+        cwd=repo,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def slot_processes(repo: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if b"--slot" in cmdline and cwd == str(repo):
+            found.append(int(entry.name))
+    return found
+
+
+def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green_line(tmp_path: Path):
+    items = [f"Write f{number}.txt" for number in range(1, 7)]
+    repo = repo_with(tmp_path, items)
+    result = ralph(repo, "run", "--name", "p", "--parallel", "3", "--events", str(tmp_path / "events.jsonl"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert ledger.audit(repo, "p") == []
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    ended = [event for event in events if event["type"] == "lap_ended"]
+    assert len(ended) == 6 and {event["slot"] for event in ended} == {1, 2, 3}
+    assert events[-1]["type"] == "run_ended" and events[-1]["exit"] == 0
+    laps = lap_notes(repo, "p")
+    assert [lap["status"] for lap in laps] == ["green"] * 6, [lap["reason"] for lap in laps]
+    assert sorted(item for lap in laps for item in lap["items"]) == sorted(items)  # each item once
+    assert {lap["slot"] for lap in laps} == {1, 2, 3}
+    assert any("rebased onto" in lap["reason"] for lap in laps)  # the line moved under some laps
+    todo = git(repo, "show", "ralph/p:TODO.md")
+    assert todo.count("- [x]") == 6 and "- [ ]" not in todo
+    progress = git(repo, "show", "ralph/p:PROGRESS.md")
+    assert all(f"## Slot {slot}" in progress for slot in (1, 2, 3))  # a section each, none lost
+    for number in range(1, 7):
+        assert git(repo, "show", f"ralph/p:f{number}.txt") == f"Write f{number}.txt"
+    assert "slot 1 │" in output and "slot 3 │" in output
+    assert "stopped: done" in output
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_laps_that_conflict_the_later_is_red_and_its_items_are_done_again_knowing_why(tmp_path: Path):
+    items = ["Set the greeting to hi", "Set the greeting to hey", "Write other.txt"]
+    repo = repo_with(tmp_path, items, sleep=2)
+    result = ralph(repo, "run", "--name", "p", "--parallel", "2")
+    output = result.stdout + result.stderr
+    assert ledger.audit(repo, "p") == []
+    laps = lap_notes(repo, "p")
+    conflicts = [lap for lap in laps if lap["reason"].startswith("conflict:")]
+    assert conflicts, output
+    assert "greeting.txt" in conflicts[0]["reason"]
+    # Kept for review under its lap ref, off the green line.
+    lap_commit = git(repo, "rev-parse", f"refs/ralph/p/laps/{conflicts[0]['lap']}")
+    on_line = subprocess.run(["git", "merge-base", "--is-ancestor", lap_commit, "ralph/p"], cwd=repo)
+    assert on_line.returncode == 1
+    # Its items were let go of, taken again by a later lap, whose prompt named the conflict.
+    again = [lap for lap in laps if lap["lap"] > conflicts[0]["lap"] and set(lap["items"]) & set(conflicts[0]["items"])]
+    assert again and again[0]["status"] == "green"
+    seen = (repo / ".git" / "ralph" / "p" / f"lap-{again[0]['lap']}" / "agent.log").read_text()
+    assert "saw a conflict" in seen
+    assert result.returncode == 0, output
+
+
+def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
+    repo = repo_with(tmp_path, [f"Write f{number}.txt" for number in range(1, 7)], sleep=30)
+    run = parallel_run(repo, "--parallel", "3")
+    deadline = time.monotonic() + 60
+    while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # the slots are in their laps' agents
+    run.send_signal(signal.SIGINT)
+    output = run.communicate(timeout=90)[0].decode()
+    assert run.returncode == 130, output
+    assert slot_processes(repo) == []
+    assert git(repo, "for-each-ref", "refs/ralph/p/claims/", "refs/ralph/p/started/") == ""
+    assert git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_ralph_killed_mid_run_is_resumed_and_every_item_is_done_once(tmp_path: Path):
+    items = [f"Write f{number}.txt" for number in range(1, 7)]
+    repo = repo_with(tmp_path, items, sleep=4)
+    run = parallel_run(repo, "--parallel", "3")
+    deadline = time.monotonic() + 60
+    while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)
+    run.kill()  # SIGKILL: no cleanup of its own; its slots end with it
+    run.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while slot_processes(repo) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert slot_processes(repo) == []
+    (tmp_path / "agent.py").write_text(AGENT.replace("SLEEP", "0.2"))
+    resumed = ralph(repo, "run", "--name", "p", "--parallel", "3")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert ledger.audit(repo, "p") == []
+    green = [lap for lap in lap_notes(repo, "p") if lap["status"] == "green"]
+    assert sorted(item for lap in green for item in lap["items"]) == sorted(items)
+    assert git(repo, "show", "ralph/p:TODO.md").count("- [x]") == 6
+
+
+def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    items = [f"item {number}" for number in range(20)]
+    taken: dict[int, list[str]] = {}
+
+    def take(slot: int) -> None:
+        taken[slot] = [item for _ in range(10) for item in claims.take_items(repo, "r", items, 1, slot)]
+
+    threads = [threading.Thread(target=take, args=(slot,)) for slot in (1, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [item for held in taken.values() for item in held]
+    assert sorted(everything) == sorted(items) and len(set(everything)) == 20  # each once, all taken
+    numbers = [claims.take_number(repo, "r", 0, slot, []) for slot in (1, 2, 1)]
+    assert numbers == [1, 2, 3] and sorted(claims.started(repo, "r")) == [1, 2, 3]
+    claims.release_slot(repo, "r", 1)  # slot 1 died: what it held is free, the others' is not
+    assert sorted(claims.started(repo, "r")) == [2]
+    assert claims.take_items(repo, "r", items, 20, 4) == taken[1]
+    assert claims.clear(repo, "r") == 20 + 1
+    assert ledger.audit(repo, "r") == ["no run 'r'"]
+
+
+def test_a_lap_put_onto_another_todo_and_progress_keeps_its_ticks_items_and_section():
+    onto = "# TODO\n- [x] a\n- [ ] b\n  wrapped\n1. [ ] c\n"
+    assert todo.combined(onto, ["b wrapped", "c"], ["- [ ] d (found by the lap)"]) == (
+        "# TODO\n- [x] a\n- [x] b\n  wrapped\n1. [x] c\n- [ ] d (found by the lap)\n"
+    )
+    theirs = "# Progress\n\n## Slot 1\nold one\n\n## Slot 2\ntwo\n"
+    mine = "# Progress\n\n## Slot 1\nnew one\nmore\n"
+    assert progress_with(theirs, mine, 1) == "# Progress\n\n## Slot 1\nnew one\nmore\n## Slot 2\ntwo\n"
+    assert progress_with("# Progress", "## Slot 3\nthree\n", 3) == "# Progress\n\n## Slot 3\nthree\n"
+    assert progress_with(theirs, "no section of its own", 1) == theirs
+
+
+def test_parallel_laps_need_the_sandbox_and_slots_are_started_by_ralph_alone(tmp_path: Path):
+    repo = repo_with(tmp_path, ["Write a.txt"])
+    config = json.loads((repo / "ralph.yaml").read_text())
+    (repo / "ralph.yaml").write_text(json.dumps(dict(config, sandbox="off")))
+    git(repo, "commit", "-qam", "no sandbox")
+    result = ralph(repo, "run", "--name", "p", "--parallel", "2")
+    assert result.returncode == 1 and "--parallel needs laps in the sandbox (bubblewrap)" in result.stderr
+    result = ralph(repo, "run", "--name", "p", "--slot", "1")
+    assert result.returncode == 1 and "--slot is for the slots a `ralph run --parallel`" in result.stderr
+    assert git(repo, "for-each-ref", "refs/ralph/") == ""
+
+
+def test_a_slot_takes_what_is_open_and_stops_when_the_run_is_done(tmp_path: Path, monkeypatch):
+    """A slot on its own (as the coordinator starts it, here in this process): it claims the
+    open item, runs its lap, sees the run done and stops; the lap says its slot and item."""
+    repo = repo_with(tmp_path, ["Write a.txt", "Write b.txt"], sleep=0)
+    assert ralph(repo, "run", "--name", "p", "--max-laps", "1").returncode == 3  # a.txt, then the fuse
+    monkeypatch.setenv("RALPH_PARALLEL_PARENT", str(os.getppid()))  # what ends it: this process's parent
+    result = ralph(repo, "run", "--name", "p", "--slot", "2", "--max-laps", "4")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = lap_notes(repo, "p")
+    assert (first["slot"], first["items"]) == (None, [])
+    assert (second["slot"], second["items"], second["status"]) == (2, ["Write b.txt"], "green")
+    assert ledger.audit(repo, "p") == []
