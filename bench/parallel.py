@@ -2,7 +2,8 @@
 
 1. Throughput. A job of independent items; the stand-in agent sleeps (an agent's time
    dominates a real lap), writes its items' files and ticks them. Items per minute with 1, 2
-   and 4 slots, and the ratio to 1 slot, measured in one run, slots taking turns.
+   and 4 slots, and the ratio to 1 slot (a plain `ralph run`, laps one at a time), measured
+   one after the other in one run.
 2. Contention. The same job with a share of its items all editing one line of one shared
    file: laps that had to be rebased and checked again, and laps red with a conflict, as a
    share of all laps, as that overlap grows.
@@ -30,9 +31,11 @@ from ralph import ledger
 AGENT = r"""
 import os, pathlib, re, time
 time.sleep(SLEEP)
-items = [line for line in os.environ["RALPH_ITEMS"].splitlines() if line]
 todo = pathlib.Path("TODO.md")
 text = todo.read_text()
+# Its items; run without slots (1 slot is a plain `ralph run`), the first open one.
+items = [line for line in os.environ.get("RALPH_ITEMS", "").splitlines() if line]
+items = items or re.findall(r"- \[ \] (.*)", text)[:1]
 for item in items:
     name = re.match(r"Item (\d+)( shared)?", item)
     if name[2]:

@@ -414,16 +414,7 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
     while True:
         stop = why_stop(ctx, state, started, outage, limit)
         if stop is not None:
-            code, reason = stop
-            review.laps_table(state)
-            how = "done" if code == Exit.DONE else "fuse"
-            events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
-            last = state.last_record()
-            facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
-            if code == Exit.DONE:
-                lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
-            lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
-            return code
+            return stopped(ctx, state, *stop)
         last, which = state.last_record(), agent_for(ctx.config, state)
         if _endpoint_failed(last) and last is not None and which == last.fallback:
             outage.wait()
@@ -440,6 +431,19 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
         state.laps.append(ledger.Lap(number, record.commit, record))
         if record.status == "green":
             state.green = record.commit
+
+
+def stopped(ctx: RunContext, state: RunState, code: Exit, reason: str) -> Exit:
+    """The run's end, said: the laps table, the last event, the lifecycle hooks."""
+    review.laps_table(state)
+    how = "done" if code == Exit.DONE else "fuse"
+    events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
+    last = state.last_record()
+    facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
+    if code == Exit.DONE:
+        lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
+    lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
+    return code
 
 
 def lap_ended(record: LapRecord) -> None:

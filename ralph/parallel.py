@@ -22,8 +22,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ralph import claims, events, git, ledger, lifecycle, proc, review, todo, ui
-from ralph.errors import Exit, Interrupted
+from ralph import claims, events, git, ledger, lifecycle, proc, todo, ui
+from ralph.errors import Exit
 from ralph.lap import RunContext, run_lap
 from ralph.ledger import RunState
 
@@ -49,14 +49,8 @@ def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
         relay.start()
     try:
         codes = _wait(ctx, children)
-    except (KeyboardInterrupt, Interrupted):
-        for child in children:
-            proc.end(child, STOP_GRACE)
-        raise
-    finally:
-        for child in children:
-            if child.poll() is None:
-                proc.end(child, STOP_GRACE)
+    finally:  # a Ctrl-C, or a bug of ralph's: every slot still running ends its lap and stops
+        proc.end([child for child in children if child.poll() is None], STOP_GRACE)
         for relay in relays:
             relay.join(5)
         claims.clear(ctx.top, ctx.run_name)
@@ -100,26 +94,18 @@ def _relay(child: subprocess.Popen, slot: int) -> None:
 
 
 def _ended(ctx: RunContext, codes: list[int]) -> Exit:
-    from ralph.loop import LimitWait, Outage, why_stop  # the loop's fuses, read once more
+    """The run's end, from its state (the fuses read once more), else from the slots' codes."""
+    from ralph.loop import LimitWait, Outage, stopped, why_stop
 
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None
-    review.laps_table(state)
     limits = ctx.config.limits
     stop = why_stop(ctx, state, time.monotonic(), Outage(limits.outage_wait), LimitWait(limits.limit_wait))
     if stop is None:
         failed = next((code for code in codes if code not in (0, Exit.DONE)), Exit.ERROR)
         code = Exit(failed) if failed in set(Exit) else Exit.ERROR
         stop = code, f"the slots ended with exit codes {', '.join(map(str, codes))}"
-    code, reason = stop
-    how = "done" if code == Exit.DONE else "fuse"
-    events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
-    last = state.last_record()
-    facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
-    if code == Exit.DONE:
-        lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
-    lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))
-    return code
+    return stopped(ctx, state, *stop)
 
 
 def work(ctx: RunContext, slot: int, items_per_lap: int) -> Exit:

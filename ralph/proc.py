@@ -260,15 +260,19 @@ def start(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Pope
     )
 
 
-def end(child: subprocess.Popen, grace: float) -> None:
-    """SIGINT to its group (it ends as after a Ctrl-C), then KILL after `grace` seconds."""
-    _signal_group(child, signal.SIGINT)
-    try:
-        child.wait(grace)
-    except subprocess.TimeoutExpired:
-        with signals_held():
-            _signal_group(child, signal.SIGKILL)
-            child.wait()
+def end(children: list[subprocess.Popen], grace: float) -> None:
+    """SIGINT to each one's group (they end as after a Ctrl-C), then KILL to those still
+    running after `grace` seconds."""
+    for child in children:
+        _signal_group(child, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with signals_held():
+                _signal_group(child, signal.SIGKILL)
+                child.wait()
 
 
 def _read_and_close(stream: IO[bytes] | None, cap: int) -> str:

@@ -202,8 +202,9 @@ def _lap(top: Path, number: int, commit: str, record: LapRecord | None, problem:
     if record.judge:
         parts.append(_judge(record))
     parts.append(_diff(top, record.parent, commit))
+    slot = f" (slot {record.slot}: {escape('; '.join(record.items))})" if record.slot is not None else ""
     return (
-        f'<details class="lap" data-status="{record.status}"><summary><b>lap {number}</b> '
+        f'<details class="lap" data-status="{record.status}"><summary><b>lap {number}</b>{slot} '
         f'<span class="status {record.status}">{record.status}</span> {escape(record.reason)}</summary>'
         f"{''.join(parts)}</details>"
     )

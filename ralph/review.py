@@ -41,6 +41,7 @@ def laps_table(state: RunState) -> None:
     """A lap a line, its reason cut to the terminal's width (`ralph show` has it whole); TODO
     is done/all after the lap, +N the items it ticked. Also the end of `ralph run`'s output."""
     rows, width = [], max(20, ui.console.width - LOG_OTHER_COLUMNS)
+    slots = any(lap.record and lap.record.slot is not None for lap in state.laps)  # a parallel run
     for lap in state.laps:
         r = lap.record
         if r is None:
@@ -48,7 +49,7 @@ def laps_table(state: RunState) -> None:
             continue
         rows.append(
             [
-                str(r.lap),
+                f"{r.lap} (slot {r.slot})" if slots and r.slot is not None else str(r.lap),
                 ui.status_text(r.status),
                 f"{r.duration_s:.1f}s",
                 f"{r.agent.usage.total:,}" if r.agent.usage.requests else "-",

@@ -110,6 +110,9 @@ def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green
         assert git(repo, "show", f"ralph/p:f{number}.txt") == f"Write f{number}.txt"
     assert "slot 1 │" in output and "slot 3 │" in output
     assert "stopped: done" in output
+    assert all(f"(slot {slot})" in ralph(repo, "log", "--run", "p").stdout for slot in (1, 2, 3))
+    assert ralph(repo, "report", "--run", "p", "-o", str(tmp_path / "report.html")).returncode == 0
+    assert "(slot 2: Write f" in (tmp_path / "report.html").read_text()
     assert git(repo, "status", "--porcelain") == ""
 
 
