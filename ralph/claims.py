@@ -89,6 +89,19 @@ def release_slot(cwd: Path, run: str, slot: int) -> None:
                 git.run(cwd, "update-ref", "-d", ref, blob, check=False)
 
 
+def under_way(cwd: Path, run: str) -> list[dict]:
+    """The laps started and not finished: each one's number, slot and items, by lap number."""
+    prefix, laps = started_prefix(run), []
+    for ref, blob in git.refs(cwd, prefix).items():
+        try:
+            holder = json.loads(git.read_blob(cwd, blob))
+        except ValueError:
+            holder = {}
+        if ref[len(prefix) :].isdigit() and isinstance(holder, dict):
+            laps.append({"lap": int(ref[len(prefix) :]), "slot": holder.get("slot"), "items": holder.get("items", [])})
+    return sorted(laps, key=lambda lap: lap["lap"])
+
+
 def clear(cwd: Path, run: str) -> int:
     """Let go of every claim and started lap of `run` (no slot is running); returns how many."""
     stale = [*git.refs(cwd, claims_prefix(run)), *git.refs(cwd, started_prefix(run))]

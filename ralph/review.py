@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ralph import git, ledger, proc, ui, user_state
+from ralph import claims, git, ledger, proc, ui, user_state
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
 from ralph.ledger import JudgeRecord, RunState
@@ -168,6 +168,11 @@ def _usd(cost: float | None) -> str:
     return "unknown" if cost is None else f"${cost:.4f}"
 
 
+def _laps_by_slot(state: RunState) -> dict[int, int]:
+    slots = [lap.record.slot for lap in state.laps if lap.record and lap.record.slot is not None]
+    return {slot: slots.count(slot) for slot in sorted(set(slots))}
+
+
 def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     top = git.open_repo(cwd).top
     state = ledger.resolve(top, run)
@@ -195,6 +200,7 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
         "context": dict(zip(("this_lap", "one_session"), state.context_bars(), strict=True)),
     }
     if as_json:
+        summary.update(under_way=claims.under_way(top, state.name), laps_by_slot=_laps_by_slot(state))
         ui.print_json(summary)
         return Exit.DONE
     ui.say(f"run [bold]{state.name}[/]: {'[green]done[/]' if done else 'not done'}")
@@ -205,6 +211,13 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
         ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")
+    by_slot, under_way = _laps_by_slot(state), claims.under_way(top, state.name)
+    if by_slot:
+        counts = ", ".join(f"slot {slot}: {count}" for slot, count in by_slot.items())
+        ui.say(f"  slots       laps by slot: {ui.safe(counts)}")
+    for lap in under_way:
+        items = "; ".join(lap["items"]) or "?"
+        ui.say(f"  under way   lap {lap['lap']} (slot {lap['slot']}): {ui.safe(items)}")
     if summary["tokens"]:
         cap = f" of max {summary['max_tokens']:,}" if summary["max_tokens"] else ""
         ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")

@@ -111,6 +111,7 @@ def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green
     assert "slot 1 │" in output and "slot 3 │" in output
     assert "stopped: done" in output
     assert all(f"(slot {slot})" in ralph(repo, "log", "--run", "p").stdout for slot in (1, 2, 3))
+    assert "laps by slot: slot 1: " in ralph(repo, "status", "--run", "p").stdout
     assert ralph(repo, "report", "--run", "p", "-o", str(tmp_path / "report.html")).returncode == 0
     assert "(slot 2: Write f" in (tmp_path / "report.html").read_text()
     assert git(repo, "status", "--porcelain") == ""
@@ -145,6 +146,9 @@ def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
     while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(3)  # the slots are in their laps' agents
+    status = json.loads(ralph(repo, "status", "--run", "p", "--json").stdout)
+    assert len(status["under_way"]) == 3 and {lap["slot"] for lap in status["under_way"]} == {1, 2, 3}
+    assert all(len(lap["items"]) == 1 for lap in status["under_way"])
     run.send_signal(signal.SIGINT)
     output = run.communicate(timeout=90)[0].decode()
     assert run.returncode == 130, output
