@@ -231,13 +231,13 @@ def test_parallel_laps_need_the_sandbox_and_slots_are_started_by_ralph_alone(tmp
 
 def test_a_slot_takes_what_is_open_and_stops_when_the_run_is_done(tmp_path: Path, monkeypatch):
     """A slot on its own (as the coordinator starts it, here in this process): it claims the
-    open item, runs its lap, sees the run done and stops; the lap says its slot and item."""
-    repo = repo_with(tmp_path, ["Write a.txt", "Write b.txt"], sleep=0)
+    open items (two a lap), runs its lap, sees the run done and stops; the lap says its slot."""
+    repo = repo_with(tmp_path, ["Write a.txt", "Write b.txt", "Write c.txt"], sleep=0)
     assert ralph(repo, "run", "--name", "p", "--max-laps", "1").returncode == 3  # a.txt, then the fuse
     monkeypatch.setenv("RALPH_PARALLEL_PARENT", str(os.getppid()))  # what ends it: this process's parent
-    result = ralph(repo, "run", "--name", "p", "--slot", "2", "--max-laps", "4")
+    result = ralph(repo, "run", "--name", "p", "--slot", "2", "--max-laps", "4", "--items-per-lap", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = lap_notes(repo, "p")
     assert (first["slot"], first["items"]) == (None, [])
-    assert (second["slot"], second["items"], second["status"]) == (2, ["Write b.txt"], "green")
-    assert ledger.audit(repo, "p") == []
+    assert (second["slot"], second["items"], second["status"]) == (2, ["Write b.txt", "Write c.txt"], "green")
+    assert second["done"] is True and ledger.audit(repo, "p") == []
