@@ -51,30 +51,47 @@ def take_items(cwd: Path, run: str, open_items: list[str], count: int, slot: int
 
 def release_items(cwd: Path, run: str, items: list[str]) -> None:
     for text in items:
-        git.run(cwd, "update-ref", "-d", claims_prefix(run) + item_id(text), check=False)
+        git.delete_ref(cwd, claims_prefix(run) + item_id(text), check=False)
 
 
 def held_items(cwd: Path, run: str) -> int:
     return len(git.refs(cwd, claims_prefix(run)))
 
 
-def take_number(cwd: Path, run: str, after: int, slot: int, items: list[str]) -> int:
-    """The first lap number past `after` (the last recorded) that no slot has started."""
+def take_number(cwd: Path, run: str, slot: int, items: list[str]) -> int:
+    """The first lap number past every lap recorded or started."""
     holder = _holder(cwd, slot, items=items)
-    number = max([after, *started(cwd, run)]) + 1
+    laps = f"refs/ralph/{run}/laps/"
+    recorded = [int(ref[len(laps) :]) for ref in git.refs(cwd, laps) if ref[len(laps) :].isdigit()]
+    number = max([0, *recorded, *started(cwd, run)]) + 1
     while not git.update_ref(cwd, started_prefix(run) + str(number), holder, None):
         number += 1
     return number
 
 
 def finish_number(cwd: Path, run: str, number: int) -> None:
-    git.run(cwd, "update-ref", "-d", started_prefix(run) + str(number), check=False)
+    git.delete_ref(cwd, started_prefix(run) + str(number), check=False)
 
 
 def started(cwd: Path, run: str) -> list[int]:
-    """The laps under way: started and not yet finished."""
-    prefix = started_prefix(run)
-    return [int(ref[len(prefix) :]) for ref in git.refs(cwd, prefix) if ref[len(prefix) :].isdigit()]
+    """The laps under way: started, not yet finished, by a slot that is still alive (one that
+    died holding a number, in a way nothing could clean up after, holds nothing)."""
+    prefix, numbers = started_prefix(run), []
+    for ref, blob in git.refs(cwd, prefix).items():
+        if ref[len(prefix) :].isdigit() and _alive(cwd, blob):
+            numbers.append(int(ref[len(prefix) :]))
+    return numbers
+
+
+def _alive(cwd: Path, blob: str) -> bool:
+    try:
+        pid = json.loads(git.read_blob(cwd, blob)).get("pid")
+        os.kill(pid, 0)
+    except (ValueError, AttributeError, TypeError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def release_slot(cwd: Path, run: str, slot: int) -> None:
@@ -86,7 +103,7 @@ def release_slot(cwd: Path, run: str, slot: int) -> None:
             except ValueError:
                 continue
             if isinstance(holder, dict) and holder.get("slot") == slot:
-                git.run(cwd, "update-ref", "-d", ref, blob, check=False)
+                git.delete_ref(cwd, ref, blob, check=False)
 
 
 def under_way(cwd: Path, run: str) -> list[dict]:
@@ -102,9 +119,13 @@ def under_way(cwd: Path, run: str) -> list[dict]:
     return sorted(laps, key=lambda lap: lap["lap"])
 
 
-def clear(cwd: Path, run: str) -> int:
-    """Let go of every claim and started lap of `run` (no slot is running); returns how many."""
+def clear(cwd: Path, common_dir: Path, run: str) -> int:
+    """Let go of every claim and started lap of `run`; returns how many. No slot of it is
+    running, so a lock git left in its refs' folders (git killed mid-update) is stale: removed."""
+    for prefix in (claims_prefix(run), started_prefix(run)):
+        for lock in (common_dir / prefix).glob("*.lock"):
+            lock.unlink(missing_ok=True)
     stale = [*git.refs(cwd, claims_prefix(run)), *git.refs(cwd, started_prefix(run))]
     for ref in stale:
-        git.run(cwd, "update-ref", "-d", ref, check=False)
+        git.delete_ref(cwd, ref, check=False)
     return len(stale)

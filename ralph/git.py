@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,13 +127,18 @@ def rev(cwd: Path, name: str) -> str | None:
 
 
 def update_ref(cwd: Path, ref: str, new: str, old: str | None) -> bool:
-    """Compare-and-swap `ref` from `old` (None: must not exist) to `new`; False if it lost."""
-    result = run(cwd, *DURABLE, "update-ref", "-m", "ralph", ref, new, old or ZERO, check=False)
+    """Compare-and-swap `ref` from `old` (None: must not exist) to `new`; False if it lost.
+    A Ctrl-C waits for it: git killed mid-update leaves the ref's lock, and no one can move
+    the ref again until a person deletes the lock by hand."""
+    with proc.signals_held():
+        result = run(cwd, *DURABLE, "update-ref", "-m", "ralph", ref, new, old or ZERO, check=False)
     return result.ok
 
 
-def delete_ref(cwd: Path, ref: str) -> None:
-    run(cwd, "update-ref", "-d", ref)
+def delete_ref(cwd: Path, ref: str, old: str | None = None, check: bool = True) -> bool:
+    """Delete `ref` (only while it points at `old`, when given); a Ctrl-C waits for it too."""
+    with proc.signals_held():
+        return run(cwd, "update-ref", "-d", ref, *([old] if old else []), check=check).ok
 
 
 def refs(cwd: Path, prefix: str) -> dict[str, str]:
@@ -306,12 +311,16 @@ def merge_trees(cwd: Path, onto: str, commit: str) -> tuple[str | None, list[str
     raise GitFailed(["merge-tree", onto, commit], merged)
 
 
-def with_files(cwd: Path, tree: str, files: dict[str, str]) -> str:
-    """`tree` with these paths holding these texts (as regular files), through an index of its own."""
+def with_files(cwd: Path, tree: str, files: Mapping[str, str | None]) -> str:
+    """`tree` with these paths holding these texts (as regular files; None: no such file),
+    through an index of its own."""
     with tempfile.TemporaryDirectory(prefix="ralph-index-") as folder:
         env = proc.clean_env(extra={"GIT_INDEX_FILE": str(Path(folder) / "index")})
         run(cwd, "read-tree", tree, env=env)
         for path, text in files.items():
+            if text is None:
+                run(cwd, "update-index", "--force-remove", "--", path, env=env)
+                continue
             blob = write_blob(cwd, text)
             run(cwd, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
         return run(cwd, *DURABLE, "write-tree", env=env).output.strip()
@@ -331,7 +340,7 @@ def add_note(cwd: Path, commit: str, text: str) -> None:
     ralph's own in the git dir makes them take turns."""
     folder = Path(cwd, out(cwd, "rev-parse", "--git-common-dir"), "ralph")
     folder.mkdir(exist_ok=True)
-    with open(folder / "notes.lock", "w") as lock:
+    with open(folder / "notes.lock", "w") as lock, proc.signals_held():  # as update_ref: never cut short
         fcntl.flock(lock, fcntl.LOCK_EX)
         run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -239,6 +240,13 @@ def run_lap(
         crashpoint.reached("commit")
         judged = _judge_lap(ctx, state, number, log_dir, commit, agent, refusal, ticked)
     tampered += tampered_later
+    stray = [item for item in ticked if item not in items] if slot is not None else []
+    if stray and judged.status == "green":  # another lap may be doing it right now
+        judged = Judged(
+            "red",
+            f"ticked items it did not claim, which other laps work on: {'; '.join(stray[:3])}",
+            files_changed=judged.files_changed,
+        )
     if tampered:
         judged = Judged(
             "red",
@@ -376,19 +384,25 @@ def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tup
     else the whole note, which each lap rewrites."""
     top, files = ctx.top, ctx.config.files
     parent = git.out(top, "rev-parse", f"{commit}^")
-    notes = [name for name in (files.todo, files.progress) if git.show_file(top, parent, name) is not None]
-    # The lap's commit without its changes to the two: only the rest can conflict.
-    kept = {name: git.show_file(top, parent, name) or "" for name in notes}
+    notes = [name for name in (files.todo, files.progress) if git.show_file(top, commit, name) is not None]
+    # The lap's commit without its changes to the two (None: not there before it), so only
+    # the rest can conflict.
+    kept = {name: git.show_file(top, parent, name) for name in notes}
     bare = git.commit_tree(top, git.with_files(top, f"{commit}^{{tree}}", kept), parent, "ralph: the lap, notes aside")
     tree, conflicts = git.merge_trees(top, onto, bare)
     if tree is None:
         return None, conflicts
     ours: dict[str, str] = {}
     if files.todo in notes:
-        before = todo.parse(kept[files.todo])
+        before = todo.parse(kept[files.todo] or "")
         after_text = git.show_file(top, commit, files.todo) or ""
-        known = {item.text for item in before}
-        added = [line for line in after_text.splitlines() if _is_new_item(line, known)]
+        known = Counter(item.text for item in before)
+        added = []
+        for item, _, source in todo.sources(after_text):  # the items the lap added, whole
+            if known[item.text] > 0:
+                known[item.text] -= 1
+            else:
+                added.append(source)
         ticked = todo.newly_ticked(before, todo.parse(after_text))
         ours[files.todo] = todo.combined(git.show_file(top, onto, files.todo) or "", ticked, added)
     if files.progress in notes:
@@ -404,25 +418,21 @@ def slot_heading(slot: int) -> str:
 
 
 def progress_with(theirs: str, mine: str, slot: int) -> str:
-    """`theirs` (PROGRESS.md on the green line) with slot `slot`'s section as `mine` has it."""
-    section = _section(mine, slot)
-    if section is None:
+    """`theirs` (PROGRESS.md on the green line) with slot `slot`'s section as `mine` has it
+    (its last, when the lap wrote the heading more than once)."""
+    written = list(_sections(mine, slot))
+    if not written:
         return theirs
-    current = _section(theirs, slot)
+    section = written[-1].group(0)
+    current = next(_sections(theirs, slot), None)
     if current is not None:
-        return theirs.replace(current, section, 1)
+        return theirs[: current.start()] + section + theirs[current.end() :]
     return theirs + ("" if not theirs or theirs.endswith("\n") else "\n") + "\n" + section
 
 
-def _section(text: str, slot: int) -> str | None:
-    """From the slot's heading to the next heading of that level, or the end."""
-    found = re.search(rf"^{re.escape(slot_heading(slot))}[ \t]*\n(?:(?!## ).*\n?)*", text, re.MULTILINE)
-    return found.group(0) if found else None
-
-
-def _is_new_item(line: str, known: set[str]) -> bool:
-    items = todo.parse(line.strip())
-    return len(items) == 1 and items[0].text not in known
+def _sections(text: str, slot: int) -> Iterator[re.Match]:
+    """Each stretch from the slot's heading to the next heading of that level, or the end."""
+    return re.finditer(rf"^{re.escape(slot_heading(slot))}[ \t]*\n(?:(?!## ).*\n?)*", text, re.MULTILINE)
 
 
 def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:

@@ -132,7 +132,9 @@ def _run(options: RunOptions) -> Exit:
                 mcp = McpTools.start(cfg.mcp, repo.top, env, run_dir)
             if judge is not None and "judge" in cfg.mcp.roles:
                 judge.mcp = mcp
-            workspace = Workspace.create(repo.top, repo.common_dir, name if slot is None else f"{name}.slot-{slot}")
+            workspace = Workspace.create(
+                repo.top, repo.common_dir, name if slot is None else parallel.slot_name(name, slot)
+            )
             ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge, mcp=mcp)
             if slot is not None:
                 return parallel.work(ctx, slot, options.items_per_lap)

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING
 
 from ralph import claims, events, git, ledger, lifecycle, proc, todo, ui
 from ralph.errors import Exit
+from ralph.files import remove_path
 from ralph.lap import RunContext, run_lap
 from ralph.ledger import RunState
+from ralph.workspace import folder_for
 
 if TYPE_CHECKING:
     from ralph.loop import RunOptions
@@ -38,7 +40,7 @@ CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
 
 def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
     """Start the slots, relay their lines, wait for them all; the run's end, said once."""
-    cleared = claims.clear(ctx.top, ctx.run_name)
+    cleared = claims.clear(ctx.top, ctx.repo.common_dir, ctx.run_name)
     if cleared:
         ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
     children = [_start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
@@ -53,8 +55,15 @@ def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
         proc.end([child for child in children if child.poll() is None], STOP_GRACE)
         for relay in relays:
             relay.join(5)
-        claims.clear(ctx.top, ctx.run_name)
+        claims.clear(ctx.top, ctx.repo.common_dir, ctx.run_name)
+        for slot in range(1, options.parallel + 1):  # a slot killed outright left its workspace
+            remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
     return _ended(ctx, codes)
+
+
+def slot_name(run: str, slot: int) -> str:
+    """What a slot's workspace is named by."""
+    return f"{run}.slot-{slot}"
 
 
 def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
@@ -134,17 +143,29 @@ def work(ctx: RunContext, slot: int, items_per_lap: int) -> Exit:
         if not items:
             time.sleep(POLL)
             continue
-        recorded = max((lap.number for lap in state.laps), default=0)
-        number = claims.take_number(ctx.top, ctx.run_name, recorded, slot, items)
+        number = claims.take_number(ctx.top, ctx.run_name, slot, items)
+        # max_laps, kept whatever the timing: of the laps under way, only the lowest numbers
+        # that fit beside the counted laps may run; a slot past them gives its number back.
+        under_way = sorted(claims.started(ctx.top, ctx.run_name))
+        if number not in under_way or under_way.index(number) >= limits.max_laps - state.counted_laps():
+            _let_go(ctx, items, number)
+            time.sleep(POLL)
+            continue
         try:
             events.emit("lap_started", lap=number, max_laps=limits.max_laps)
             record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot)
         finally:
-            claims.release_items(ctx.top, ctx.run_name, items)
-            claims.finish_number(ctx.top, ctx.run_name, number)
+            _let_go(ctx, items, number)
         lap_ended(record)
         facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
         lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
+
+
+def _let_go(ctx: RunContext, items: list[str], number: int) -> None:
+    """A Ctrl-C must not cut a ref update short: git would leave its lock in the repository."""
+    with proc.signals_held():
+        claims.release_items(ctx.top, ctx.run_name, items)
+        claims.finish_number(ctx.top, ctx.run_name, number)
 
 
 def _claim(ctx: RunContext, state: RunState, slot: int, count: int) -> list[str]:

@@ -8,6 +8,7 @@ over several lines keeps all of its text.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -63,23 +64,42 @@ def count(items: list[Item]) -> Counts:
     return Counts(open=len(items) - done, done=done)
 
 
-def combined(text: str, ticked: list[str], added: list[str]) -> str:
-    """`text` (a TODO file) with the items `ticked` ticked and the `added` lines appended: what
-    a lap did to its TODO, put onto another version of it (laps run side by side)."""
-    wanted = set(ticked)
+def sources(text: str) -> list[tuple[Item, int, str]]:
+    """Every item with the line it starts on and its source lines (a wrapped item's all)."""
     lines = text.splitlines(keepends=True)
+    found = []
     tokens = _MARKDOWN.parse(text)
     for at, token in enumerate(tokens[:-2]):
         if token.type == "list_item_open" and tokens[at + 1].type == "paragraph_open" and token.map:
             match = _BOX.match(tokens[at + 2].content)
-            if match and match[1] == " " and " ".join(match["text"].split()) in wanted:
-                first = token.map[0]
-                lines[first] = lines[first].replace("[ ]", "[x]", 1)
+            if match:
+                item = Item(" ".join(match["text"].split()), match[1] != " ")
+                source = "".join(lines[token.map[0] : token.map[1]]).rstrip("\n") + "\n"  # no blank line after
+                found.append((item, token.map[0], source))
+    return found
+
+
+def combined(text: str, ticked: list[str], added: list[str]) -> str:
+    """`text` (a TODO file) with the items `ticked` ticked (as many open ones of a text as it
+    is named) and the `added` items' source appended: what a lap did to its TODO, put onto
+    another version of it (laps run side by side)."""
+    wanted = Counter(ticked)
+    lines = text.splitlines(keepends=True)
+    for item, first, _ in sources(text):
+        if not item.done and wanted[item.text] > 0:
+            wanted[item.text] -= 1
+            lines[first] = lines[first].replace("[ ]", "[x]", 1)
     tail = "" if not lines or lines[-1].endswith("\n") else "\n"
-    return "".join(lines) + tail + "".join(line + "\n" for line in added)
+    return "".join(lines) + tail + "".join(source if source.endswith("\n") else source + "\n" for source in added)
 
 
 def newly_ticked(before: list[Item], after: list[Item]) -> list[str]:
-    """Items open before and done after, by their text."""
-    was_open = {item.text for item in before if not item.done}
-    return [item.text for item in after if item.done and item.text in was_open]
+    """Items open before and done after, by their text: a text twice when two of its items
+    were ticked (as many as were open before, and more are done than before)."""
+    was_open = Counter(item.text for item in before if not item.done)
+    done_before = Counter(item.text for item in before if item.done)
+    done_after = Counter(item.text for item in after if item.done)
+    ticked = []
+    for text in dict.fromkeys(item.text for item in after if item.done):
+        ticked += [text] * min(was_open[text], done_after[text] - done_before[text])
+    return ticked

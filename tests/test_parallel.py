@@ -38,6 +38,8 @@ for item in items:
     if greeting:
         pathlib.Path("greeting.txt").write_text(greeting[1] + "\n")
     text = text.replace(f"- [ ] {item}", f"- [x] {item}")
+    if "tick every item" in item:  # a lap that ticks what others claimed
+        text = text.replace("- [ ]", "- [x]")
 todo.write_text(text)
 progress = pathlib.Path("PROGRESS.md")
 progress.write_text(progress.read_text() + f"\n## Slot {os.environ.get('RALPH_SLOT')}\nlap {os.environ['RALPH_LAP']}: {items}\n")
@@ -196,25 +198,37 @@ def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
         thread.join()
     everything = [item for held in taken.values() for item in held]
     assert sorted(everything) == sorted(items) and len(set(everything)) == 20  # each once, all taken
-    numbers = [claims.take_number(repo, "r", 0, slot, []) for slot in (1, 2, 1)]
+    numbers = [claims.take_number(repo, "r", slot, []) for slot in (1, 2, 1)]
     assert numbers == [1, 2, 3] and sorted(claims.started(repo, "r")) == [1, 2, 3]
     claims.release_slot(repo, "r", 1)  # slot 1 died: what it held is free, the others' is not
     assert sorted(claims.started(repo, "r")) == [2]
     assert claims.take_items(repo, "r", items, 20, 4) == taken[1]
-    assert claims.clear(repo, "r") == 20 + 1
+    assert claims.clear(repo, repo / ".git", "r") == 20 + 1
     assert ledger.audit(repo, "r") == ["no run 'r'"]
 
 
 def test_a_lap_put_onto_another_todo_and_progress_keeps_its_ticks_items_and_section():
     onto = "# TODO\n- [x] a\n- [ ] b\n  wrapped\n1. [ ] c\n"
-    assert todo.combined(onto, ["b wrapped", "c"], ["- [ ] d (found by the lap)"]) == (
-        "# TODO\n- [x] a\n- [x] b\n  wrapped\n1. [x] c\n- [ ] d (found by the lap)\n"
+    assert todo.combined(onto, ["b wrapped", "c"], ["- [ ] d, found\n  by the lap\n"]) == (
+        "# TODO\n- [x] a\n- [x] b\n  wrapped\n1. [x] c\n- [ ] d, found\n  by the lap\n"
     )
+    # An item listed twice, one of them done: a lap that ticks the other ticks that one only.
+    twice = todo.parse("- [x] foo\n- [ ] foo\n- [ ] bar\n")
+    assert todo.newly_ticked(twice, todo.parse("- [x] foo\n- [x] foo\n- [ ] bar\n")) == ["foo"]
+    assert todo.combined("- [ ] foo\n- [ ] foo\n", ["foo"], []) == "- [x] foo\n- [ ] foo\n"
+    # What lies in a code block, or wraps, is never taken for items of its own.
+    sources = todo.sources("- [ ] a\n  wrapped\n\n```\n- [ ] not an item\n```\n")
+    assert [(item.text, source) for item, _, source in sources] == [("a wrapped", "- [ ] a\n  wrapped\n")]
     theirs = "# Progress\n\n## Slot 1\nold one\n\n## Slot 2\ntwo\n"
     mine = "# Progress\n\n## Slot 1\nnew one\nmore\n"
     assert progress_with(theirs, mine, 1) == "# Progress\n\n## Slot 1\nnew one\nmore\n## Slot 2\ntwo\n"
     assert progress_with("# Progress", "## Slot 3\nthree\n", 3) == "# Progress\n\n## Slot 3\nthree\n"
     assert progress_with(theirs, "no section of its own", 1) == theirs
+    # The heading written twice: the last one counts; only slot 1's section is replaced.
+    twice = "## Slot 1\nfirst\n## Slot 1\nsecond\n"
+    assert progress_with(theirs, twice, 1) == "# Progress\n\n## Slot 1\nsecond\n## Slot 2\ntwo\n"
+    same_text = "## Slot 2\nsame\n\n## Slot 1\nsame\n"
+    assert progress_with(same_text, "## Slot 1\nnew\n", 1) == "## Slot 2\nsame\n\n## Slot 1\nnew\n"
 
 
 def test_parallel_laps_need_the_sandbox_and_slots_are_started_by_ralph_alone(tmp_path: Path):
@@ -241,3 +255,15 @@ def test_a_slot_takes_what_is_open_and_stops_when_the_run_is_done(tmp_path: Path
     assert (first["slot"], first["items"]) == (None, [])
     assert (second["slot"], second["items"], second["status"]) == (2, ["Write b.txt", "Write c.txt"], "green")
     assert second["done"] is True and ledger.audit(repo, "p") == []
+
+
+def test_max_laps_holds_across_slots_and_a_lap_may_tick_only_its_own_items(tmp_path: Path):
+    items = ["Write a.txt and tick every item", "Write b.txt", "Write c.txt", "Write d.txt"]
+    repo = repo_with(tmp_path, items, sleep=1)
+    result = ralph(repo, "run", "--name", "p", "--parallel", "4", "--max-laps", "2")
+    assert result.returncode == 3, result.stdout + result.stderr
+    laps = lap_notes(repo, "p")
+    assert len(laps) == 2 and ledger.audit(repo, "p") == []  # 4 slots, and still 2 laps
+    greedy = [lap for lap in laps if lap["items"] == items[:1]]
+    if greedy:  # it ran: ticking what others hold is red, whatever the checks say
+        assert greedy[0]["status"] == "red" and "ticked items it did not claim" in greedy[0]["reason"]
