@@ -72,6 +72,8 @@ def run(options: RunOptions) -> Exit:
 
 
 def _run(options: RunOptions) -> Exit:
+    if options.items_per_lap > 1 and options.parallel == 1 and options.slot is None:
+        raise RalphError("--items-per-lap is for --parallel runs: a lap of a plain run works on what it chooses")
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     name = ledger.check_name(options.name or _name_for(repo.top, cfg.goal))

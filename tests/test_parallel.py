@@ -240,6 +240,8 @@ def test_parallel_laps_need_the_sandbox_and_slots_are_started_by_ralph_alone(tmp
     assert result.returncode == 1 and "--parallel needs laps in the sandbox (bubblewrap)" in result.stderr
     result = ralph(repo, "run", "--name", "p", "--slot", "1")
     assert result.returncode == 1 and "--slot is for the slots a `ralph run --parallel`" in result.stderr
+    result = ralph(repo, "run", "--name", "p", "--items-per-lap", "2")
+    assert result.returncode == 1 and "--items-per-lap is for --parallel runs" in result.stderr
     assert git(repo, "for-each-ref", "refs/ralph/") == ""
 
 
