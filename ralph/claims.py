@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from ralph import git
+from ralph.errors import RalphError
 
 
 def claims_prefix(run: str) -> str:
@@ -127,5 +128,8 @@ def clear(cwd: Path, common_dir: Path, run: str) -> int:
             lock.unlink(missing_ok=True)
     stale = [*git.refs(cwd, claims_prefix(run)), *git.refs(cwd, started_prefix(run))]
     for ref in stale:
-        git.delete_ref(cwd, ref, check=False)
+        try:
+            git.delete_ref(cwd, ref)
+        except git.GitFailed as failed:  # a lock of git's (packed-refs.lock): a person's to remove
+            raise RalphError(f"cannot let go of {ref}: {failed}") from None
     return len(stale)

@@ -26,6 +26,10 @@ ZERO = "0" * 40
 WHOLE = 1 << 62  # "no cap": what ralph parses is never cut (a TODO.md of 17 MiB, a huge listing)
 # Durable ref and object writes: a green line must not point at a commit lost in a crash.
 DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
+# A commit or a note may start `git gc --auto` in the background; ralph ends whatever its
+# commands leave running, and a gc ended mid-way leaves packed-refs.lock, after which no ref
+# can be deleted until a person removes it. ralph's own git commands never start one.
+NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
 
 
 class GitFailed(RalphError):
@@ -55,7 +59,7 @@ def run(
     """
     cap = cap or (proc.OUTPUT_CAP if hooks else WHOLE)
     result = proc.run(
-        ["git", *args],
+        ["git", *NO_AUTO_GC, *args],
         cwd,
         env=env or proc.clean_env(),
         input=input,
