@@ -55,10 +55,6 @@ def release_items(cwd: Path, run: str, items: list[str]) -> None:
         git.delete_ref(cwd, claims_prefix(run) + item_id(text), check=False)
 
 
-def held_items(cwd: Path, run: str) -> int:
-    return len(git.refs(cwd, claims_prefix(run)))
-
-
 def take_number(cwd: Path, run: str, slot: int, items: list[str]) -> int:
     """The first lap number past every lap recorded or started."""
     holder = _holder(cwd, slot, items=items)
@@ -74,21 +70,31 @@ def finish_number(cwd: Path, run: str, number: int) -> None:
     git.delete_ref(cwd, started_prefix(run) + str(number), check=False)
 
 
+def _held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
+    """Every ref under `prefix`, by name: the blob it points at and the holder it names."""
+    found = {}
+    for ref, blob in git.refs(cwd, prefix).items():
+        try:
+            holder = json.loads(git.read_blob(cwd, blob))
+        except ValueError:
+            holder = None
+        found[ref[len(prefix) :]] = (blob, holder if isinstance(holder, dict) else {})
+    return found
+
+
 def started(cwd: Path, run: str) -> list[int]:
     """The laps under way: started, not yet finished, by a slot that is still alive (one that
     died holding a number, in a way nothing could clean up after, holds nothing)."""
-    prefix, numbers = started_prefix(run), []
-    for ref, blob in git.refs(cwd, prefix).items():
-        if ref[len(prefix) :].isdigit() and _alive(cwd, blob):
-            numbers.append(int(ref[len(prefix) :]))
-    return numbers
+    held = _held(cwd, started_prefix(run))
+    return [int(name) for name, (_, holder) in held.items() if name.isdigit() and _alive(holder.get("pid"))]
 
 
-def _alive(cwd: Path, blob: str) -> bool:
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:  # 0 or -1 would name a group, not a slot
+        return False
     try:
-        pid = json.loads(git.read_blob(cwd, blob)).get("pid")
         os.kill(pid, 0)
-    except (ValueError, AttributeError, TypeError, ProcessLookupError):
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True
@@ -98,25 +104,19 @@ def _alive(cwd: Path, blob: str) -> bool:
 def release_slot(cwd: Path, run: str, slot: int) -> None:
     """Let go of what slot `slot` holds (it died holding it), each by compare-and-swap."""
     for prefix in (claims_prefix(run), started_prefix(run)):
-        for ref, blob in git.refs(cwd, prefix).items():
-            try:
-                holder = json.loads(git.read_blob(cwd, blob))
-            except ValueError:
-                continue
-            if isinstance(holder, dict) and holder.get("slot") == slot:
-                git.delete_ref(cwd, ref, blob, check=False)
+        for name, (blob, holder) in _held(cwd, prefix).items():
+            if holder.get("slot") == slot:
+                git.delete_ref(cwd, prefix + name, blob, check=False)
 
 
 def under_way(cwd: Path, run: str) -> list[dict]:
     """The laps started and not finished: each one's number, slot and items, by lap number."""
-    prefix, laps = started_prefix(run), []
-    for ref, blob in git.refs(cwd, prefix).items():
-        try:
-            holder = json.loads(git.read_blob(cwd, blob))
-        except ValueError:
-            holder = {}
-        if ref[len(prefix) :].isdigit() and isinstance(holder, dict):
-            laps.append({"lap": int(ref[len(prefix) :]), "slot": holder.get("slot"), "items": holder.get("items", [])})
+    held = _held(cwd, started_prefix(run))
+    laps = [
+        {"lap": int(name), "slot": holder.get("slot"), "items": holder.get("items", [])}
+        for name, (_, holder) in held.items()
+        if name.isdigit()
+    ]
     return sorted(laps, key=lambda lap: lap["lap"])
 
 
