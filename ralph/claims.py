@@ -4,7 +4,10 @@
 says lap n is under way. Each is created by compare-and-swap against "no such ref", so two
 slots never take the same item or the same lap number, and each points at a blob naming its
 holder. A lap lets go of its claims when it ends, whatever its verdict; the claims of a lap
-that died are let go of when the run starts again (`clear`: no slot is running then).
+that died are let go of when its slot is seen dead (`release_dead`), or when the run starts
+again (`clear`: no slot is running then). When the run's refs are kept on a git remote
+(`ralph run --remote`), each of these is a compare-and-swap there (git.Remote), and a slot is
+a worker on some machine (workers.py).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
+
+NUMBER_TRIES = 200  # slots taking lap numbers at once: each try loses only to another's success
 
 
 def claims_prefix(run: str) -> str:
@@ -32,45 +38,56 @@ def item_id(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def _holder(cwd: Path, slot: int, **facts: object) -> str:
+def holder(cwd: Path, slot: int, **facts: object) -> str:
+    """A blob naming who holds a claim: the slot (or worker number), its pid, when, and `facts`.
+    Each is new (its time), so letting go of a claim by compare-and-swap on it never lets go of
+    another's."""
     return git.write_blob(cwd, json.dumps({"slot": slot, "pid": os.getpid(), "at": time.time(), **facts}))
 
 
-def take_items(cwd: Path, run: str, open_items: list[str], count: int, slot: int) -> list[str]:
-    """Up to `count` of `open_items` (unticked, in TODO order) no other slot holds, now held."""
+def take_items(cwd: Path, run: str, open_items: list[str], count: int, mine: str) -> list[str]:
+    """Up to `count` of `open_items` (unticked, in TODO order) no other slot holds, now held by `mine`."""
     taken: list[str] = []
-    holder = _holder(cwd, slot)
     held = set(git.refs(cwd, claims_prefix(run)))
     for text in open_items:
         ref = claims_prefix(run) + item_id(text)
         if len(taken) == count:
             break
-        if ref not in held and git.update_ref(cwd, ref, holder, None):
+        if ref not in held and git.update_ref(cwd, ref, mine, None):
             taken.append(text)
     return taken
 
 
-def release_items(cwd: Path, run: str, items: list[str]) -> None:
+def release_items(cwd: Path, run: str, items: list[str], mine: str) -> None:
     for text in items:
-        git.delete_ref(cwd, claims_prefix(run) + item_id(text), check=False)
+        git.delete_ref(cwd, claims_prefix(run) + item_id(text), mine, check=False)
 
 
-def take_number(cwd: Path, run: str, slot: int, items: list[str]) -> int:
-    """The first lap number past every lap recorded or started."""
-    holder = _holder(cwd, slot, items=items)
-    laps = f"refs/ralph/{run}/laps/"
-    recorded = [int(ref[len(laps) :]) for ref in git.refs(cwd, laps) if ref[len(laps) :].isdigit()]
-    number = max([0, *recorded, *started(cwd, run)]) + 1
-    while not git.update_ref(cwd, started_prefix(run) + str(number), holder, None):
-        number += 1
-    return number
+def take_number(cwd: Path, run: str, mine: str) -> int:
+    """The next lap number, now held by `mine`. `refs/ralph/<run>/numbered` counts the numbers
+    taken, moved with the started ref in one compare-and-swap: a number is never taken twice,
+    even after its holder was taken for dead and its started ref let go of (it may still
+    record its lap)."""
+    counter = f"refs/ralph/{run}/numbered"
+    for _ in range(NUMBER_TRIES):
+        last = git.rev(cwd, counter)
+        if last is not None:
+            number = int(git.read_blob(cwd, last)) + 1
+        else:  # the first, or a run a ralph without the counter started
+            laps = f"refs/ralph/{run}/laps/"
+            recorded = [int(ref[len(laps) :]) for ref in git.refs(cwd, laps) if ref[len(laps) :].isdigit()]
+            number = max([0, *recorded, *(int(name) for name in held(cwd, started_prefix(run)) if name.isdigit())]) + 1
+        changes = {counter: (git.write_blob(cwd, str(number)), last), started_prefix(run) + str(number): (mine, None)}
+        if git.update_refs(cwd, changes):
+            return number
+    raise RalphError(f"could not take a lap number: {counter} kept moving, or is locked (a `.lock` file git left)")
 
 
-def finish_number(cwd: Path, run: str, number: int) -> None:
-    git.delete_ref(cwd, started_prefix(run) + str(number), check=False)
+def finish_number(cwd: Path, run: str, number: int, mine: str) -> None:
+    git.delete_ref(cwd, started_prefix(run) + str(number), mine, check=False)
 
 
-def _held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
+def held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
     """Every ref under `prefix`, by name: the blob it points at and the holder it names."""
     found = {}
     for ref, blob in git.refs(cwd, prefix).items():
@@ -82,14 +99,17 @@ def _held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
     return found
 
 
-def started(cwd: Path, run: str) -> list[int]:
-    """The laps under way: started, not yet finished, by a slot that is still alive (one that
-    died holding a number, in a way nothing could clean up after, holds nothing)."""
-    held = _held(cwd, started_prefix(run))
-    return [int(name) for name, (_, holder) in held.items() if name.isdigit() and _alive(holder.get("pid"))]
+def started(cwd: Path, run: str, alive: Callable[[dict], bool] | None = None) -> list[int]:
+    """The laps under way: started, not yet finished, by a holder still `alive` (by default, a
+    process of this machine's; one that died holding a number, in a way nothing could clean
+    up after, holds nothing)."""
+    alive = alive or pid_alive
+    taken = held(cwd, started_prefix(run))
+    return [int(name) for name, (_, holder) in taken.items() if name.isdigit() and alive(holder)]
 
 
-def _alive(pid: object) -> bool:
+def pid_alive(holder: dict) -> bool:
+    pid = holder.get("pid")
     if not isinstance(pid, int) or pid <= 0:  # 0 or -1 would name a group, not a slot
         return False
     try:
@@ -101,20 +121,23 @@ def _alive(pid: object) -> bool:
     return True
 
 
-def release_slot(cwd: Path, run: str, slot: int) -> None:
-    """Let go of what slot `slot` holds (it died holding it), each by compare-and-swap."""
+def release_dead(cwd: Path, run: str, alive: Callable[[dict], bool]) -> int:
+    """Let go of the claims and started laps whose holders are not `alive` (they died holding
+    them), each by compare-and-swap; returns how many."""
+    released = 0
     for prefix in (claims_prefix(run), started_prefix(run)):
-        for name, (blob, holder) in _held(cwd, prefix).items():
-            if holder.get("slot") == slot:
-                git.delete_ref(cwd, prefix + name, blob, check=False)
+        for name, (blob, holder) in held(cwd, prefix).items():
+            if not alive(holder) and git.delete_ref(cwd, prefix + name, blob, check=False):
+                released += 1
+    return released
 
 
 def under_way(cwd: Path, run: str) -> list[dict]:
     """The laps started and not finished: each one's number, slot and items, by lap number."""
-    held = _held(cwd, started_prefix(run))
+    taken = held(cwd, started_prefix(run))
     laps = [
-        {"lap": int(name), "slot": holder.get("slot"), "items": holder.get("items", [])}
-        for name, (_, holder) in held.items()
+        {"lap": int(name), "slot": holder.get("slot"), "items": holder.get("items", []), "worker": holder.get("worker")}
+        for name, (_, holder) in taken.items()
         if name.isdigit()
     ]
     return sorted(laps, key=lambda lap: lap["lap"])

@@ -98,6 +98,9 @@ def init(preset: str) -> None:
 )
 @click.option("--items-per-lap", type=click.IntRange(min=1), default=1, help="--parallel: items a lap claims.")
 @click.option("--slot", type=click.IntRange(min=1), hidden=True)  # a worker of a --parallel run, started by it
+@click.option(
+    "--remote", metavar="REMOTE", help="Be one worker of a run this git remote keeps (needs --name; README: Remote)."
+)
 def run(
     config_path: Path | None,
     name: str | None,
@@ -108,6 +111,7 @@ def run(
     parallel: int,
     items_per_lap: int,
     slot: int | None,
+    remote: str | None,
 ) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
@@ -131,6 +135,7 @@ def run(
         parallel,
         items_per_lap,
         slot,
+        remote,
     )
     # --plain holds for every line, the error that may end the run included.
     plain = ui.using(console_for(True), console_for(True, stderr=True)) if display == "plain" else nullcontext()
@@ -184,11 +189,12 @@ def show(lap: int, run_name: str | None, as_json: bool) -> None:
 @main.command()
 @RUN_OPTION
 @JSON_OPTION
-def status(run_name: str | None, as_json: bool) -> None:
+@click.option("--remote", metavar="REMOTE", help="The run as this git remote has it, its workers too.")
+def status(run_name: str | None, as_json: bool, remote: str | None) -> None:
     """Last green, laps used, fuses, done or not."""
     from ralph.review import status as do_status
 
-    _call(do_status, Path.cwd(), run_name, as_json)
+    _call(do_status, Path.cwd(), run_name, as_json, remote)
 
 
 @main.command()

@@ -149,6 +149,13 @@ class Limits(Section):
         allow_inf_nan=False,
         description="Seconds the run waits in all for agent usage limits to reset before it stops with exit 6.",
     )
+    worker_timeout: float = Field(
+        300,
+        gt=0,
+        allow_inf_nan=False,
+        description="`--remote`: seconds a worker's heartbeat may stay still before the others take it "
+        "for dead and take its items.",
+    )
     outage_wait: float = Field(
         180,
         ge=0,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,18 +132,37 @@ def rev(cwd: Path, name: str) -> str | None:
 
 
 def update_ref(cwd: Path, ref: str, new: str, old: str | None) -> bool:
-    """Compare-and-swap `ref` from `old` (None: must not exist) to `new`; False if it lost.
+    """Compare-and-swap `ref` from `old` (None: must not exist) to `new`; False if it lost."""
+    return update_refs(cwd, {ref: (new, old)})
+
+
+def update_refs(cwd: Path, changes: Mapping[str, tuple[str, str | None]]) -> bool:
+    """Compare-and-swap each ref from its old value (None: must not exist) to its new one,
+    all or none; False if any lost. A ref kept on a remote (`kept_on`) is swapped there first.
     A Ctrl-C waits for it: git killed mid-update leaves the ref's lock, and no one can move
     the ref again until a person deletes the lock by hand."""
+    remote = _remote_for(changes)
+    if remote is not None and not remote.push(cwd, changes):
+        remote.sync(cwd)  # another clone's write came first: what it wrote, here
+        return False
+    # This repository's copy of a remote's ref follows it, whatever it held.
+    lines = "".join(
+        f"update {ref} {new}{'' if remote else ' ' + (old or ZERO)}\n" for ref, (new, old) in changes.items()
+    )
     with proc.signals_held():
-        result = run(cwd, *DURABLE, "update-ref", "-m", "ralph", ref, new, old or ZERO, check=False)
-    return result.ok
+        return run(cwd, *DURABLE, "update-ref", "-m", "ralph", "--stdin", input=lines, check=False).ok
 
 
 def delete_ref(cwd: Path, ref: str, old: str | None = None, check: bool = True) -> bool:
     """Delete `ref` (only while it points at `old`, when given); a Ctrl-C waits for it too."""
+    remote = _remote_for([ref])
+    if remote is not None and not remote.push(cwd, {ref: (None, old)}):
+        remote.sync(cwd)
+        if check:
+            raise RalphError(f"{ref} on {remote.name} is no longer {old}: another worker moved it")
+        return False
     with proc.signals_held():
-        return run(cwd, "update-ref", "-d", ref, *([old] if old else []), check=check).ok
+        return run(cwd, "update-ref", "-d", ref, *([old] if old and not remote else []), check=check).ok
 
 
 def refs(cwd: Path, prefix: str) -> dict[str, str]:
@@ -341,12 +361,15 @@ def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
 def add_note(cwd: Path, commit: str, text: str) -> None:
     """Notes of every run share one ref, which `git notes` moves without compare-and-swap: two
     writers at once (the slots of a parallel run, two runs) would lose a note. A lock of
-    ralph's own in the git dir makes them take turns."""
+    ralph's own in the git dir makes them take turns. When the notes are kept on a remote,
+    they go there too, merged with what other workers wrote."""
     folder = Path(cwd, out(cwd, "rev-parse", "--git-common-dir"), "ralph")
     folder.mkdir(exist_ok=True)
     with open(folder / "notes.lock", "w") as lock, proc.signals_held():  # as update_ref: never cut short
         fcntl.flock(lock, fcntl.LOCK_EX)
         run(cwd, *DURABLE, "notes", "--ref", NOTES_REF, "add", "-f", "-F", "-", commit, input=text)
+        if _remote is not None:
+            _remote.push_notes(cwd)
 
 
 def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
@@ -364,3 +387,113 @@ def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
 
 def remove_note(cwd: Path, commit: str) -> None:
     run(cwd, "notes", "--ref", NOTES_REF, "remove", "--ignore-missing", commit)
+
+
+def credential_files(cwd: Path) -> tuple[Path, ...]:
+    """Where git finds credentials for this repository's remotes: the config files that set a
+    helper, an http header (actions/checkout's token) or a URL with a password in it, and the
+    usual stores (~/.git-credentials, ~/.ssh, the GitHub CLI's)."""
+    keys = r"^(credential\..*|http\..*extraheader|remote\..*\.(push)?url|url\..*\.(push)?insteadof)$"
+    listing = run(cwd, "config", "--show-origin", "--get-regexp", keys, check=False).output
+    found: set[Path] = set()
+    for line in listing.splitlines():
+        origin, _, setting = line.partition("\t")
+        key, _, value = setting.partition(" ")
+        if "url" in key and not re.search(r"://[^/@]*:[^/@]+@", value):  # no password in it
+            continue
+        if origin.startswith("file:"):
+            found.add(Path(cwd, origin.removeprefix("file:")))
+    home, config = Path.home(), Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    found |= {home / ".git-credentials", home / ".ssh", config / "git" / "credentials", config / "gh"}
+    return tuple(sorted({Path(os.path.abspath(path)) for path in found}))
+
+
+# --- refs kept on a remote (`ralph run --remote`) -----------------------------------------
+
+NETWORK_TIMEOUT = 300  # seconds for one fetch or push
+FETCHED_NOTES = "refs/ralph-remote/notes"  # the remote's notes as last fetched, to merge with ours
+NOTES_RETRIES = 20  # pushes of the notes another worker's push beat
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A git remote that holds refs for many clones (the workers of a run): a write to one of
+    them is a compare-and-swap there first (`push --atomic --force-with-lease`), then copied
+    here; `sync` brings the remote's values here. The notes go there merged, never replaced."""
+
+    name: str
+    kept: tuple[str, ...]  # refs, and folders of refs (ending in /), kept on the remote
+    local: tuple[str, ...] = ()  # refs in those folders that are this clone's own
+
+    def holds(self, ref: str) -> bool:
+        if ref in self.local:
+            return False
+        return any(ref == kept or (kept.endswith("/") and ref.startswith(kept)) for kept in self.kept)
+
+    def push(self, cwd: Path, changes: Mapping[str, tuple[str | None, str | None]]) -> bool:
+        """Each ref from old (None: none, or for a deletion: whatever it is) to new (None:
+        deleted) on the remote, all or none; False when another clone's write came first."""
+        args = ["push", "--porcelain", "--atomic", "--no-verify", "--recurse-submodules=no", self.name]
+        for ref, (new, old) in changes.items():
+            if new is not None or old is not None:
+                args.append(f"--force-with-lease={ref}:{old or ''}")
+            args.append(f"{new or ''}:{ref}")
+        pushed = run(cwd, *args, check=False, timeout=NETWORK_TIMEOUT)
+        if pushed.ok:
+            return True
+        if not any(line.startswith("!") for line in pushed.output.splitlines()):
+            raise GitFailed(args, pushed)  # not a lost swap: the remote is unreachable, or refused us
+        return False
+
+    def sync(self, cwd: Path) -> None:
+        """This clone's copies of the kept refs made the remote's (those it lacks deleted), and
+        the remote's notes merged into ours (a note both wrote: ours)."""
+        wanted = [f"+{ref}*:{ref}*" if ref.endswith("/") else f"+{ref}:{ref}" for ref in self.kept]
+        wanted += [f"^{ref}" for ref in self.local] + [f"+{NOTES_REF}:{FETCHED_NOTES}"]
+        while True:
+            fetched = run(
+                cwd, "fetch", "--prune", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no",
+                "--quiet", self.name, *wanted, check=False, timeout=NETWORK_TIMEOUT,
+            )  # fmt: skip
+            said = fetched.stderr
+            missing = [spec for spec in wanted if f"couldn't find remote ref {spec[1:].split(':')[0]}" in said]
+            if fetched.ok or not missing:
+                break
+            wanted = [spec for spec in wanted if spec not in missing]  # a run not started yet; no notes yet
+        if not fetched.ok:
+            raise GitFailed(["fetch", self.name], fetched)
+        if rev(cwd, FETCHED_NOTES) and not is_ancestor(cwd, FETCHED_NOTES, NOTES_REF):
+            run(cwd, "notes", "--ref", NOTES_REF, "merge", "--quiet", "--strategy=ours", FETCHED_NOTES)
+
+    def push_notes(self, cwd: Path) -> None:
+        """Our notes onto the remote's, as a fast-forward of what we last fetched and merged."""
+        for _ in range(NOTES_RETRIES):
+            ours = out(cwd, "rev-parse", NOTES_REF)
+            if self.push(cwd, {NOTES_REF: (ours, rev(cwd, FETCHED_NOTES))}):
+                run(cwd, "update-ref", FETCHED_NOTES, ours)
+                return
+            self.sync(cwd)  # theirs merged into ours: again
+        raise RalphError(f"could not push the notes to {self.name}: other workers' pushes kept coming first")
+
+
+_remote: Remote | None = None
+
+
+@contextmanager
+def kept_on(remote: Remote) -> Iterator[None]:
+    """Meanwhile, the refs `remote` keeps are written there first, and notes go there too."""
+    global _remote
+    _remote = remote
+    try:
+        yield
+    finally:
+        _remote = None
+
+
+def _remote_for(refs: Iterable[str]) -> Remote | None:
+    """The remote that keeps these refs (all of them, or none: a mix would not be atomic)."""
+    kept = [_remote is not None and _remote.holds(ref) for ref in refs]
+    if _remote is None or not any(kept):
+        return None
+    assert all(kept), "refs updated together are kept in one place"
+    return _remote

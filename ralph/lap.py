@@ -43,6 +43,7 @@ class RunContext:
     sandboxed: bool  # the lap's code runs inside bubblewrap
     judge: Judge | None = None  # roles.judge: scores laps the checks passed
     mcp: McpTools | None = None  # the MCP servers' tools, started for the run
+    worker: str | None = None  # `--remote`: this worker's name among the run's (workers.Crew)
     warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
 
     @property
@@ -60,8 +61,14 @@ class RunContext:
             writable=[*sandbox.writable_paths(), *writable],
             home=sandbox.home_path(),
             keep=self.keep,
-            hide=agent_sockets(self.keep),
+            hide=(*agent_sockets(self.keep), *self.credentials),
         )
+
+    @cached_property
+    def credentials(self) -> tuple[Path, ...]:
+        """The git credentials a lap must not read: with them, code of the lap's could push to the
+        run's remote (a `--remote` run's green line) or to any of the user's."""
+        return git.credential_files(self.top)
 
     @cached_property
     def keep(self) -> tuple[Path, ...]:
@@ -254,9 +261,8 @@ def run_lap(
             files_changed=judged.files_changed,
         )
     facts = LapFacts(number, started, started_at, prepare_s, agent, ticked, counts)
-    record = _record(ctx, state, facts, commit, judged).model_copy(
-        update={"told": list(told.values()), "fallback": which, "slot": slot, "items": list(items)}
-    )
+    about = {"told": list(told.values()), "fallback": which, "slot": slot, "items": list(items), "worker": ctx.worker}
+    record = _record(ctx, state, facts, commit, judged).model_copy(update=about)
     ledger.save_lap(ctx.top, record)
     if record.status not in ("error", "limited"):  # an agent that never worked heard nothing: tell the next
         for ref in told:
@@ -266,6 +272,9 @@ def run_lap(
         if record.status != "green" or git.update_ref(
             ctx.top, ledger.branch_ref(ctx.run_name), record.commit, record.parent
         ):
+            return record
+        green = git.rev(ctx.top, ledger.branch_ref(ctx.run_name))
+        if green is not None and git.is_ancestor(ctx.top, record.commit, green):  # advanced by a resume elsewhere
             return record
         record = _replay_on_moved_line(ctx, log_dir, facts, record)
     return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
@@ -369,7 +378,7 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
     replayed = replayed.model_copy(
         update={
             "reason": f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)",
-            **{key: getattr(record, key) for key in ("told", "fallback", "slot", "items")},
+            **{key: getattr(record, key) for key in ("told", "fallback", "slot", "items", "worker")},
         }
     )
     git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))

@@ -36,8 +36,8 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 #    a lap says which agent ran it (fallback; agent.name, agent.model).
 # 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
 # 7: a lap of a parallel run says its slot and the items it claimed.
-FORMAT = 7
-MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6)}  # format N -> N+1, in order
+FORMAT = 8
+MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7)}  # format N -> N+1, in order
 
 
 class NewerFormat(RalphError):
@@ -167,6 +167,7 @@ class LapRecord(BaseModel):
     fallback: int = 0  # which agent ran it: 0 the agent, N its Nth fallback
     slot: int | None = None  # `--parallel`: the slot that ran it (1..N); None when laps run one at a time
     items: list[str] = []  # `--parallel`: the TODO items it claimed
+    worker: str | None = None  # `--remote`: the worker that ran it (host:pid:tag); its number is `slot`
 
 
 @dataclass
@@ -420,10 +421,11 @@ def resolve(cwd: Path, run: str | None) -> RunState:
     return state
 
 
-def save_record(cwd: Path, record: RunRecord) -> None:
+def save_record(cwd: Path, record: RunRecord, with_refs: dict[str, tuple[str, str | None]]) -> bool:
+    """The run's record, and `with_refs` (its base and branch), written all at once; False when
+    another process started the run first."""
     blob = git.write_blob(cwd, record.model_dump_json(indent=1, by_alias=True))
-    if not git.update_ref(cwd, record_ref(record.run), blob, None):
-        raise RalphError(f"run {record.run!r} was started by another process at the same time")
+    return git.update_refs(cwd, {**with_refs, record_ref(record.run): (blob, None)})
 
 
 def save_lap(cwd: Path, record: LapRecord) -> None:

@@ -26,6 +26,7 @@ from ralph import (
     ui,
     user_state,
     view,
+    workers,
 )
 from ralph import config as config_module
 from ralph.agents import limiter, make_agent
@@ -52,6 +53,7 @@ class RunOptions:
     parallel: int = 1  # --parallel: slots running laps side by side
     items_per_lap: int = 1  # --items-per-lap: TODO items each lap of a parallel run claims
     slot: int | None = None  # --slot: this process is that slot of a parallel run (started by it)
+    remote: str | None = None  # --remote: the git remote that keeps the run's refs, for many workers
 
 
 def run(options: RunOptions) -> Exit:
@@ -59,7 +61,11 @@ def run(options: RunOptions) -> Exit:
     display = "plain" if options.parallel > 1 and options.display == "auto" else options.display
     with view.watching(display, options.events_to):
         try:
-            return _run(options)
+            try:
+                return _run(options)
+            except StartedElsewhere as lost:  # the run exists now: join it, with its configuration
+                ui.say(str(lost))
+                return _run(options)
         except BaseException as stopped:  # the events end with run_ended, whatever ended the run
             if isinstance(stopped, KeyboardInterrupt | Interrupted):
                 code, how, reason = Exit.INTERRUPTED, "interrupted", "interrupted"
@@ -71,15 +77,44 @@ def run(options: RunOptions) -> Exit:
             raise
 
 
+class StartedElsewhere(RalphError):
+    """Another worker of a `--remote` run started it while this one ran the baseline."""
+
+
 def _run(options: RunOptions) -> Exit:
-    if options.items_per_lap > 1 and options.parallel == 1 and options.slot is None:
+    side_by_side = options.parallel > 1 or options.slot is not None or options.remote is not None
+    if options.items_per_lap > 1 and not side_by_side:
         raise RalphError("--items-per-lap is for --parallel runs: a lap of a plain run works on what it chooses")
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
-    name = ledger.check_name(options.name or _name_for(repo.top, cfg.goal))
+    if options.remote is not None:
+        name, remote = _remote(repo, options.remote, options)
+        with git.kept_on(remote):
+            return _run_here(options, repo, cfg, name, remote)
+    return _run_here(options, repo, cfg, options.name or _name_for(repo.top, cfg.goal))
+
+
+def _remote(repo: git.RepoInfo, remote: str, options: RunOptions) -> tuple[str, git.Remote]:
+    """The run, and the remote that keeps its refs: its branch, its refs (but `ralph land`'s
+    mark), the notes."""
+    if options.name is None:
+        raise RalphError("--remote needs --name: every worker must name the same run")
+    if options.parallel > 1:
+        raise RalphError("--remote runs one worker per clone — for more workers, start more clones")
+    workers.check_remote(repo.top, remote)
+    name = ledger.check_name(options.name)
+    return name, workers.keeper(remote, [name])
+
+
+def _run_here(
+    options: RunOptions, repo: git.RepoInfo, cfg: config_module.Config, name: str, remote: git.Remote | None = None
+) -> Exit:
+    name = ledger.check_name(name)
     slot = options.slot
     events.naming(name, slot)
     _refuse_unsafe_run(repo, name)
+    if remote is not None:  # the run as the remote has it, or none yet
+        remote.sync(repo.top)
     if slot is None and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
         _refuse_bad_start(repo, cfg, options.allow_dirty)
     run_dir = ledger.run_dir(repo.common_dir, name)
@@ -118,6 +153,11 @@ def _run(options: RunOptions) -> Exit:
                     "--parallel needs laps in the sandbox (bubblewrap): unsandboxed, each slot's lap could "
                     "change the repository's refs under the others — install bubblewrap, or run without it"
                 )
+            if remote is not None and not sandboxed:
+                raise RalphError(
+                    "--remote needs laps in the sandbox (bubblewrap): unsandboxed, a lap's code could read this "
+                    "clone's credentials and push to the run's refs on the remote — install bubblewrap"
+                )
             limiter.configure(cfg.limits.requests_per_minute)
             judge = _judge(cfg)
             # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
@@ -137,12 +177,17 @@ def _run(options: RunOptions) -> Exit:
             workspace = Workspace.create(
                 repo.top, repo.common_dir, name if slot is None else parallel.slot_name(name, slot)
             )
-            ctx = RunContext(repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge, mcp=mcp)
+            worker = workers.new_name() if remote is not None else None
+            ctx = RunContext(
+                repo, name, cfg, run_dir, agents, env, workspace, sandboxed, judge=judge, mcp=mcp, worker=worker
+            )
             if slot is not None:
                 return parallel.work(ctx, slot, options.items_per_lap)
             state = _resume(ctx, state) if state else _start(ctx)
             if coordinating:
                 return parallel.coordinate(ctx, options)
+            if remote is not None:
+                return parallel.as_worker(ctx, remote, options.items_per_lap)
             return _laps(ctx, state)
         except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
             code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
@@ -299,8 +344,6 @@ def _start(ctx: RunContext) -> RunState:
     ctx.prepare(base, 0, log_dir)
     baseline = ctx.check(log_dir)
     _refuse_broken_checks(baseline)
-    git.update_ref(ctx.top, ledger.base_ref(ctx.run_name), base, leftover)
-    git.update_ref(ctx.top, ledger.branch_ref(ctx.run_name), base, branch)
     record = RunRecord(
         run=ctx.run_name,
         created_at=now_iso(),
@@ -309,7 +352,11 @@ def _start(ctx: RunContext) -> RunState:
         config=ctx.config,
         baseline=baseline,
     )
-    ledger.save_record(ctx.top, record)
+    refs = {ledger.base_ref(ctx.run_name): (base, leftover), ledger.branch_ref(ctx.run_name): (base, branch)}
+    if not ledger.save_record(ctx.top, record, refs):
+        if ctx.worker is not None:
+            raise StartedElsewhere(f"another worker started run {ctx.run_name} meanwhile: joining it")
+        raise RalphError(f"run {ctx.run_name!r} was started by another process at the same time")
     return RunState(ctx.run_name, record, base)
 
 

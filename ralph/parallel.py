@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ralph import claims, events, git, ledger, lifecycle, proc, todo, ui
@@ -31,9 +32,11 @@ from ralph.workspace import folder_for
 
 if TYPE_CHECKING:
     from ralph.loop import RunOptions
+    from ralph.workers import Crew
 
 PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
+REMOTE_POLL = 3.0  # the same for a worker of a run a git remote keeps: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
 
@@ -74,9 +77,13 @@ def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
         for slot, child in list(running.items()):
             if child.poll() is not None:
                 del running[slot]
-                claims.release_slot(ctx.top, ctx.run_name, slot)
+                claims.release_dead(ctx.top, ctx.run_name, _other_than(slot))
         time.sleep(0.2)
     return [child.returncode for child in children]
+
+
+def _other_than(dead: int) -> Callable[[dict], bool]:
+    return lambda holder: holder.get("slot") != dead
 
 
 def _start_slot(ctx: RunContext, options: RunOptions, slot: int) -> subprocess.Popen:
@@ -117,61 +124,86 @@ def _ended(ctx: RunContext, codes: list[int]) -> Exit:
     return stopped(ctx, state, *stop)
 
 
-def work(ctx: RunContext, slot: int, items_per_lap: int) -> Exit:
-    """One slot's laps, until the run is done or a fuse blows (for every slot alike)."""
+def as_worker(ctx: RunContext, remote: git.Remote, items_per_lap: int) -> Exit:
+    """`ralph run --remote`: this clone's laps as one worker of the run the remote keeps, until
+    it is done (by any worker) or a fuse blows; then its end, as this worker sees it."""
+    from ralph.workers import Crew
+
+    assert ctx.worker is not None  # loop named this worker
+    timeout = ctx.config.limits.worker_timeout
+    crew = Crew(ctx.top, ctx.run_name, remote, timeout, ctx.run_dir / "heartbeat.log", ctx.worker)
+    try:
+        code = work(ctx, 0, items_per_lap, crew)
+    finally:
+        crew.leave()
+    return _ended(ctx, [code])
+
+
+def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = None) -> Exit:
+    """One slot's laps, until the run is done or a fuse blows (for every slot alike). With a
+    `crew`, the slot is a worker of a run a git remote keeps: its number is the crew's, and the
+    remote's refs are brought here before each look at the run."""
     from ralph.loop import LimitWait, Outage, agent_for, lap_ended, why_stop
 
     limits = ctx.config.limits
     started = time.monotonic()
     outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
+    alive, poll = (crew.alive, REMOTE_POLL) if crew else (claims.pid_alive, POLL)
+    worker = {"worker": crew.worker} if crew else {}
     while True:
+        if crew is not None:
+            slot = crew.sync()
         state = ledger.load(ctx.top, ctx.run_name)
-        assert state is not None  # the coordinator started the run before its slots
+        assert state is not None  # the run was started before its slots
         stop = why_stop(ctx, state, started, outage, limit)
         if stop is not None:
             return stop[0]
-        if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name)) >= limits.max_laps:
-            time.sleep(POLL)  # the laps under way may finish the run, or use up max_laps
+        if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name, alive)) >= limits.max_laps:
+            time.sleep(poll)  # the laps under way may finish the run, or use up max_laps
             continue
-        items = _claim(ctx, state, slot, items_per_lap)
+        mine = claims.holder(ctx.top, slot, **worker)
+        items = _claim(ctx, state, mine, items_per_lap)
         # Another lap may have ticked an item and let go of it between the state read above and
         # the claim: read the line again, after the claim, and keep only what is still open.
+        if crew is not None:
+            crew.remote.sync(ctx.top)
         state = ledger.load(ctx.top, ctx.run_name) or state
         done = [item for item in items if item not in _open_items(ctx, state) and item != CHECKS_ITEM]
-        claims.release_items(ctx.top, ctx.run_name, done)
+        claims.release_items(ctx.top, ctx.run_name, done, mine)
         items = [item for item in items if item not in done]
         if not items:
-            time.sleep(POLL)
+            time.sleep(poll)
             continue
-        number = claims.take_number(ctx.top, ctx.run_name, slot, items)
+        lap_mine = claims.holder(ctx.top, slot, items=items, **worker)
+        number = claims.take_number(ctx.top, ctx.run_name, lap_mine)
         # max_laps, kept whatever the timing: of the laps under way, only the lowest numbers
         # that fit beside the counted laps may run; a slot past them gives its number back.
-        under_way = sorted(claims.started(ctx.top, ctx.run_name))
+        under_way = sorted(claims.started(ctx.top, ctx.run_name, alive))
         if number not in under_way or under_way.index(number) >= limits.max_laps - state.counted_laps():
-            _let_go(ctx, items, number)
-            time.sleep(POLL)
+            _let_go(ctx, items, mine, number, lap_mine)
+            time.sleep(poll)
             continue
         try:
             events.emit("lap_started", lap=number, max_laps=limits.max_laps)
             record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot)
         finally:
-            _let_go(ctx, items, number)
+            _let_go(ctx, items, mine, number, lap_mine)
         lap_ended(record)
         facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
         lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
 
 
-def _let_go(ctx: RunContext, items: list[str], number: int) -> None:
+def _let_go(ctx: RunContext, items: list[str], mine: str, number: int, lap_mine: str) -> None:
     """A Ctrl-C must not cut a ref update short: git would leave its lock in the repository."""
     with proc.signals_held():
-        claims.release_items(ctx.top, ctx.run_name, items)
-        claims.finish_number(ctx.top, ctx.run_name, number)
+        claims.release_items(ctx.top, ctx.run_name, items, mine)
+        claims.finish_number(ctx.top, ctx.run_name, number, lap_mine)
 
 
-def _claim(ctx: RunContext, state: RunState, slot: int, count: int) -> list[str]:
+def _claim(ctx: RunContext, state: RunState, mine: str, count: int) -> list[str]:
     """The next open items no other slot holds; when every item is ticked but a check fails,
     the checks themselves, for one slot at a time."""
-    return claims.take_items(ctx.top, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, slot)
+    return claims.take_items(ctx.top, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, mine)
 
 
 def _open_items(ctx: RunContext, state: RunState) -> list[str]:

@@ -246,15 +246,16 @@ def run(
     )
 
 
-def start(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
-    """A long-lived child ralph supervises while it goes on (a slot of a parallel run), in a
-    session of its own, its output merged on one pipe; `end` stops it."""
+def start(command: list[str], cwd: Path, env: dict[str, str], output: int | IO = subprocess.PIPE) -> subprocess.Popen:
+    """A long-lived child ralph supervises while it goes on (a slot of a parallel run, a
+    worker's heartbeat), in a session of its own, its output merged on one pipe (or into
+    `output`); `end` stops it."""
     return subprocess.Popen(
         command,
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
+        stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )

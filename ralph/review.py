@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ralph import claims, git, ledger, proc, ui, user_state
+from ralph import claims, git, ledger, proc, ui, user_state, workers
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
 from ralph.ledger import JudgeRecord, RunState
@@ -173,8 +173,21 @@ def _laps_by_slot(state: RunState) -> dict[int, int]:
     return {slot: slots.count(slot) for slot in sorted(set(slots))}
 
 
-def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
+def _workers(top: Path, state: RunState) -> list[dict]:
+    """A `--remote` run's workers present (their refs), each with its laps under way and its laps."""
+    laps = [lap.record.worker for lap in state.laps if lap.record and lap.record.worker]
+    under_way = claims.under_way(top, state.name)
+    return [
+        dict(worker, laps=laps.count(name), under_way=[lap for lap in under_way if lap["worker"] == name])
+        for worker in workers.roster(top, state.name)
+        for name in [worker["worker"]]
+    ]
+
+
+def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None) -> Exit:
     top = git.open_repo(cwd).top
+    if remote is not None:
+        workers.fetch_runs(top, remote, run)
     state = ledger.resolve(top, run)
     limits = state.record.config.limits
     last = state.last_record()
@@ -201,6 +214,7 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     }
     if as_json:
         summary.update(under_way=claims.under_way(top, state.name), laps_by_slot=_laps_by_slot(state))
+        summary.update(workers=_workers(top, state))
         ui.print_json(summary)
         return Exit.DONE
     ui.say(f"run [bold]{state.name}[/]: {'[green]done[/]' if done else 'not done'}")
@@ -218,6 +232,10 @@ def status(cwd: Path, run: str | None, as_json: bool) -> Exit:
     for lap in under_way:
         items = "; ".join(lap["items"]) or "?"
         ui.say(f"  under way   lap {lap['lap']} (slot {lap['slot']}): {ui.safe(items)}")
+    for worker in _workers(top, state):
+        beat = f"beat {worker['beat_s_ago']}s ago" if worker["beat_s_ago"] is not None else "no beat"
+        said = f"worker {worker['number']}  {worker['worker']}, {beat}, {worker['laps']} lap(s)"
+        ui.say(f"  workers     {ui.safe(said)}")
     if summary["tokens"]:
         cap = f" of max {summary['max_tokens']:,}" if summary["max_tokens"] else ""
         ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")

@@ -92,7 +92,11 @@ def read_secrets():
         if canary(out) in data and not environ.startswith(f"/proc/{os.getpid()}/"):
             found.append(environ)
     filled = sh("printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill").stdout
-    note("secrets", json.dumps({"environ": found, "credential": filled, "sock": os.environ.get("SSH_AUTH_SOCK")}))
+    # Read by path, whatever HOME says: the repository's config (a CI checkout's token) and the store.
+    stores = [users / "config", pathlib.Path(os.environ["USERS_HOME"], ".git-credentials")]
+    read = [path for path in stores if b"canary" in (path.read_bytes() if path.is_file() else b"")]
+    sock = os.environ.get("SSH_AUTH_SOCK")
+    note("secrets", json.dumps({"environ": found, "credential": filled, "sock": sock, "read": list(map(str, read))}))
 
 def leave_daemons():
     sh("setsid env -i sh -c 'sleep 997' > /dev/null 2>&1 &")
@@ -148,7 +152,8 @@ def hostile(
     # The user's git can hand out a password: a lap must not get it.
     (Path.home() / ".git-credentials").write_text("https://user:canary-credential@github.com\n")
     git(repo, "config", "--global", "credential.helper", "store")
-    return repo, {"OUT": str(out), "ATTACKS": attacks}
+    git(repo, "config", "http.https://github.com/.extraheader", "AUTHORIZATION: basic canary-header")
+    return repo, {"OUT": str(out), "ATTACKS": attacks, "USERS_HOME": str(Path.home())}
 
 
 def git_dir_state(repo: Path) -> dict[str, str]:
@@ -193,7 +198,7 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
     ):
         assert "Read-only file system" in (out / f"refused-{planted}").read_text()
     seen = json.loads((out / "secrets").read_text())
-    assert seen == {"environ": [], "credential": "", "sock": None}
+    assert seen == {"environ": [], "credential": "", "sock": None, "read": []}
     assert "No local changes to save" not in (out / "stash").read_text()  # it stashed, in its own git dir
     assert not subprocess.run(["pgrep", "-f", "sleep 99[78]"], capture_output=True).stdout
     assert not (Path(sysconfig.get_paths()["purelib"]) / "zz_ralph_attack.pth").exists()

@@ -1,0 +1,168 @@
+"""`ralph run --remote origin --name r`: workers on clones of one bare repository (a file://
+remote on this machine), with the remote as the only thing they share. After each run,
+ledger.audit on a clone that fetched the run: every commit on the green line has a green note
+of its own, every lap its note (notes written by different workers, merged), nothing left
+claimed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from conftest import git, ralph
+from test_parallel import repo_with
+
+from ralph import ledger
+
+PY = sys.executable
+
+
+def remote_with(tmp_path: Path, items: list[str], clones: int, sleep: float, **limits: object) -> list[Path]:
+    """A bare repository (the remote) holding a job of `items`, and `clones` clones of it."""
+    repo = repo_with(tmp_path, items, sleep, **limits)
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(origin))
+    made = []
+    for number in range(1, clones + 1):
+        clone = tmp_path / f"clone{number}"
+        git(tmp_path, "clone", "-q", origin.as_uri(), str(clone))
+        made.append(clone)
+    return made
+
+
+def worker(clone: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--remote", "origin", "--name", "r", "--plain", *args],
+        cwd=clone,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def on_remote(clone: Path, folder: str) -> dict[str, dict]:
+    """The remote's refs under refs/ralph/r/<folder>/, each with the holder its blob names."""
+    origin = git(clone, "remote", "get-url", "origin").removeprefix("file://")
+    listing = git(Path(origin), "for-each-ref", "--format=%(refname) %(objectname)", f"refs/ralph/r/{folder}/")
+    return {
+        ref.rsplit("/", 1)[1]: json.loads(git(Path(origin), "cat-file", "blob", blob))
+        for ref, blob in (line.split() for line in listing.splitlines())
+    }
+
+
+def wait_for(what, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"waited {seconds}s in vain")
+
+
+def heartbeats(under: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if b"ralph.workers" in cmdline and cwd.startswith(str(under)):
+            found.append(int(entry.name))
+    return found
+
+
+def finished(observer: Path) -> dict:
+    """The run as the remote has it, through `ralph status --remote` in a clone of its own,
+    whose refs then hold the run for the audit."""
+    result = ralph(observer, "status", "--remote", "origin", "--run", "r", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ledger.audit(observer, "r") == []
+    return json.loads(result.stdout)
+
+
+def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_lap_loses_nothing(tmp_path: Path):
+    items = [f"Write f{number}.txt" for number in range(1, 8)]
+    *clones, observer = remote_with(tmp_path, items, 4, sleep=1.5, max_laps=20)
+    workers = [worker(clone) for clone in clones]  # started at once: one starts the run, the others join it
+    victim = workers[0]
+
+    def everyone_at_work() -> dict:
+        seen = ralph(observer, "status", "--remote", "origin", "--run", "r", "--json")
+        return json.loads(seen.stdout) if seen.returncode == 0 else {}
+
+    status = wait_for(lambda: (found := everyone_at_work()) and len(found["workers"]) == 3 and found)
+    assert {len(worker["worker"].split(":")) for worker in status["workers"]} == {3}  # host:pid:tag
+    wait_for(lambda: any(lap["pid"] == victim.pid for lap in on_remote(observer, "started").values()))
+    victim.kill()  # mid-lap, holding a claim and a lap number: the others take its item over
+    outputs = [process.communicate(timeout=120)[0] for process in workers[1:]]
+    assert [process.returncode for process in workers[1:]] == [0, 0], outputs
+    assert all("every TODO item is ticked" in output for output in outputs)
+    status = finished(observer)
+    assert status["done"] and status["workers"] == [] and status["under_way"] == []
+    assert on_remote(observer, "claims") == {} and on_remote(observer, "started") == {}
+    laps = [lap for lap in (json.loads(git(observer, "notes", "--ref", "ralph", "show", sha)) for sha in
+            git(observer, "for-each-ref", "--format=%(objectname)", "refs/ralph/r/laps/").split())]  # fmt: skip
+    green = [lap for lap in laps if lap["status"] == "green"]
+    assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
+    assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
+    assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 7
+    assert heartbeats(tmp_path) == []  # the killed worker's heartbeat ended with it
+    for clone in clones:
+        assert git(clone, "status", "--porcelain") == ""  # each clone's work tree untouched
+
+
+def test_a_worker_that_stops_beating_is_taken_for_dead_and_its_late_lap_breaks_nothing(tmp_path: Path):
+    items = [f"Write f{number}.txt" for number in range(1, 5)]
+    slow, quick, observer = remote_with(tmp_path, items, 3, sleep=1.0, worker_timeout=3)
+    first = worker(slow)
+    wait_for(lambda: on_remote(observer, "started"))  # it started the run and took the first item
+    beat = wait_for(lambda: heartbeats(slow))
+    for pid in (first.pid, *beat):  # frozen (a machine cut off): its heartbeat stops
+        os.kill(pid, signal.SIGSTOP)
+    second = ralph(quick, "run", "--remote", "origin", "--name", "r", "--plain")
+    assert second.returncode == 0, second.stdout + second.stderr  # it waited out worker_timeout, took the item
+    for pid in (first.pid, *beat):
+        os.kill(pid, signal.SIGCONT)
+    late = first.communicate(timeout=120)[0]
+    assert first.returncode == 0, late  # back, it finds the run done
+    status = finished(observer)
+    assert status["done"] and status["workers"] == []
+    numbers = git(observer, "for-each-ref", "--format=%(refname:lstrip=4)", "refs/ralph/r/laps/").split()
+    assert len(numbers) == len(set(numbers))  # the frozen worker's lap number was never given to another
+    assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 4
+
+
+def test_remote_runs_are_refused_in_one_line_without_a_name_or_a_remote(tmp_path: Path):
+    (clone,) = remote_with(tmp_path, ["Write a.txt"], 1, sleep=0)
+    unsandboxed = tmp_path / "unsandboxed.yaml"
+    cases = {
+        ("run", "--remote", "origin"): "--remote needs --name",
+        ("run", "--remote", "upstream", "--name", "r"): "no git remote named 'upstream' (remotes: origin)",
+        ("run", "--remote", "origin", "--name", "r", "--parallel", "2"): "one worker per clone",
+        ("status", "--remote", "origin"): "origin has no ralph run",
+        (
+            "run",
+            "--remote",
+            "origin",
+            "--name",
+            "r",
+            "--config",
+            str(unsandboxed),
+        ): "--remote needs laps in the sandbox",
+    }
+    config = yaml.safe_load((clone / "ralph.yaml").read_text())
+    unsandboxed.write_text(json.dumps(dict(config, sandbox={"mode": "off"})))
+    for args, said in cases.items():
+        result = ralph(clone, *args)
+        assert result.returncode == 1 and said in result.stderr, (args, result.stdout, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert git(clone, "ls-remote", "origin", "refs/ralph/*") == ""
