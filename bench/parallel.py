@@ -4,6 +4,9 @@
    dominates a real lap), writes its items' files and ticks them. Items per minute with 1, 2
    and 4 slots, and the ratio to 1 slot (a plain `ralph run`, laps one at a time), measured
    one after the other in one run.
+   Then the same job with 2 and 4 workers of `ralph run --remote origin`, each on a clone of
+   one bare repository (a file:// remote on this machine): what the git remote as the
+   coordinator costs beside slots of one repository (fetches and pushes around each lap).
 2. Contention. The same job with a share of its items all editing one line of one shared
    file: laps that had to be rebased and checked again, and laps red with a conflict, as a
    share of all laps, as that overlap grows.
@@ -11,7 +14,7 @@
 After every run, ledger.audit must find nothing: each commit on the green line has a green
 note written for exactly it, each lap its note, no claim left.
 
-    python bench/parallel.py            # --items 8 --sleep 3 --slots 1,2,4 --overlaps 0,0.5,1
+    python bench/parallel.py    # --items 8 --sleep 3 --slots 1,2,4 --workers 2,4 --overlaps 0,0.5,1
 """
 
 from __future__ import annotations
@@ -83,11 +86,38 @@ def run(repo: Path, slots: int) -> tuple[float, list[dict]]:
     return seconds, [lap.record.model_dump() for lap in state.laps if lap.record]
 
 
+def run_remote(repo: Path, workers: int) -> tuple[float, list[dict]]:
+    """`workers` clones of a bare copy of `repo`, each running a worker of one run, all at once."""
+    origin = repo.parent / "origin.git"
+    git(repo.parent, "clone", "-q", "--bare", str(repo), str(origin))
+    clones = [repo.parent / f"clone{number}" for number in range(workers + 1)]
+    for clone in clones:
+        git(repo.parent, "clone", "-q", origin.as_uri(), str(clone))
+    command = [sys.executable, "-m", "ralph", "run", "--remote", "origin", "--name", "b", "--quiet"]
+    started = time.perf_counter()
+    running = [subprocess.Popen(command, cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for clone in clones[1:]]  # fmt: skip
+    outputs = [process.communicate()[0] for process in running]
+    seconds = time.perf_counter() - started
+    if any(process.returncode != 0 for process in running):
+        raise SystemExit(f"a worker of {workers} failed: {outputs}")
+    observer = clones[0]  # the run as the remote has it, for the audit
+    subprocess.run([sys.executable, "-m", "ralph", "status", "--remote", "origin"], cwd=observer, check=True,
+                   capture_output=True)  # fmt: skip
+    problems = ledger.audit(observer, "b")
+    if problems:
+        raise SystemExit(f"the run broke its promises: {problems}")
+    state = ledger.load(observer, "b")
+    assert state is not None
+    return seconds, [lap.record.model_dump() for lap in state.laps if lap.record]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=8)
     parser.add_argument("--sleep", type=float, default=3.0, help="seconds the stand-in agent takes a lap")
     parser.add_argument("--slots", default="1,2,4")
+    parser.add_argument("--workers", default="2,4", help="workers of `ralph run --remote`, each on a clone")
     parser.add_argument("--overlaps", default="0,0.5,1", help="shares of the items that edit one shared line")
     options = parser.parse_args()
     slots = [int(value) for value in options.slots.split(",")]
@@ -99,10 +129,33 @@ def main() -> None:
         per_minute = options.items / seconds * 60
         base = base or per_minute
         rows.append(
-            [count, options.items, len(laps), seconds, per_minute, per_minute / base, per_minute / base / count]
+            [
+                f"{count} slots",
+                options.items,
+                len(laps),
+                seconds,
+                per_minute,
+                per_minute / base,
+                per_minute / base / count,
+            ]
+        )
+    for count in [int(value) for value in options.workers.split(",") if value]:
+        with tempfile.TemporaryDirectory(prefix="ralph-bench-remote-") as folder:
+            seconds, laps = run_remote(job(Path(folder), options.items, 0, options.sleep), count)
+        per_minute = options.items / seconds * 60
+        rows.append(
+            [
+                f"{count} workers",
+                options.items,
+                len(laps),
+                seconds,
+                per_minute,
+                per_minute / base,
+                per_minute / base / count,
+            ]
         )
     print(f"## Throughput: {options.items} independent items, the agent {options.sleep:g} s a lap\n")
-    print(table(["slots", "items", "laps", "seconds", "items/min", "× 1 slot", "÷ slots"], rows))
+    print(table(["side by side", "items", "laps", "seconds", "items/min", "× 1 slot", "÷ N"], rows))
     rows = []
     for overlap in (float(value) for value in options.overlaps.split(",")):
         shared = round(options.items * overlap)

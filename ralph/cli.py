@@ -158,11 +158,12 @@ def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> 
 @main.command()
 @click.argument("message")
 @RUN_OPTION
-def tell(message: str, run_name: str | None) -> None:
+@click.option("--remote", metavar="REMOTE", help="Tell a run this git remote keeps (`ralph run --remote`).")
+def tell(message: str, run_name: str | None, remote: str | None) -> None:
     """Leave MESSAGE for the run's next lap (shown once in its prompt, under "From the user")."""
     from ralph.review import tell as do_tell
 
-    _call(do_tell, Path.cwd(), message, run_name)
+    _call(do_tell, Path.cwd(), message, run_name, remote)
 
 
 @main.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 
 from ralph import claims, git, ledger, proc, ui, user_state, workers
@@ -61,12 +62,15 @@ def laps_table(state: RunState) -> None:
     ui.table(["lap", "status", "time", "tokens", "files", "TODO", "reason"], rows)
 
 
-def tell(cwd: Path, message: str, run: str | None) -> Exit:
+def tell(cwd: Path, message: str, run: str | None, remote: str | None = None) -> Exit:
     if not message.strip():
         raise RalphError("the message is empty — say what the next lap should know")
     top = git.open_repo(cwd).top
+    if remote is not None:  # the message goes where every worker of the run looks: the remote
+        workers.fetch_runs(top, remote, run)
     state = ledger.resolve(top, run)
-    ledger.tell(top, state.name, message.strip())
+    with git.kept_on(workers.keeper(remote, [state.name])) if remote else nullcontext():
+        ledger.tell(top, state.name, message.strip())
     ui.say(f"told run [bold]{state.name}[/]: its next lap will see it (once), running now or resumed later")
     return Exit.DONE
 

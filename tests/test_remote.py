@@ -48,13 +48,15 @@ def worker(clone: Path, *args: str) -> subprocess.Popen:
 
 
 def on_remote(clone: Path, folder: str) -> dict[str, dict]:
-    """The remote's refs under refs/ralph/r/<folder>/, each with the holder its blob names."""
-    origin = git(clone, "remote", "get-url", "origin").removeprefix("file://")
-    listing = git(Path(origin), "for-each-ref", "--format=%(refname) %(objectname)", f"refs/ralph/r/{folder}/")
-    return {
-        ref.rsplit("/", 1)[1]: json.loads(git(Path(origin), "cat-file", "blob", blob))
-        for ref, blob in (line.split() for line in listing.splitlines())
-    }
+    """The remote's refs under refs/ralph/r/<folder>/, each with the holder its blob names
+    (a message left for a lap: its text)."""
+    origin = Path(git(clone, "remote", "get-url", "origin").removeprefix("file://"))
+    listing = git(origin, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/ralph/r/{folder}/")
+    found = {}
+    for ref, blob in (line.split() for line in listing.splitlines()):
+        text = git(origin, "cat-file", "blob", blob)
+        found[ref.rsplit("/", 1)[1]] = json.loads(text) if text.startswith("{") else {"text": text}
+    return found
 
 
 def wait_for(what, seconds: float = 60):
@@ -101,6 +103,8 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
 
     status = wait_for(lambda: (found := everyone_at_work()) and len(found["workers"]) == 3 and found)
     assert {len(worker["worker"].split(":")) for worker in status["workers"]} == {3}  # host:pid:tag
+    told = ralph(observer, "tell", "--remote", "origin", "--run", "r", "Mind the tabs")
+    assert told.returncode == 0, told.stderr
     wait_for(lambda: any(lap["pid"] == victim.pid for lap in on_remote(observer, "started").values()))
     victim.kill()  # mid-lap, holding a claim and a lap number: the others take its item over
     outputs = [process.communicate(timeout=120)[0] for process in workers[1:]]
@@ -114,6 +118,7 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     green = [lap for lap in laps if lap["status"] == "green"]
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
+    assert ["Mind the tabs"] in [lap["told"] for lap in laps] and on_remote(observer, "told") == {}
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 7
     assert heartbeats(tmp_path) == []  # the killed worker's heartbeat ended with it
     for clone in clones:
