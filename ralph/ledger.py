@@ -103,6 +103,7 @@ class RunRecord(BaseModel):
     user_branch: str | None
     config: Config  # the configuration the run is judged by
     baseline: list[CheckResult]  # the checks on the base commit
+    on_remote: bool = False  # started by `ralph run --remote`: its refs are the remote's, clones copy them
 
 
 class Score(BaseModel):

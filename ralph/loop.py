@@ -351,6 +351,7 @@ def _start(ctx: RunContext) -> RunState:
         user_branch=ctx.repo.branch,
         config=ctx.config,
         baseline=baseline,
+        on_remote=ctx.worker is not None,
     )
     refs = {ledger.base_ref(ctx.run_name): (base, leftover), ledger.branch_ref(ctx.run_name): (base, branch)}
     if not ledger.save_record(ctx.top, record, refs):

@@ -69,6 +69,11 @@ def tell(cwd: Path, message: str, run: str | None, remote: str | None = None) ->
     if remote is not None:  # the message goes where every worker of the run looks: the remote
         workers.fetch_runs(top, remote, run)
     state = ledger.resolve(top, run)
+    if state.record.on_remote and remote is None:
+        raise RalphError(
+            f"run {state.name} is kept on a git remote, whose refs replace this clone's: "
+            "tell it there with `ralph tell --remote REMOTE`"
+        )
     with git.kept_on(workers.keeper(remote, [state.name])) if remote else nullcontext():
         ledger.tell(top, state.name, message.strip())
     ui.say(f"told run [bold]{state.name}[/]: its next lap will see it (once), running now or resumed later")

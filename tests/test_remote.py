@@ -119,6 +119,8 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
     assert ["Mind the tabs"] in [lap["told"] for lap in laps] and on_remote(observer, "told") == {}
+    here = ralph(observer, "tell", "--run", "r", "Only here")  # the next fetch would drop it: refused
+    assert here.returncode == 1 and "ralph tell --remote" in here.stderr
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 7
     assert heartbeats(tmp_path) == []  # the killed worker's heartbeat ended with it
     for clone in clones:
