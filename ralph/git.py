@@ -441,8 +441,8 @@ class Remote:
         pushed = run(cwd, *args, check=False, timeout=NETWORK_TIMEOUT)
         if pushed.ok:
             return True
-        if not any(line.startswith("!") for line in pushed.output.splitlines()):
-            raise GitFailed(args, pushed)  # not a lost swap: the remote is unreachable, or refused us
+        if "[rejected] (stale info)" not in pushed.output:  # not a lost swap: unreachable, or refused
+            raise RalphError(f"cannot push to the remote {self.name}: {one_line(pushed.stderr or pushed.output, 400)}")
         return False
 
     def sync(self, cwd: Path) -> None:
@@ -461,7 +461,7 @@ class Remote:
                 break
             wanted = [spec for spec in wanted if spec not in missing]  # a run not started yet; no notes yet
         if not fetched.ok:
-            raise GitFailed(["fetch", self.name], fetched)
+            raise RalphError(f"cannot fetch from the remote {self.name}: {one_line(fetched.stderr, 400)}")
         if rev(cwd, FETCHED_NOTES) and not is_ancestor(cwd, FETCHED_NOTES, NOTES_REF):
             run(cwd, "notes", "--ref", NOTES_REF, "merge", "--quiet", "--strategy=ours", FETCHED_NOTES)
 

@@ -189,6 +189,8 @@ def _run_here(
             if remote is not None:
                 return parallel.as_worker(ctx, remote, options.items_per_lap)
             return _laps(ctx, state)
+        except StartedElsewhere:  # not a stop: the run goes on, joined
+            raise
         except (RalphError, KeyboardInterrupt, Interrupted) as stopped:  # on_stop hears of these too
             code = stopped.exit_code if isinstance(stopped, RalphError) else Exit.INTERRUPTED
             status = "error" if isinstance(stopped, RalphError) else "interrupted"

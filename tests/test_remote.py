@@ -148,28 +148,30 @@ def test_a_worker_that_stops_beating_is_taken_for_dead_and_its_late_lap_breaks_n
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 4
 
 
-def test_remote_runs_are_refused_in_one_line_without_a_name_or_a_remote(tmp_path: Path):
+def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_path: Path):
     (clone,) = remote_with(tmp_path, ["Write a.txt"], 1, sleep=0)
     unsandboxed = tmp_path / "unsandboxed.yaml"
-    cases = {
-        ("run", "--remote", "origin"): "--remote needs --name",
-        ("run", "--remote", "upstream", "--name", "r"): "no git remote named 'upstream' (remotes: origin)",
-        ("run", "--remote", "origin", "--name", "r", "--parallel", "2"): "one worker per clone",
-        ("status", "--remote", "origin"): "origin has no ralph run",
-        (
-            "run",
-            "--remote",
-            "origin",
-            "--name",
-            "r",
-            "--config",
-            str(unsandboxed),
-        ): "--remote needs laps in the sandbox",
-    }
     config = yaml.safe_load((clone / "ralph.yaml").read_text())
     unsandboxed.write_text(json.dumps(dict(config, sandbox={"mode": "off"})))
+    git(clone, "remote", "add", "gone", str(tmp_path / "nothing-here.git"))
+    declining = tmp_path / "origin.git" / "hooks" / "pre-receive"
+    run = ("run", "--remote", "origin", "--name", "r")
+    cases = {
+        ("run", "--remote", "origin"): "--remote needs --name",
+        ("run", "--remote", "upstream", "--name", "r"): "no git remote named 'upstream' (remotes: gone, origin)",
+        (*run, "--parallel", "2"): "one worker per clone",
+        ("status", "--remote", "origin"): "origin has no ralph run",
+        ("run", "--remote", "gone", "--name", "r"): "cannot fetch from the remote gone: fatal:",
+        (*run, "--config", str(unsandboxed)): "--remote needs laps in the sandbox",
+        run: "cannot push to the remote origin: remote: the host says no",  # with the hook below
+    }
+    before = git(clone, "status", "--porcelain", "--branch"), git(clone, "rev-parse", "HEAD")
     for args, said in cases.items():
+        if args == run:
+            declining.write_text("#!/bin/sh\necho 'the host says no' >&2\nexit 1\n")
+            declining.chmod(0o755)
         result = ralph(clone, *args)
         assert result.returncode == 1 and said in result.stderr, (args, result.stdout, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
     assert git(clone, "ls-remote", "origin", "refs/ralph/*") == ""
+    assert (git(clone, "status", "--porcelain", "--branch"), git(clone, "rev-parse", "HEAD")) == before
