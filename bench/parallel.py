@@ -78,12 +78,7 @@ def run(repo: Path, slots: int) -> tuple[float, list[dict]]:
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"ralph run --parallel {slots} exited {done.returncode}: {done.stdout}{done.stderr}")
-    problems = ledger.audit(repo, "b")
-    if problems:
-        raise SystemExit(f"the run broke its promises: {problems}")
-    state = ledger.load(repo, "b")
-    assert state is not None
-    return seconds, [lap.record.model_dump() for lap in state.laps if lap.record]
+    return seconds, audited_laps(repo)
 
 
 def run_remote(repo: Path, workers: int) -> tuple[float, list[dict]]:
@@ -101,15 +96,20 @@ def run_remote(repo: Path, workers: int) -> tuple[float, list[dict]]:
     seconds = time.perf_counter() - started
     if any(process.returncode != 0 for process in running):
         raise SystemExit(f"a worker of {workers} failed: {outputs}")
-    observer = clones[0]  # the run as the remote has it, for the audit
-    subprocess.run([sys.executable, "-m", "ralph", "status", "--remote", "origin"], cwd=observer, check=True,
-                   capture_output=True)  # fmt: skip
-    problems = ledger.audit(observer, "b")
+    observer = clones[0]  # the run as the remote has it, fetched, for the audit
+    status = [sys.executable, "-m", "ralph", "status", "--remote", "origin"]
+    subprocess.run(status, cwd=observer, check=True, capture_output=True)
+    return seconds, audited_laps(observer)
+
+
+def audited_laps(repo: Path) -> list[dict]:
+    """The run's lap records, once ledger.audit found its promises kept."""
+    problems = ledger.audit(repo, "b")
     if problems:
         raise SystemExit(f"the run broke its promises: {problems}")
-    state = ledger.load(observer, "b")
+    state = ledger.load(repo, "b")
     assert state is not None
-    return seconds, [lap.record.model_dump() for lap in state.laps if lap.record]
+    return [lap.record.model_dump() for lap in state.laps if lap.record]
 
 
 def main() -> None:
@@ -122,37 +122,16 @@ def main() -> None:
     options = parser.parse_args()
     slots = [int(value) for value in options.slots.split(",")]
     rows = []
+    runs = [(f"{count} slots", count, run) for count in slots]
+    runs += [(f"{count} workers", count, run_remote) for count in map(int, filter(None, options.workers.split(",")))]
     base = None
-    for count in slots:
+    for label, count, runner in runs:  # one after the other, in one process: ratios side by side
         with tempfile.TemporaryDirectory(prefix="ralph-bench-parallel-") as folder:
-            seconds, laps = run(job(Path(folder), options.items, 0, options.sleep), count)
+            seconds, laps = runner(job(Path(folder), options.items, 0, options.sleep), count)
         per_minute = options.items / seconds * 60
         base = base or per_minute
         rows.append(
-            [
-                f"{count} slots",
-                options.items,
-                len(laps),
-                seconds,
-                per_minute,
-                per_minute / base,
-                per_minute / base / count,
-            ]
-        )
-    for count in [int(value) for value in options.workers.split(",") if value]:
-        with tempfile.TemporaryDirectory(prefix="ralph-bench-remote-") as folder:
-            seconds, laps = run_remote(job(Path(folder), options.items, 0, options.sleep), count)
-        per_minute = options.items / seconds * 60
-        rows.append(
-            [
-                f"{count} workers",
-                options.items,
-                len(laps),
-                seconds,
-                per_minute,
-                per_minute / base,
-                per_minute / base / count,
-            ]
+            [label, options.items, len(laps), seconds, per_minute, per_minute / base, per_minute / base / count]
         )
     print(f"## Throughput: {options.items} independent items, the agent {options.sleep:g} s a lap\n")
     print(table(["side by side", "items", "laps", "seconds", "items/min", "× 1 slot", "÷ N"], rows))
