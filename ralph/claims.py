@@ -33,6 +33,10 @@ def started_prefix(run: str) -> str:
     return f"refs/ralph/{run}/started/"
 
 
+def claim_ref(run: str, item: str) -> str:
+    return claims_prefix(run) + item_id(item)
+
+
 def item_id(text: str) -> str:
     """A TODO item's name among refs: its text's hash (ticking it does not change its text)."""
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -50,7 +54,7 @@ def take_items(cwd: Path, run: str, open_items: list[str], count: int, mine: str
     taken: list[str] = []
     held = set(git.refs(cwd, claims_prefix(run)))
     for text in open_items:
-        ref = claims_prefix(run) + item_id(text)
+        ref = claim_ref(run, text)
         if len(taken) == count:
             break
         if ref not in held and git.update_ref(cwd, ref, mine, None):
@@ -60,7 +64,7 @@ def take_items(cwd: Path, run: str, open_items: list[str], count: int, mine: str
 
 def release_items(cwd: Path, run: str, items: list[str], mine: str) -> None:
     for text in items:
-        git.delete_ref(cwd, claims_prefix(run) + item_id(text), mine, check=False)
+        git.delete_ref(cwd, claim_ref(run, text), mine, check=False)
 
 
 def take_number(cwd: Path, run: str, mine: str) -> int:

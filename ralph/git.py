@@ -12,6 +12,7 @@ import fcntl
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -391,18 +392,22 @@ def remove_note(cwd: Path, commit: str) -> None:
 
 def credential_files(cwd: Path) -> tuple[Path, ...]:
     """Where git finds credentials for this repository's remotes: the config files that set a
-    helper, an http header (actions/checkout's token) or a URL with a password in it, and the
-    usual stores (~/.git-credentials, ~/.ssh, the GitHub CLI's)."""
+    helper, an http header (actions/checkout's token) or a URL with a user in it (a token as
+    the user, or a password: `url.<with-token>.insteadOf` included), the files a `store`
+    helper names, and the usual stores (~/.git-credentials, ~/.ssh, the GitHub CLI's)."""
     keys = r"^(credential\..*|http\..*extraheader|remote\..*\.(push)?url|url\..*\.(push)?insteadof)$"
     listing = run(cwd, "config", "--show-origin", "--get-regexp", keys, check=False).output
     found: set[Path] = set()
     for line in listing.splitlines():
         origin, _, setting = line.partition("\t")
         key, _, value = setting.partition(" ")
-        if "url" in key and not re.search(r"://[^/@]*:[^/@]+@", value):  # no password in it
+        if "url" in key and not re.search(r"://[^/@\s]+@", setting):  # no user, token or password in it
             continue
         if origin.startswith("file:"):
             found.add(Path(cwd, origin.removeprefix("file:")))
+        stored = re.search(r"--file[= ]?(\S+)", value) if key.startswith("credential.") else None
+        if stored:
+            found.add(Path(cwd, os.path.expanduser(stored[1])))
     home, config = Path.home(), Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     found |= {home / ".git-credentials", home / ".ssh", config / "git" / "credentials", config / "gh"}
     return tuple(sorted({Path(os.path.abspath(path)) for path in found}))
@@ -413,6 +418,7 @@ def credential_files(cwd: Path) -> tuple[Path, ...]:
 NETWORK_TIMEOUT = 300  # seconds for one fetch or push
 FETCHED_NOTES = "refs/ralph-remote/notes"  # the remote's notes as last fetched, to merge with ours
 NOTES_RETRIES = 20  # pushes of the notes another worker's push beat
+PUSH_TRIES = 4  # a push rejected while the remote's refs are as it expected: a lock race, or a refusal
 
 
 @dataclass(frozen=True)
@@ -432,18 +438,30 @@ class Remote:
 
     def push(self, cwd: Path, changes: Mapping[str, tuple[str | None, str | None]]) -> bool:
         """Each ref from old (None: none, or for a deletion: whatever it is) to new (None:
-        deleted) on the remote, all or none; False when another clone's write came first."""
+        deleted) on the remote, all or none; False when another clone's write came first.
+        The host's words for a lost race vary (`stale info`, `cannot lock ref`, `atomic
+        transaction failed`): a rejected push is a lost race when a ref is no longer what it
+        expected, and a refusal (a hook, a protected branch) when it stays rejected."""
         args = ["push", "--porcelain", "--atomic", "--no-verify", "--recurse-submodules=no", self.name]
         for ref, (new, old) in changes.items():
             if new is not None or old is not None:
                 args.append(f"--force-with-lease={ref}:{old or ''}")
             args.append(f"{new or ''}:{ref}")
-        pushed = run(cwd, *args, check=False, timeout=NETWORK_TIMEOUT)
-        if pushed.ok:
-            return True
-        if "[rejected] (stale info)" not in pushed.output:  # not a lost swap: unreachable, or refused
-            raise RalphError(f"cannot push to the remote {self.name}: {one_line(pushed.stderr or pushed.output, 400)}")
-        return False
+        for attempt in range(PUSH_TRIES):
+            pushed = run(cwd, *args, check=False, timeout=NETWORK_TIMEOUT)
+            if pushed.ok:
+                return True
+            if not any(line.startswith("!") for line in pushed.output.splitlines()):
+                break  # not rejected: the remote could not be reached, or the push not made
+            if self._moved(cwd, changes):
+                return False
+            time.sleep(0.1 * (attempt + 1))  # two pushes can both fail on each other's lock: again
+        raise RalphError(f"cannot push to the remote {self.name}: {one_line(pushed.stderr or pushed.output, 400)}")
+
+    def _moved(self, cwd: Path, changes: Mapping[str, tuple[str | None, str | None]]) -> bool:
+        listing = run(cwd, "ls-remote", self.name, *changes, check=False, timeout=NETWORK_TIMEOUT)
+        now = {ref: sha for sha, _, ref in (line.partition("\t") for line in listing.output.splitlines())}
+        return any(now.get(ref) != old for ref, (new, old) in changes.items() if new is not None or old is not None)
 
     def sync(self, cwd: Path) -> None:
         """This clone's copies of the kept refs made the remote's (those it lacks deleted), and

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
-from ralph import crashpoint, events, git, ledger, prompt, ratchet, todo, ui, user_state
+from ralph import claims, crashpoint, events, git, ledger, prompt, ratchet, todo, ui, user_state
 from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.agents.mcp_tools import McpTools
@@ -26,6 +26,10 @@ from ralph.sandbox import Jail, agent_sockets, needed
 from ralph.text import printable
 from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
 
+LOST_CLAIMS = (
+    "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
+    "limits.worker_timeout) and its items given to other laps; not advanced"
+)
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
@@ -185,10 +189,16 @@ def now_iso() -> str:
 
 
 def run_lap(
-    ctx: RunContext, state: RunState, number: int, which: int = 0, items: Sequence[str] = (), slot: int | None = None
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    which: int = 0,
+    items: Sequence[str] = (),
+    slot: int | None = None,
+    held_by: str | None = None,
 ) -> LapRecord:
     """Lap `number`, run by agent `which` of config.agents; in a parallel run, by slot `slot`,
-    on the TODO items it claimed."""
+    on the TODO items it claimed (their claims `held_by` that holder)."""
     log_dir = ledger.lap_dir(ctx.run_dir, number)
     if log_dir.exists():  # an attempt a crash cut short: keep its transcript apart from this one's
         log_dir.rename(log_dir.with_name(f"lap-{number}.crashed-{time.time_ns()}"))
@@ -268,11 +278,16 @@ def run_lap(
         for ref in told:
             git.delete_ref(ctx.top, ref)
     crashpoint.reached("advance")
+    # The line advances only while the lap still holds its claims, in the same swap: a lap of a
+    # worker taken for dead (its items given to others) does not land.
+    held = {claims.claim_ref(ctx.run_name, item): (held_by, held_by) for item in items} if held_by else {}
     for _ in range(MOVED_LINE_RETRIES):
-        if record.status != "green" or git.update_ref(
-            ctx.top, ledger.branch_ref(ctx.run_name), record.commit, record.parent
+        if record.status != "green" or git.update_refs(
+            ctx.top, {ledger.branch_ref(ctx.run_name): (record.commit, record.parent), **held}
         ):
             return record
+        if any(git.rev(ctx.top, ref) != blob for ref, (blob, _) in held.items()):
+            return _overrule(ctx, record, LOST_CLAIMS)
         green = git.rev(ctx.top, ledger.branch_ref(ctx.run_name))
         if green is not None and git.is_ancestor(ctx.top, record.commit, green):  # advanced by a resume elsewhere
             return record
@@ -382,7 +397,11 @@ def _replay_on_moved_line(ctx: RunContext, log_dir: Path, facts: LapFacts, recor
         }
     )
     git.add_note(ctx.top, commit, replayed.model_dump_json(indent=1))
-    git.update_ref(ctx.top, ledger.lap_ref(ctx.run_name, facts.number), commit, record.commit)
+    moves: dict[str, tuple[str, str | None]] = {ledger.lap_ref(ctx.run_name, facts.number): (commit, record.commit)}
+    original = ledger.rebased_ref(ctx.run_name, facts.number)
+    if git.rev(ctx.top, original) is None:  # the lap's own commit, as its agent left it: kept too
+        moves[original] = (record.commit, None)
+    git.update_refs(ctx.top, moves)
     return replayed
 
 

@@ -60,6 +60,11 @@ def lap_ref(run: str, lap: int) -> str:
     return f"refs/ralph/{run}/laps/{lap}"
 
 
+def rebased_ref(run: str, lap: int) -> str:
+    """A lap's commit as it was before it was rebased onto a green line that moved."""
+    return f"refs/ralph/{run}/rebased/{lap}"
+
+
 def landed_ref(run: str) -> str:
     """The green commit `ralph land` last brought onto a branch: a later land starts there."""
     return f"refs/ralph/{run}/landed"

@@ -114,7 +114,7 @@ def _run_here(
     events.naming(name, slot)
     _refuse_unsafe_run(repo, name)
     if remote is not None:  # the run as the remote has it, or none yet
-        remote.sync(repo.top)
+        workers.fetch(repo.top, remote, [name])
     if slot is None and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
         _refuse_bad_start(repo, cfg, options.allow_dirty)
     run_dir = ledger.run_dir(repo.common_dir, name)

@@ -185,7 +185,7 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
             continue
         try:
             events.emit("lap_started", lap=number, max_laps=limits.max_laps)
-            record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot)
+            record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot, held_by=mine)
         finally:
             _let_go(ctx, items, mine, number, lap_mine)
         lap_ended(record)

@@ -52,7 +52,8 @@ class Jail:
     network: bool = True
     chdir: Path | None = None
     keep: tuple[Path, ...] = ()  # paths that stay readable though in a private folder: the repository, a script
-    hide: tuple[Path, ...] = ()  # paths made empty: the ssh-agent's socket (or the folder holding it)
+    hide: tuple[Path, ...] = ()  # paths made empty: the ssh-agent's socket (or its folder), git's credentials
+    blank: Path | None = None  # an empty file, read-only here: what a hidden file reads as
 
     def argv(self, command: str | list[str]) -> list[str]:
         """`command` (a shell string or an argv) wrapped to run inside the sandbox."""
@@ -74,7 +75,9 @@ class Jail:
             args += ["--bind", str(path), str(path)]
         for path in self.hide:  # (a stale one is nothing to hide, and no mount point can be made for it)
             if os.path.lexists(path):
-                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+                # A file reads as empty (not as /dev/null, which cannot be opened here: git fails on it).
+                blank = str(self.blank or "/dev/null")
+                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", blank, str(path)]
         args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
         args += ["--unsetenv", "SSH_AUTH_SOCK"]
         if self.chdir is not None:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ralph import claims, git, hardening, ledger, proc
+from ralph import claims, git, hardening, ledger, proc, ui
 from ralph.errors import RalphError
 
 BEATS_PER_TIMEOUT = 6
@@ -49,17 +49,32 @@ def check_remote(cwd: Path, remote: str) -> None:
         raise RalphError(f"no git remote named {remote!r} (remotes: {known}) — add it with `git remote add`")
 
 
+def fetch(cwd: Path, keeper: git.Remote, runs: list[str]) -> None:
+    """These runs' refs made the remote's here; refused for a run this clone started itself
+    (not with --remote), whose refs the remote's would replace."""
+    for run in runs:
+        state = ledger.load(cwd, run)
+        if state is not None and not state.record.on_remote:
+            raise RalphError(
+                f"this clone has a run named {run} of its own, not on a remote: fetching the remote's "
+                "would replace its refs — use another --name"
+            )
+    keeper.sync(cwd)
+
+
 def fetch_runs(cwd: Path, remote: str, run: str | None) -> None:
     """The refs of `run` (by default, of every run) as `remote` has them, here (`ralph status --remote`)."""
     check_remote(cwd, remote)
-    listing = git.out(cwd, "ls-remote", remote, "refs/ralph/*/run")
-    runs = [line.split("/")[2] for line in listing.splitlines() if line.count("/") == 3]
+    listed = git.run(cwd, "ls-remote", remote, "refs/ralph/*/run", check=False, timeout=git.NETWORK_TIMEOUT)
+    if not listed.ok:
+        raise RalphError(f"cannot reach the remote {remote}: {ui.one_line(listed.stderr, 400)}")
+    runs = [line.split("/")[2] for line in listed.output.splitlines() if line.count("/") == 3]
     if run is not None:
         runs = [ledger.check_name(run)] if run in runs else []
     if not runs:
         which = f"no run named {run!r}" if run else "no ralph run"
         raise RalphError(f"{remote} has {which} — workers start one with `ralph run --remote {remote} --name NAME`")
-    keeper(remote, runs).sync(cwd)
+    fetch(cwd, keeper(remote, runs), runs)
 
 
 def new_name() -> str:

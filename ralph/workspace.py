@@ -479,6 +479,7 @@ class Workspace:
         remove_path(scratch)
         (scratch / "tmp").mkdir(parents=True)
         (scratch / "home").mkdir()
+        (scratch / "blank").touch()
         private_home = () if home else (scratch / "home",)
         return Jail(
             (self.tree, self.lap_git, *private_home, *writable),
@@ -488,6 +489,7 @@ class Workspace:
             chdir=self.tree,
             keep=keep,
             hide=hide,
+            blank=scratch / "blank",
         )
 
 

@@ -54,7 +54,7 @@ def on_remote(clone: Path, folder: str) -> dict[str, dict]:
     listing = git(origin, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/ralph/r/{folder}/")
     found = {}
     for ref, blob in (line.split() for line in listing.splitlines()):
-        text = git(origin, "cat-file", "blob", blob)
+        text = git(origin, "cat-file", "-p", blob)
         found[ref.rsplit("/", 1)[1]] = json.loads(text) if text.startswith("{") else {"text": text}
     return found
 
@@ -119,6 +119,8 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
     assert ["Mind the tabs"] in [lap["told"] for lap in laps] and on_remote(observer, "told") == {}
+    rebased = {str(lap["lap"]) for lap in laps if "rebased onto" in lap["reason"]}
+    assert rebased and set(on_remote(observer, "rebased")) == rebased  # each lap's own commit, kept
     here = ralph(observer, "tell", "--run", "r", "Only here")  # the next fetch would drop it: refused
     assert here.returncode == 1 and "ralph tell --remote" in here.stderr
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 7
@@ -143,8 +145,12 @@ def test_a_worker_that_stops_beating_is_taken_for_dead_and_its_late_lap_breaks_n
     assert first.returncode == 0, late  # back, it finds the run done
     status = finished(observer)
     assert status["done"] and status["workers"] == []
-    numbers = git(observer, "for-each-ref", "--format=%(refname:lstrip=4)", "refs/ralph/r/laps/").split()
-    assert len(numbers) == len(set(numbers))  # the frozen worker's lap number was never given to another
+    laps = [json.loads(git(observer, "notes", "--ref", "ralph", "show", sha)) for sha in
+            git(observer, "for-each-ref", "--format=%(objectname)", "refs/ralph/r/laps/").split()]  # fmt: skip
+    green = [lap for lap in laps if lap["status"] == "green"]
+    assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
+    (frozen,) = [lap for lap in laps if lap["worker"].split(":")[1] == str(first.pid)]
+    assert frozen["status"] == "red" and "its claims were let go of" in frozen["reason"]  # recorded, not landed
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 4
 
 
@@ -165,6 +171,9 @@ def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_p
         (*run, "--config", str(unsandboxed)): "--remote needs laps in the sandbox",
         run: "cannot push to the remote origin: remote: the host says no",  # with the hook below
     }
+    local = ralph(clone, "run", "--name", "mine")  # a run of this clone's own: a remote's must not replace it
+    assert local.returncode == 0, local.stdout + local.stderr
+    cases[("run", "--remote", "origin", "--name", "mine")] = "this clone has a run named mine of its own"
     before = git(clone, "status", "--porcelain", "--branch"), git(clone, "rev-parse", "HEAD")
     for args, said in cases.items():
         if args == run:
@@ -174,4 +183,5 @@ def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_p
         assert result.returncode == 1 and said in result.stderr, (args, result.stdout, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
     assert git(clone, "ls-remote", "origin", "refs/ralph/*") == ""
+    assert ledger.load(clone, "mine") is not None and ledger.load(clone, "mine").is_done
     assert (git(clone, "status", "--porcelain", "--branch"), git(clone, "rev-parse", "HEAD")) == before

@@ -93,10 +93,12 @@ def read_secrets():
             found.append(environ)
     filled = sh("printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill").stdout
     # Read by path, whatever HOME says: the repository's config (a CI checkout's token) and the store.
-    stores = [users / "config", pathlib.Path(os.environ["USERS_HOME"], ".git-credentials")]
+    stores = [users / "config", pathlib.Path(os.environ["USERS_HOME"], ".git-credentials"), pathlib.Path(os.environ["INCLUDED"])]
     read = [path for path in stores if b"canary" in (path.read_bytes() if path.is_file() else b"")]
     sock = os.environ.get("SSH_AUTH_SOCK")
     note("secrets", json.dumps({"environ": found, "credential": filled, "sock": sock, "read": list(map(str, read))}))
+    # Hidden, a config file reads as empty: git does not fail on it.
+    note("config", str(sh(f"git config --file {users / 'config'} --list").returncode))
 
 def leave_daemons():
     sh("setsid env -i sh -c 'sleep 997' > /dev/null 2>&1 &")
@@ -153,7 +155,10 @@ def hostile(
     (Path.home() / ".git-credentials").write_text("https://user:canary-credential@github.com\n")
     git(repo, "config", "--global", "credential.helper", "store")
     git(repo, "config", "http.https://github.com/.extraheader", "AUTHORIZATION: basic canary-header")
-    return repo, {"OUT": str(out), "ATTACKS": attacks, "USERS_HOME": str(Path.home())}
+    included = tmp_path / "included.cfg"  # a CI's `url.<with a token>.insteadOf`, in a file the config includes
+    included.write_text('[url "https://x:canary-token@github.com/"]\n\tinsteadOf = https://github.com/\n')
+    git(repo, "config", "include.path", str(included))
+    return repo, {"OUT": str(out), "ATTACKS": attacks, "USERS_HOME": str(Path.home()), "INCLUDED": str(included)}
 
 
 def git_dir_state(repo: Path) -> dict[str, str]:
@@ -199,6 +204,7 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
         assert "Read-only file system" in (out / f"refused-{planted}").read_text()
     seen = json.loads((out / "secrets").read_text())
     assert seen == {"environ": [], "credential": "", "sock": None, "read": []}
+    assert (out / "config").read_text() == "0"
     assert "No local changes to save" not in (out / "stash").read_text()  # it stashed, in its own git dir
     assert not subprocess.run(["pgrep", "-f", "sleep 99[78]"], capture_output=True).stdout
     assert not (Path(sysconfig.get_paths()["purelib"]) / "zz_ralph_attack.pth").exists()
