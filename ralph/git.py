@@ -32,6 +32,10 @@ DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
 # commands leave running, and a gc ended mid-way leaves packed-refs.lock, after which no ref
 # can be deleted until a person removes it. ralph's own git commands never start one.
 NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+# Every deletion of a ref takes packed-refs.lock. Slots letting go of claims at once wait for
+# each other; git's own wait (1 s) is short on a loaded machine, and a lost claim deletion
+# would leave the claim behind.
+SHARED_LOCKS = ["-c", "core.packedRefsTimeout=10000", "-c", "core.filesRefLockTimeout=10000"]
 
 
 class GitFailed(RalphError):
@@ -61,7 +65,7 @@ def run(
     """
     cap = cap or (proc.OUTPUT_CAP if hooks else WHOLE)
     result = proc.run(
-        ["git", *NO_AUTO_GC, *args],
+        ["git", *NO_AUTO_GC, *SHARED_LOCKS, *args],
         cwd,
         env=env or proc.clean_env(),
         input=input,

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
-REMOTE_POLL = 3.0  # the same for a worker of a run a git remote keeps: each look is a fetch
+REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
 
@@ -148,8 +148,9 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
     limits = ctx.config.limits
     started = time.monotonic()
     outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
-    alive, poll = (crew.alive, REMOTE_POLL) if crew else (claims.pid_alive, POLL)
+    alive, (quick, slow) = (crew.alive, REMOTE_POLL) if crew else (claims.pid_alive, (POLL, POLL))
     worker = {"worker": crew.worker} if crew else {}
+    poll = quick
     while True:
         if crew is not None:
             slot = crew.sync()
@@ -160,6 +161,7 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
             return stop[0]
         if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name, alive)) >= limits.max_laps:
             time.sleep(poll)  # the laps under way may finish the run, or use up max_laps
+            poll = min(poll * 2, slow)
             continue
         mine = claims.holder(ctx.top, slot, **worker)
         items = _claim(ctx, state, mine, items_per_lap)
@@ -173,6 +175,7 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
         items = [item for item in items if item not in done]
         if not items:
             time.sleep(poll)
+            poll = min(poll * 2, slow)
             continue
         lap_mine = claims.holder(ctx.top, slot, items=items, **worker)
         number = claims.take_number(ctx.top, ctx.run_name, lap_mine)
@@ -182,7 +185,9 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
         if number not in under_way or under_way.index(number) >= limits.max_laps - state.counted_laps():
             _let_go(ctx, items, mine, number, lap_mine)
             time.sleep(poll)
+            poll = min(poll * 2, slow)
             continue
+        poll = quick
         try:
             events.emit("lap_started", lap=number, max_laps=limits.max_laps)
             record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot, held_by=mine)

@@ -119,11 +119,14 @@ class Crew:
             return
         proc.end([self._heart], 30)
         self._heart = None
-        self.remote.sync(self.cwd)
         name, prefix = str(self.slot), workers_prefix(self.run)
-        for blob, facts in [claims.held(self.cwd, prefix).get(name, ("", {}))]:
+        try:
+            self.remote.sync(self.cwd)
+            blob, facts = claims.held(self.cwd, prefix).get(name, ("", {}))
             if facts.get("worker") == self.worker:
                 git.delete_ref(self.cwd, prefix + name, blob, check=False)
+        except RalphError:  # the remote is out of reach: the others take this worker for dead in time
+            pass
 
     def _look(self) -> None:
         now, prefix = time.monotonic(), workers_prefix(self.run)
