@@ -92,8 +92,8 @@ def finished(observer: Path) -> dict:
 
 
 def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_lap_loses_nothing(tmp_path: Path):
-    items = [f"Write f{number}.txt" for number in range(1, 8)]
-    *clones, observer = remote_with(tmp_path, items, 4, sleep=1.5, max_laps=20)
+    items = [f"Write f{number}.txt" for number in range(1, 7)]
+    *clones, observer = remote_with(tmp_path, items, 4, sleep=1.0, max_laps=20)
     workers = [worker(clone) for clone in clones]  # started at once: one starts the run, the others join it
     victim = workers[0]
 
@@ -123,7 +123,7 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert rebased and set(on_remote(observer, "rebased")) == rebased  # each lap's own commit, kept
     here = ralph(observer, "tell", "--run", "r", "Only here")  # the next fetch would drop it: refused
     assert here.returncode == 1 and "ralph tell --remote" in here.stderr
-    assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 7
+    assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 6
     assert heartbeats(tmp_path) == []  # the killed worker's heartbeat ended with it
     for clone in clones:
         assert git(clone, "status", "--porcelain") == ""  # each clone's work tree untouched
