@@ -63,8 +63,10 @@ def take_items(cwd: Path, run: str, open_items: list[str], count: int, mine: str
 
 
 def release_items(cwd: Path, run: str, items: list[str], mine: str) -> None:
+    """Let go of what `mine` still holds of `items` (a lap that landed let go of its claims as it did)."""
     for text in items:
-        git.delete_ref(cwd, claim_ref(run, text), mine, check=False)
+        if git.rev(cwd, claim_ref(run, text)) == mine:
+            git.delete_ref(cwd, claim_ref(run, text), mine, check=False)
 
 
 def take_number(cwd: Path, run: str, mine: str) -> int:

@@ -141,18 +141,22 @@ def update_ref(cwd: Path, ref: str, new: str, old: str | None) -> bool:
     return update_refs(cwd, {ref: (new, old)})
 
 
-def update_refs(cwd: Path, changes: Mapping[str, tuple[str, str | None]]) -> bool:
-    """Compare-and-swap each ref from its old value (None: must not exist) to its new one,
-    all or none; False if any lost. A ref kept on a remote (`kept_on`) is swapped there first.
-    A Ctrl-C waits for it: git killed mid-update leaves the ref's lock, and no one can move
-    the ref again until a person deletes the lock by hand."""
+def update_refs(cwd: Path, changes: Mapping[str, tuple[str | None, str | None]]) -> bool:
+    """Compare-and-swap each ref from its old value (None: must not exist; for a deletion:
+    whatever it is) to its new one (None: deleted), all or none; False if any lost. A ref
+    kept on a remote (`kept_on`) is swapped there first. A Ctrl-C waits for it: git killed
+    mid-update leaves the ref's lock, and no one can move the ref again until a person
+    deletes the lock by hand."""
     remote = _remote_for(changes)
     if remote is not None and not remote.push(cwd, changes):
         remote.sync(cwd)  # another clone's write came first: what it wrote, here
         return False
     # This repository's copy of a remote's ref follows it, whatever it held.
     lines = "".join(
-        f"update {ref} {new}{'' if remote else ' ' + (old or ZERO)}\n" for ref, (new, old) in changes.items()
+        f"delete {ref}{'' if remote or old is None else ' ' + old}\n"
+        if new is None
+        else f"update {ref} {new}{'' if remote else ' ' + (old or ZERO)}\n"
+        for ref, (new, old) in changes.items()
     )
     with proc.signals_held():
         return run(cwd, *DURABLE, "update-ref", "-m", "ralph", "--stdin", input=lines, check=False).ok
@@ -396,10 +400,11 @@ def remove_note(cwd: Path, commit: str) -> None:
 
 def credential_files(cwd: Path) -> tuple[Path, ...]:
     """Where git finds credentials for this repository's remotes: the config files that set a
-    helper, an http header (actions/checkout's token) or a URL with a user in it (a token as
-    the user, or a password: `url.<with-token>.insteadOf` included), the files a `store`
-    helper names, and the usual stores (~/.git-credentials, ~/.ssh, the GitHub CLI's)."""
-    keys = r"^(credential\..*|http\..*extraheader|remote\..*\.(push)?url|url\..*\.(push)?insteadof)$"
+    helper, an askpass program, an http header (actions/checkout's token) or a URL with a user
+    in it (a token as the user, or a password: `url.<with-token>.insteadOf` included), the
+    file or socket a `store` or `cache` helper names, and the usual places (~/.git-credentials,
+    ~/.ssh, the cache helper's socket, the GitHub CLI's)."""
+    keys = r"^(credential\..*|core\.askpass|http\..*extraheader|remote\..*\.(push)?url|url\..*\.(push)?insteadof)$"
     listing = run(cwd, "config", "--show-origin", "--get-regexp", keys, check=False).output
     found: set[Path] = set()
     for line in listing.splitlines():
@@ -409,11 +414,14 @@ def credential_files(cwd: Path) -> tuple[Path, ...]:
             continue
         if origin.startswith("file:"):
             found.add(Path(cwd, origin.removeprefix("file:")))
-        stored = re.search(r"--file[= ]?(\S+)", value) if key.startswith("credential.") else None
-        if stored:
-            found.add(Path(cwd, os.path.expanduser(stored[1])))
-    home, config = Path.home(), Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        named = re.search(r"--(?:file|socket)[= ]?(\S+)", value) if key.startswith("credential.") else None
+        if named:  # a `store` helper's file, a `cache` helper's socket
+            found.add(Path(cwd, os.path.expanduser(named[1])))
+    home = Path.home()
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache")
     found |= {home / ".git-credentials", home / ".ssh", config / "git" / "credentials", config / "gh"}
+    found |= {cache / "git" / "credential", home / ".git-credential-cache"}  # the cache helper's socket
     return tuple(sorted({Path(os.path.abspath(path)) for path in found}))
 
 

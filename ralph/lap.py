@@ -278,19 +278,15 @@ def run_lap(
         for ref in told:
             git.delete_ref(ctx.top, ref)
     crashpoint.reached("advance")
-    # The line advances only while the lap still holds its claims, in the same swap: a lap of a
-    # worker taken for dead (its items given to others) does not land.
-    held = {claims.claim_ref(ctx.run_name, item): (held_by, held_by) for item in items} if held_by else {}
+    # The line advances in the same swap that lets go of the lap's claims, which must still be
+    # its own: a lap of a worker taken for dead (its items given to others) does not land.
+    claimed = [claims.claim_ref(ctx.run_name, item) for item in items] if held_by else []
     for _ in range(MOVED_LINE_RETRIES):
-        if record.status != "green" or git.update_refs(
-            ctx.top, {ledger.branch_ref(ctx.run_name): (record.commit, record.parent), **held}
-        ):
+        landing = {ledger.branch_ref(ctx.run_name): (record.commit, record.parent)}
+        if record.status != "green" or git.update_refs(ctx.top, {**landing, **dict.fromkeys(claimed, (None, held_by))}):
             return record
-        if any(git.rev(ctx.top, ref) != blob for ref, (blob, _) in held.items()):
+        if any(git.rev(ctx.top, ref) != held_by for ref in claimed):
             return _overrule(ctx, record, LOST_CLAIMS)
-        green = git.rev(ctx.top, ledger.branch_ref(ctx.run_name))
-        if green is not None and git.is_ancestor(ctx.top, record.commit, green):  # advanced by a resume elsewhere
-            return record
         record = _replay_on_moved_line(ctx, log_dir, facts, record)
     return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
 

@@ -309,7 +309,10 @@ def _refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
 
 
 def _resume(ctx: RunContext, state: RunState) -> RunState:
-    state = _finish_interrupted_advance(ctx, state)
+    # A remote's run: the lap may be another worker's, alive and about to land it (or taken for
+    # dead, its items given to others) — a worker lands only its own laps.
+    if ctx.worker is None:
+        state = _finish_interrupted_advance(ctx, state)
     _run_started(ctx, state.record.base, state)
     return state
 

@@ -67,7 +67,7 @@ def tell(cwd: Path, message: str, run: str | None, remote: str | None = None) ->
         raise RalphError("the message is empty — say what the next lap should know")
     top = git.open_repo(cwd).top
     if remote is not None:  # the message goes where every worker of the run looks: the remote
-        workers.fetch_runs(top, remote, run)
+        run = workers.fetch_runs(top, remote, run)
     state = ledger.resolve(top, run)
     if state.record.on_remote and remote is None:
         raise RalphError(
@@ -196,7 +196,7 @@ def _workers(top: Path, state: RunState) -> list[dict]:
 def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None) -> Exit:
     top = git.open_repo(cwd).top
     if remote is not None:
-        workers.fetch_runs(top, remote, run)
+        run = workers.fetch_runs(top, remote, run)
     state = ledger.resolve(top, run)
     limits = state.record.config.limits
     last = state.last_record()

@@ -62,8 +62,9 @@ def fetch(cwd: Path, keeper: git.Remote, runs: list[str]) -> None:
     keeper.sync(cwd)
 
 
-def fetch_runs(cwd: Path, remote: str, run: str | None) -> None:
-    """The refs of `run` (by default, of every run) as `remote` has them, here (`ralph status --remote`)."""
+def fetch_runs(cwd: Path, remote: str, run: str | None) -> str:
+    """The refs of `run` (by default, of every run) as `remote` has them, here (`ralph status
+    --remote`); the run named, or else the remote's most recent."""
     check_remote(cwd, remote)
     listed = git.run(cwd, "ls-remote", remote, "refs/ralph/*/run", check=False, timeout=git.NETWORK_TIMEOUT)
     if not listed.ok:
@@ -75,6 +76,8 @@ def fetch_runs(cwd: Path, remote: str, run: str | None) -> None:
         which = f"no run named {run!r}" if run else "no ralph run"
         raise RalphError(f"{remote} has {which} — workers start one with `ralph run --remote {remote} --name NAME`")
     fetch(cwd, keeper(remote, runs), runs)
+    started = {name: state.record.created_at for name in runs if (state := ledger.load(cwd, name))}
+    return max(started, key=lambda name: (started[name], name))
 
 
 def new_name() -> str:

@@ -94,6 +94,10 @@ def finished(observer: Path) -> dict:
 def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_lap_loses_nothing(tmp_path: Path):
     items = [f"Write f{number}.txt" for number in range(1, 7)]
     *clones, observer = remote_with(tmp_path, items, 4, sleep=1.0, max_laps=20)
+    received = tmp_path / "received.log"  # what the host was asked to update, push by push
+    hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\n{{ cat; echo --; }} >> {received}\n")
+    hook.chmod(0o755)
     workers = [worker(clone) for clone in clones]  # started at once: one starts the run, the others join it
     victim = workers[0]
 
@@ -125,6 +129,13 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert here.returncode == 1 and "ralph tell --remote" in here.stderr
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 6
     assert heartbeats(tmp_path) == []  # the killed worker's heartbeat ended with it
+    # Past the start, the line moves only in pushes that also let go of the landing lap's claims
+    # (by their holder): the host, not the worker, checks under its lock that they are the lap's.
+    pushes = [push.splitlines() for push in received.read_text().split("--\n")]
+    moves = [push for push in pushes if any(line.endswith(" refs/heads/ralph/r") for line in push)]
+    landings = [push for push in moves if not any(line.endswith(" refs/ralph/r/run") for line in push)]
+    assert len(landings) >= len(green)
+    assert all(any(f" {'0' * 40} refs/ralph/r/claims/" in line for line in push) for push in landings)
     for clone in clones:
         assert git(clone, "status", "--porcelain") == ""  # each clone's work tree untouched
 

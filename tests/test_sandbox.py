@@ -93,7 +93,8 @@ def read_secrets():
             found.append(environ)
     filled = sh("printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill").stdout
     # Read by path, whatever HOME says: the repository's config (a CI checkout's token) and the store.
-    stores = [users / "config", pathlib.Path(os.environ["USERS_HOME"], ".git-credentials"), pathlib.Path(os.environ["INCLUDED"])]
+    home = pathlib.Path(os.environ["USERS_HOME"])
+    stores = [users / "config", home / ".git-credentials", home / ".cache/git/credential/socket", pathlib.Path(os.environ["INCLUDED"])]
     read = [path for path in stores if b"canary" in (path.read_bytes() if path.is_file() else b"")]
     sock = os.environ.get("SSH_AUTH_SOCK")
     note("secrets", json.dumps({"environ": found, "credential": filled, "sock": sock, "read": list(map(str, read))}))
@@ -158,6 +159,9 @@ def hostile(
     included = tmp_path / "included.cfg"  # a CI's `url.<with a token>.insteadOf`, in a file the config includes
     included.write_text('[url "https://x:canary-token@github.com/"]\n\tinsteadOf = https://github.com/\n')
     git(repo, "config", "include.path", str(included))
+    cache = Path.home() / ".cache" / "git" / "credential"  # where the cache helper's socket lives
+    cache.mkdir(parents=True)
+    (cache / "socket").write_text("canary-cache\n")
     return repo, {"OUT": str(out), "ATTACKS": attacks, "USERS_HOME": str(Path.home()), "INCLUDED": str(included)}
 
 
@@ -186,7 +190,11 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
         "leave_daemons stop_ralph plant_a_pth point_dot_git_elsewhere",
     )
     before = git_dir_state(repo)
-    result = ralph(repo, "run", "--name", "r", env=dict(env, GITHUB_TOKEN=f"canary-{tmp_path.name}"))
+    askpass = tmp_path / "askpass.sh"  # a program git runs for a password, named in the environment
+    askpass.write_text("#!/bin/sh\necho canary-askpass\n")
+    askpass.chmod(0o755)
+    env = dict(env, GITHUB_TOKEN=f"canary-{tmp_path.name}", GIT_ASKPASS=str(askpass), SSH_ASKPASS=str(askpass))
+    result = ralph(repo, "run", "--name", "r", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert git_dir_state(repo) == before
     (lap,) = lap_notes(repo, "r")
