@@ -180,25 +180,33 @@ def beat(cwd: Path, remote: str, ref: str, blob: str, every: float, parent: int)
     deleted when the worker ends or dies."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     keeper = git.Remote(remote, (ref,))
+    pending = blob  # a beat under way when the worker ended may have landed
     try:
         hardening.end_with_parent(parent)
         while True:
             time.sleep(every)
             facts = dict(json.loads(git.read_blob(cwd, blob)), at=time.time())
-            new = git.write_blob(cwd, json.dumps(facts))
+            pending = git.write_blob(cwd, json.dumps(facts))
             try:
-                if not keeper.push(cwd, {ref: (new, blob)}):
+                if not keeper.push(cwd, {ref: (pending, blob)}):
                     return
-                blob = new
-            except git.GitFailed as failed:  # the remote is unreachable now: the next beat tries again
+                blob = pending
+            except RalphError as failed:  # the remote is out of reach now: the next beat tries again
                 print(f"heartbeat: {failed}", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
-        try:
-            keeper.push(cwd, {ref: (None, blob)})
-        except git.GitFailed as failed:
-            print(f"heartbeat: could not delete {ref}: {failed}", file=sys.stderr, flush=True)
+        with proc.signals_held():  # a second signal must not cut the goodbye short
+            for last in dict.fromkeys((blob, pending)):
+                try:
+                    if keeper.push(cwd, {ref: (None, last)}):
+                        return
+                except RalphError as failed:
+                    print(f"heartbeat: could not delete {ref}: {failed}", file=sys.stderr, flush=True)
+                    return
 
 
 if __name__ == "__main__":
     _remote, _ref, _blob, _every, _parent = sys.argv[1:]
-    beat(Path.cwd(), _remote, _ref, _blob, float(_every), int(_parent))
+    try:
+        beat(Path.cwd(), _remote, _ref, _blob, float(_every), int(_parent))
+    except KeyboardInterrupt:  # a second one, held while the ref was deleted: nothing left to do
+        pass

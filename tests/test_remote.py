@@ -93,7 +93,7 @@ def finished(observer: Path) -> dict:
 
 def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_lap_loses_nothing(tmp_path: Path):
     items = [f"Write f{number}.txt" for number in range(1, 7)]
-    *clones, observer = remote_with(tmp_path, items, 4, sleep=1.0, max_laps=20)
+    *clones, observer = remote_with(tmp_path, items, 4, sleep=1.0, max_laps=20, worker_timeout=30)
     received = tmp_path / "received.log"  # what the host was asked to update, push by push
     hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
     hook.write_text(f"#!/bin/sh\n{{ cat; echo --; }} >> {received}\n")
@@ -111,6 +111,8 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert told.returncode == 0, told.stderr
     wait_for(lambda: any(lap["pid"] == victim.pid for lap in on_remote(observer, "started").values()))
     victim.kill()  # mid-lap, holding a claim and a lap number: the others take its item over
+    # Its heartbeat, told by the kernel, takes its number off the remote at once (not after worker_timeout).
+    wait_for(lambda: all(worker["pid"] != victim.pid for worker in on_remote(observer, "workers").values()), 10)
     outputs = [process.communicate(timeout=120)[0] for process in workers[1:]]
     assert [process.returncode for process in workers[1:]] == [0, 0], outputs
     assert all("every TODO item is ticked" in output for output in outputs)
