@@ -49,7 +49,7 @@ def _call(function: Callable[..., int], *args: Any, **kwargs: Any) -> None:
         ui.error(str(exc))
         code = exc.exit_code
     except (KeyboardInterrupt, Interrupted):
-        ui.error("interrupted — the run branch is where the last green lap left it; `ralph run` resumes")
+        ui.error("interrupted — the run branch is where the last green lap left it; the same `ralph run` resumes")
         code = Exit.INTERRUPTED
     except Exception:
         with tempfile.NamedTemporaryFile("w", prefix="ralph-crash-", suffix=".txt", delete=False) as out:

@@ -126,6 +126,11 @@ def _run_here(
             raise RalphError(f"--slot is for the slots a `ralph run --parallel` of {name} starts itself")
         if slot is not None:
             hardening.end_with_parent(int(os.environ[parallel.PARENT_VAR]))
+        if state is not None and state.record.on_remote and remote is None:
+            raise RalphError(
+                f"run {name} is kept on a git remote, whose refs replace this clone's — "
+                f"work on it with `ralph run --remote REMOTE --name {name}`"
+            )
         if state is not None:
             newer = next((lap.problem for lap in state.laps if lap.newer), None)
             if newer:

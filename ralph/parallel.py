@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ralph import claims, events, git, ledger, lifecycle, proc, todo, ui
-from ralph.errors import Exit
+from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
 from ralph.lap import RunContext, run_lap
 from ralph.ledger import RunState
@@ -150,12 +150,14 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
     outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
     alive, (quick, slow) = (crew.alive, REMOTE_POLL) if crew else (claims.pid_alive, (POLL, POLL))
     worker = {"worker": crew.worker} if crew else {}
-    poll = quick
+    poll, seen = quick, None
     while True:
         if crew is not None:
             slot = crew.sync()
         state = ledger.load(ctx.top, ctx.run_name)
         assert state is not None  # the run was started before its slots
+        if crew is not None:
+            seen = _trusted(ctx, state, seen)
         stop = why_stop(ctx, state, started, outage, limit)
         if stop is not None:
             return stop[0]
@@ -196,6 +198,25 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
         lap_ended(record)
         facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
         lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
+
+
+def _trusted(ctx: RunContext, state: RunState, seen: str | None) -> str:
+    """The green line as fetched from the remote, refused unless its tip is the base or a
+    commit a lap of the run checked, and it only moved forward since `seen`: anyone who can
+    push to the remote can move it, and a worker must not build on what no lap checked."""
+    green, branch = state.green, f"ralph/{ctx.run_name}"
+    checked = {lap.commit for lap in state.laps if lap.record and lap.record.status == "green"}
+    if green != state.record.base and green not in checked:
+        raise RalphError(
+            f"{branch} on the remote points at {green[:10]}, which no lap of the run checked (pushed by hand?) — "
+            "move it back to the last green lap's commit (`ralph status --remote`), or start a new run"
+        )
+    if seen is not None and not git.is_ancestor(ctx.top, seen, green):
+        raise RalphError(
+            f"{branch} on the remote moved back from {seen[:10]} to {green[:10]}, which laps never do — "
+            f"move it forward again to {seen[:10]}, or start a new run"
+        )
+    return green
 
 
 def _let_go(ctx: RunContext, items: list[str], mine: str, number: int, lap_mine: str) -> None:

@@ -45,6 +45,9 @@ GIT_LOCAL_VARS = frozenset(
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ASKPASS", re.IGNORECASE)
 
 
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s:]+:[^/@\s]+@")  # https://user:token@host: a push credential
+
+
 def is_secret(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK"
 
@@ -59,7 +62,7 @@ def clean_env(
     """
     env = {}
     for name, value in os.environ.items():
-        secret = is_secret(name) or name in secrets
+        secret = is_secret(name) or name in secrets or bool(_URL_WITH_PASSWORD.search(value))
         if name in allow or not (secret or name in GIT_LOCAL_VARS):
             env[name] = value
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")

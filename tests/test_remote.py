@@ -165,6 +165,14 @@ def test_a_worker_that_stops_beating_is_taken_for_dead_and_its_late_lap_breaks_n
     (frozen,) = [lap for lap in laps if lap["worker"].split(":")[1] == str(first.pid)]
     assert frozen["status"] == "red" and "its claims were let go of" in frozen["reason"]  # recorded, not landed
     assert git(observer, "show", "ralph/r:TODO.md").count("- [x]") == 4
+    # Someone pushes an unchecked commit onto the line: no worker builds on it.
+    git(observer, "checkout", "-q", "--detach", "ralph/r")
+    git(observer, "commit", "-q", "--allow-empty", "-m", "pushed by hand")
+    git(observer, "push", "-q", "origin", "HEAD:refs/heads/ralph/r")
+    refused = ralph(quick, "run", "--remote", "origin", "--name", "r", "--plain")
+    assert refused.returncode == 1 and "which no lap of the run checked" in refused.stderr, refused.stderr
+    plain = ralph(quick, "run", "--name", "r")  # a worker's clone resumed without --remote
+    assert plain.returncode == 1 and "ralph run --remote REMOTE --name r" in plain.stderr, plain.stderr
 
 
 def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_path: Path):

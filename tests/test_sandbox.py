@@ -98,6 +98,7 @@ def read_secrets():
     read = [path for path in stores if b"canary" in (path.read_bytes() if path.is_file() else b"")]
     sock = os.environ.get("SSH_AUTH_SOCK")
     note("secrets", json.dumps({"environ": found, "credential": filled, "sock": sock, "read": list(map(str, read))}))
+    note("env", json.dumps(sorted(name for name, value in os.environ.items() if "canary" in value)))
     # Hidden, a config file reads as empty: git does not fail on it.
     note("config", str(sh(f"git config --file {users / 'config'} --list").returncode))
 
@@ -194,6 +195,7 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
     askpass.write_text("#!/bin/sh\necho canary-askpass\n")
     askpass.chmod(0o755)
     env = dict(env, GITHUB_TOKEN=f"canary-{tmp_path.name}", GIT_ASKPASS=str(askpass), SSH_ASKPASS=str(askpass))
+    env["CLONE_URL"] = "https://x-access-token:canary-url@github.com/o/r.git"  # a name that looks harmless
     result = ralph(repo, "run", "--name", "r", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert git_dir_state(repo) == before
@@ -213,6 +215,7 @@ def test_one_lap_that_tries_everything_leaves_the_repository_byte_identical(tmp_
     seen = json.loads((out / "secrets").read_text())
     assert seen == {"environ": [], "credential": "", "sock": None, "read": []}
     assert (out / "config").read_text() == "0"
+    assert json.loads((out / "env").read_text()) == []
     assert "No local changes to save" not in (out / "stash").read_text()  # it stashed, in its own git dir
     assert not subprocess.run(["pgrep", "-f", "sleep 99[78]"], capture_output=True).stdout
     assert not (Path(sysconfig.get_paths()["purelib"]) / "zz_ralph_attack.pth").exists()
