@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections import Counter
@@ -19,7 +20,7 @@ from ralph.agents.mcp_tools import McpTools
 from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
 from ralph.checks import done as checks_done
 from ralph.config import Config
-from ralph.errors import RalphError
+from ralph.errors import Interrupted, RalphError
 from ralph.judge import Judge, material, next_lap_text, signals
 from ralph.ledger import JudgeRecord, LapRecord, RunState, TestChanges
 from ralph.sandbox import Jail, agent_sockets, needed
@@ -277,18 +278,29 @@ def run_lap(
     if record.status not in ("error", "limited"):  # an agent that never worked heard nothing: tell the next
         for ref in told:
             git.delete_ref(ctx.top, ref)
-    crashpoint.reached("advance")
     # The line advances in the same swap that lets go of the lap's claims, which must still be
     # its own: a lap of a worker taken for dead (its items given to others) does not land.
     claimed = [claims.claim_ref(ctx.run_name, item) for item in items] if held_by else []
-    for _ in range(MOVED_LINE_RETRIES):
-        landing = {ledger.branch_ref(ctx.run_name): (record.commit, record.parent)}
-        if record.status != "green" or git.update_refs(ctx.top, {**landing, **dict.fromkeys(claimed, (None, held_by))}):
-            return record
-        if any(git.rev(ctx.top, ref) != held_by for ref in claimed):
-            return _overrule(ctx, record, LOST_CLAIMS)
-        record = _replay_on_moved_line(ctx, log_dir, facts, record)
-    return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
+    try:
+        crashpoint.reached("advance")
+        for _ in range(MOVED_LINE_RETRIES):
+            landing: dict[str, tuple[str | None, str | None]] = {
+                ledger.branch_ref(ctx.run_name): (record.commit, record.parent)
+            }
+            landing.update(dict.fromkeys(claimed, (None, held_by)))
+            if record.status != "green" or git.update_refs(ctx.top, landing):
+                return record
+            if any(git.rev(ctx.top, ref) != held_by for ref in claimed):
+                return _overrule(ctx, record, LOST_CLAIMS)
+            record = _replay_on_moved_line(ctx, log_dir, facts, record)
+        return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
+    except (KeyboardInterrupt, Interrupted):
+        # A worker of a remote's run lands only its own laps: one that did not land now never will.
+        branch = git.rev(ctx.top, ledger.branch_ref(ctx.run_name)) or record.parent
+        if ctx.worker is not None and record.status == "green" and not git.is_ancestor(ctx.top, record.commit, branch):
+            with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
+                _overrule(ctx, record, "interrupted before it landed; its items are done again")
+        raise
 
 
 @contextmanager

@@ -175,6 +175,26 @@ def test_a_worker_that_stops_beating_is_taken_for_dead_and_its_late_lap_breaks_n
     assert plain.returncode == 1 and "ralph run --remote REMOTE --name r" in plain.stderr, plain.stderr
 
 
+def test_a_worker_interrupted_before_its_green_lap_landed_marks_it_red_and_the_item_is_done_once(tmp_path: Path):
+    items = ["Write a.txt", "Write b.txt"]
+    clone, observer = remote_with(tmp_path, items, 2, sleep=0)
+    # Ctrl-C (SIGINT) right after its first lap was judged green, before it landed.
+    interrupted = subprocess.run(
+        [PY, "-m", "ralph", "run", "--remote", "origin", "--name", "r", "--plain"],
+        cwd=clone, env=dict(os.environ, RALPH_DEBUG_STOP_AT="advance:INT"), capture_output=True, text=True,
+    )  # fmt: skip
+    assert interrupted.returncode == 130, interrupted.stdout + interrupted.stderr
+    again = ralph(clone, "run", "--remote", "origin", "--name", "r", "--plain")  # the same command resumes
+    assert again.returncode == 0, again.stdout + again.stderr
+    status = finished(observer)
+    assert status["done"]
+    laps = [json.loads(git(observer, "notes", "--ref", "ralph", "show", sha)) for sha in
+            git(observer, "for-each-ref", "--format=%(objectname)", "refs/ralph/r/laps/").split()]  # fmt: skip
+    green = [lap for lap in laps if lap["status"] == "green"]
+    assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each once
+    assert any(lap["reason"] == "interrupted before it landed; its items are done again" for lap in laps)
+
+
 def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_path: Path):
     (clone,) = remote_with(tmp_path, ["Write a.txt"], 1, sleep=0)
     unsandboxed = tmp_path / "unsandboxed.yaml"
