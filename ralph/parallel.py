@@ -28,11 +28,11 @@ from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
 from ralph.lap import RunContext, run_lap
 from ralph.ledger import RunState
+from ralph.workers import Crew
 from ralph.workspace import folder_for
 
 if TYPE_CHECKING:
     from ralph.loop import RunOptions
-    from ralph.workers import Crew
 
 PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
@@ -127,8 +127,6 @@ def _ended(ctx: RunContext, codes: list[int]) -> Exit:
 def as_worker(ctx: RunContext, remote: git.Remote, items_per_lap: int) -> Exit:
     """`ralph run --remote`: this clone's laps as one worker of the run the remote keeps, until
     it is done (by any worker) or a fuse blows; then its end, as this worker sees it."""
-    from ralph.workers import Crew
-
     assert ctx.worker is not None  # loop named this worker
     timeout = ctx.config.limits.worker_timeout
     crew = Crew(ctx.top, ctx.run_name, remote, timeout, ctx.run_dir / "heartbeat.log", ctx.worker)
