@@ -73,11 +73,14 @@ class Jail:
                     args += ["--ro-bind-try", entry, entry]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
-        for path in self.hide:  # (a stale one is nothing to hide, and no mount point can be made for it)
-            if os.path.lexists(path):
+        for path in self.hide:
+            # A link's target (bubblewrap cannot mount over a link: ~/.ssh linked to a dotfiles
+            # folder); a stale one is nothing to hide, and no mount point can be made for it.
+            real = Path(os.path.realpath(path))
+            if real.exists():
                 # A file reads as empty (not as /dev/null, which cannot be opened here: git fails on it).
                 blank = str(self.blank or "/dev/null")
-                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", blank, str(path)]
+                args += ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", blank, str(real)]
         args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
         args += ["--unsetenv", "SSH_AUTH_SOCK"]
         if self.chdir is not None:

@@ -94,7 +94,7 @@ def read_secrets():
     filled = sh("printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill").stdout
     # Read by path, whatever HOME says: the repository's config (a CI checkout's token) and the store.
     home = pathlib.Path(os.environ["USERS_HOME"])
-    stores = [users / "config", home / ".git-credentials", home / ".cache/git/credential/socket", pathlib.Path(os.environ["INCLUDED"])]
+    stores = [users / "config", home / ".git-credentials", home / "dotfiles/git-credentials", home / ".cache/git/credential/socket", pathlib.Path(os.environ["INCLUDED"])]
     read = [path for path in stores if b"canary" in (path.read_bytes() if path.is_file() else b"")]
     sock = os.environ.get("SSH_AUTH_SOCK")
     note("secrets", json.dumps({"environ": found, "credential": filled, "sock": sock, "read": list(map(str, read))}))
@@ -154,7 +154,10 @@ def hostile(
     git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"))
     git(repo, "branch", "feature")
     # The user's git can hand out a password: a lap must not get it.
-    (Path.home() / ".git-credentials").write_text("https://user:canary-credential@github.com\n")
+    dotfiles = Path.home() / "dotfiles"  # the store linked from a dotfiles folder, as stow does
+    dotfiles.mkdir()
+    (dotfiles / "git-credentials").write_text("https://user:canary-credential@github.com\n")
+    (Path.home() / ".git-credentials").symlink_to(dotfiles / "git-credentials")
     git(repo, "config", "--global", "credential.helper", "store")
     git(repo, "config", "http.https://github.com/.extraheader", "AUTHORIZATION: basic canary-header")
     included = tmp_path / "included.cfg"  # a CI's `url.<with a token>.insteadOf`, in a file the config includes
