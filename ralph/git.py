@@ -32,10 +32,6 @@ DURABLE = ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=fsync"]
 # commands leave running, and a gc ended mid-way leaves packed-refs.lock, after which no ref
 # can be deleted until a person removes it. ralph's own git commands never start one.
 NO_AUTO_GC = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
-# Every deletion of a ref takes packed-refs.lock. Slots letting go of claims at once wait for
-# each other; git's own wait (1 s) is short on a loaded machine, and a lost claim deletion
-# would leave the claim behind.
-SHARED_LOCKS = ["-c", "core.packedRefsTimeout=10000", "-c", "core.filesRefLockTimeout=10000"]
 
 
 class GitFailed(RalphError):
@@ -65,7 +61,7 @@ def run(
     """
     cap = cap or (proc.OUTPUT_CAP if hooks else WHOLE)
     result = proc.run(
-        ["git", *NO_AUTO_GC, *SHARED_LOCKS, *args],
+        ["git", *NO_AUTO_GC, *args],
         cwd,
         env=env or proc.clean_env(),
         input=input,
@@ -159,7 +155,11 @@ def update_refs(cwd: Path, changes: Mapping[str, tuple[str | None, str | None]])
         for ref, (new, old) in changes.items()
     )
     with proc.signals_held():
-        return run(cwd, *DURABLE, "update-ref", "-m", "ralph", "--stdin", input=lines, check=False).ok
+        copied = run(cwd, *DURABLE, "update-ref", "-m", "ralph", "--stdin", input=lines, check=False).ok
+    if remote is not None and not copied:  # the swap won there: this clone's copy follows by a fetch
+        remote.sync(cwd)
+        return True
+    return copied
 
 
 def delete_ref(cwd: Path, ref: str, old: str | None = None, check: bool = True) -> bool:

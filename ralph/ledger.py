@@ -36,6 +36,7 @@ RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 #    a lap says which agent ran it (fallback; agent.name, agent.model).
 # 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
 # 7: a lap of a parallel run says its slot and the items it claimed.
+# 8: a lap of a remote's run says its worker; a run's record says whether a remote keeps it.
 FORMAT = 8
 MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7)}  # format N -> N+1, in order
 

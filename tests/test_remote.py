@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import yaml
-from conftest import git, ralph
+from conftest import git, lap_notes, ralph
 from test_parallel import repo_with
 
 from ralph import ledger
@@ -119,8 +119,7 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     status = finished(observer)
     assert status["done"] and status["workers"] == [] and status["under_way"] == []
     assert on_remote(observer, "claims") == {} and on_remote(observer, "started") == {}
-    laps = [lap for lap in (json.loads(git(observer, "notes", "--ref", "ralph", "show", sha)) for sha in
-            git(observer, "for-each-ref", "--format=%(objectname)", "refs/ralph/r/laps/").split())]  # fmt: skip
+    laps = lap_notes(observer, "r")
     green = [lap for lap in laps if lap["status"] == "green"]
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
@@ -158,8 +157,7 @@ def test_a_worker_that_stops_beating_is_taken_for_dead_and_its_late_lap_breaks_n
     assert first.returncode == 0, late  # back, it finds the run done
     status = finished(observer)
     assert status["done"] and status["workers"] == []
-    laps = [json.loads(git(observer, "notes", "--ref", "ralph", "show", sha)) for sha in
-            git(observer, "for-each-ref", "--format=%(objectname)", "refs/ralph/r/laps/").split()]  # fmt: skip
+    laps = lap_notes(observer, "r")
     green = [lap for lap in laps if lap["status"] == "green"]
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     (frozen,) = [lap for lap in laps if lap["worker"].split(":")[1] == str(first.pid)]
@@ -188,8 +186,7 @@ def test_a_worker_interrupted_before_its_green_lap_landed_marks_it_red_and_the_i
     assert again.returncode == 0, again.stdout + again.stderr
     status = finished(observer)
     assert status["done"]
-    laps = [json.loads(git(observer, "notes", "--ref", "ralph", "show", sha)) for sha in
-            git(observer, "for-each-ref", "--format=%(objectname)", "refs/ralph/r/laps/").split()]  # fmt: skip
+    laps = lap_notes(observer, "r")
     green = [lap for lap in laps if lap["status"] == "green"]
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each once
     assert any(lap["reason"] == "interrupted before it landed; its items are done again" for lap in laps)
