@@ -6,14 +6,21 @@ standard library only, nothing from ralph. It appends to the file named by RALPH
 one write a line, so the processes of a pytest-xdist session can share it.
 
 Every line names its session (process id and depth). Lines: {"session", "parent", "worker"} first;
-{"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"deselected": id};
-and at the session's end {"setup": {...}}: the configuration file and its values, every plugin
-ever registered with a digest of its hook functions' code (conftests, `pytest_plugins`,
-installed ones; a plugin that unregisters itself is still counted), the modules of the tree
-that were imported in front of another module of the same name, and modules imported from the
-user's own work tree (RALPH_PYTEST_USER_TREE).
+{"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"collect_skip": id}
+for a module whose collection was skipped (`pytest.skip(..., allow_module_level=True)`, a
+module-level `pytest.importorskip`); {"deselected": id}; and at the session's end {"setup": {...}}:
+the configuration file and its values, every plugin ever registered with a digest of its hook
+functions' code (conftests, `pytest_plugins`, installed ones; a plugin that unregisters itself
+is still counted), the modules of the tree that were imported in front of another module of the
+same name, and modules imported from the user's own work tree (RALPH_PYTEST_USER_TREE).
+
+This plugin never fails a session: each hook's body is guarded, and a failure in it becomes a
+line {"plugin_error": "<hook>: <exception type>: <first line of its message>"} (once a
+process), so ralph can tell its own plugin's failure from the tests' outcomes. It uses no API
+that pytest 7.4 to 9.x deprecate, so it warns of nothing, even under `filterwarnings = error`.
 """
 
+import contextlib
 import hashlib
 import importlib.machinery
 import json
@@ -25,6 +32,8 @@ _cwd = os.getcwd()
 _sessions = []  # type: list[str]
 # id(plugin manager) -> {plugin identity -> set of digests}, from every registration.
 _seen = {}  # type: dict[int, dict[str, set[str]]]
+# Every plugin_error this process wrote (or tried to).
+_failures = set()  # type: set[str]
 
 
 def _write(line):
@@ -39,63 +48,103 @@ def _write(line):
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _guarded(hook):
+    """Whatever fails in the body stays here: pytest goes on as if ralph were not there, and the
+    report says so, so that ralph does not read the gaps as results."""
+    try:
+        yield
+    except Exception as error:  # not KeyboardInterrupt or SystemExit: those are the user's to raise
+        try:
+            lines = str(error).splitlines()
+            text = "{}: {}: {}".format(hook, type(error).__name__, lines[0] if lines else "")
+            if text not in _failures:  # a hook that fails for every test says so once
+                _failures.add(text)
+                _write({"plugin_error": text})
+        except Exception:  # the report cannot be written either: nothing is left to tell
+            pass
+
+
 def pytest_configure(config):
-    _sessions.append("{}.{}".format(os.getpid(), len(_sessions)))
-    _write({"parent": "{}.0".format(os.getppid()), "worker": hasattr(config, "workerinput")})
+    with _guarded("pytest_configure"):
+        _sessions.append("{}.{}".format(os.getpid(), len(_sessions)))
+        _write({"parent": "{}.0".format(os.getppid()), "worker": hasattr(config, "workerinput")})
 
 
 def pytest_unconfigure(config):
-    if _sessions:
-        _sessions.pop()
+    with _guarded("pytest_unconfigure"):
+        if _sessions:
+            _sessions.pop()
 
 
 def pytest_plugin_registered(plugin, manager):
     """Historic: pytest replays every registration made before this plugin came."""
+    with _guarded("pytest_plugin_registered"):
+        _record(plugin, manager)
+
+
+def _record(plugin, manager):
     if plugin is not sys.modules[__name__]:
         _seen.setdefault(id(manager), {}).setdefault(_identity(plugin), set()).add(_digest(plugin, manager))
 
 
 def pytest_runtest_logreport(report):
-    _write(
-        {"test": report.nodeid, "when": report.when, "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")}
-    )
+    with _guarded("pytest_runtest_logreport"):
+        xfail = hasattr(report, "wasxfail")
+        _write({"test": report.nodeid, "when": report.when, "outcome": report.outcome, "xfail": xfail})
 
 
 def pytest_collectreport(report):
-    if report.failed:
-        _write({"collect_error": report.nodeid})
+    with _guarded("pytest_collectreport"):
+        if report.failed:
+            _write({"collect_error": report.nodeid})
+        elif report.skipped:  # its tests were never collected, so no test line tells of them
+            _write({"collect_skip": report.nodeid})
 
 
 def pytest_deselected(items):
-    for item in items:
-        _write({"deselected": item.nodeid})
+    with _guarded("pytest_deselected"):
+        for item in items:
+            _write({"deselected": item.nodeid})
 
 
 def pytest_sessionfinish(session):
-    config = session.config
-    seen = _seen.setdefault(id(config.pluginmanager), {})
-    for name, plugin in config.pluginmanager.list_name_plugin():
-        if plugin is None:
-            seen.setdefault("blocked: " + name, set()).add("")
-        else:
-            pytest_plugin_registered(plugin, config.pluginmanager)
-    inipath = getattr(config, "inipath", None) or getattr(config, "inifile", None)
+    with _guarded("pytest_sessionfinish"):
+        config = session.config
+        seen = _seen.setdefault(id(config.pluginmanager), {})
+        for name, plugin in config.pluginmanager.list_name_plugin():
+            if plugin is None:
+                seen.setdefault("blocked: " + name, set()).add("")
+            else:
+                _record(plugin, config.pluginmanager)
+        inipath = getattr(config, "inipath", None)  # pytest 6.1+; `inifile` is its py.path legacy
+        _write(
+            {
+                "setup": {
+                    "config": _shown(str(inipath)) if inipath else None,
+                    "values": _config_values(config),
+                    "plugins": dict((name, sorted(found)) for name, found in seen.items()),
+                    "shadowing": _shadowing(),
+                    "user_tree": _user_tree(),
+                }
+            }
+        )
+
+
+def _config_values(config):
+    """The configuration file's keys, each with a digest of its value, not the value: the notes
+    that keep them may travel further than the file did. pytest has no public way to list them
+    (`config.getini()`, which its deprecation of `config.inicfg` points to, reads one key that a
+    plugin registered): up to 9.0.1 they are the instance's own `inicfg` (wrapped in ConfigValue
+    in 9.0), from 9.0.2 its `_inicfg`, `inicfg` being a property that warns from 9.1 on. Read
+    from the instance's attributes, so that no such property ever runs."""
+    attributes = vars(config)
+    found = attributes["_inicfg"] if "_inicfg" in attributes else attributes.get("inicfg")
     values = {}
-    for key, value in dict(getattr(config, "inicfg", {}) or {}).items():
-        # A digest, not the value: the notes that keep it may travel further than the file did.
+    for key, value in dict(found or {}).items():
         text = str(getattr(value, "value", value)).encode("utf-8", "replace")
         values[str(key)] = hashlib.sha256(text).hexdigest()[:16]
-    _write(
-        {
-            "setup": {
-                "config": _shown(str(inipath)) if inipath else None,
-                "values": values,
-                "plugins": dict((name, sorted(found)) for name, found in seen.items()),
-                "shadowing": _shadowing(),
-                "user_tree": _user_tree(),
-            }
-        }
-    )
+    return values
 
 
 def _identity(plugin):
