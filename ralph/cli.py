@@ -236,7 +236,7 @@ def clean(run_name: str | None, refs: bool) -> None:
 
 @main.command()
 def doctor() -> None:
-    """What this machine supports: bubblewrap for sandboxed laps, git. Exit 1 without a sandbox."""
+    """What this machine and repository give a run: the sandbox, git, and each check tried once on HEAD."""
     from ralph.doctor import doctor as do_doctor
 
     _call(do_doctor, Path.cwd())

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from ralph import check_files, junit
 from ralph.errors import RalphError
 from ralph.presets import COSTED, COSTED_PRESETS, PRESETS
 
@@ -237,6 +238,16 @@ class Price(Section):
 class CheckSpec(Section):
     run: str = Field(min_length=1, description="The shell command.")
     retries: int = Field(0, ge=0, le=10, description="Runs again after a failure; fail-then-pass is 'flaky'.")
+    junit: str | None = Field(
+        None,
+        description="The JUnit XML report the check writes (a path or glob in the workspace): its tests are held "
+        "to the per-test ratchet; none written is a check that could not run.",
+    )
+
+    @field_validator("junit")
+    @classmethod
+    def _a_path_inside(cls, pattern: str | None) -> str | None:
+        return None if pattern is None else junit.validate_pattern(pattern)
 
 
 McpRole = Literal["agent", "planner", "judge"]
@@ -510,9 +521,15 @@ class Config(Section):
 
     @property
     def protected(self) -> list[str]:
-        """What a lap may not change: `protect`, and the file MCP servers are loaded from (a lap
-        that could add one would choose the programs the next run starts outside the sandbox)."""
-        return [*self.protect, *([self.mcp.from_] if self.mcp.from_ else [])]
+        """What a lap may not change: `protect`; the files that define how the checks run (their
+        Makefile, scripts, `package.json` scripts: ralph/check_files.py); and the file MCP servers
+        are loaded from (a lap that could add one would choose the programs the next run starts
+        outside the sandbox). The last two whatever `protect` says."""
+        return [
+            *self.protect,
+            *check_files.patterns(self.check_commands),
+            *([self.mcp.from_] if self.mcp.from_ else []),
+        ]
 
     @property
     def check_commands(self) -> list[str]:

@@ -33,7 +33,8 @@ TYPES = {
     "request)",
     "agent_output": "line: a line a command agent printed",
     "model_replied": "prompt_tokens, completion_tokens: one reply of the model to the built-in agent",
-    "check_finished": "command, passed, exit_code, duration_s, tests_passed, tests_failed (lap 0: the baseline)",
+    "check_finished": "command, passed, could_not_run (why it did not run, else null), exit_code, duration_s, "
+    "tests_passed, tests_failed (lap 0: the baseline)",
     "lap_ended": "status, agent, reason, duration_s, tokens, cost_usd, largest_prompt_tokens, files_changed, ticked, "
     "todo_done, todo_total, commit",
     "limit_wait": "until, seconds, reason: the agent hit a usage or rate limit; the next lap waits",

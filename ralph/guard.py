@@ -13,6 +13,8 @@ module may not shadow what the checks import (ralph/shadowing.py), unless an ite
 from __future__ import annotations
 
 import configparser
+import fnmatch
+import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -24,6 +26,20 @@ import pathspec
 from ralph import git, shadowing, todo
 
 _SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
+# An item grants changing a file only when its own words ask for a change; a file it names as
+# the goal of the work ("… so tests/test_calc.py::test_sub passes", "make test_x pass") is not one.
+_CHANGE_WORDS = re.compile(
+    r"\b(rewrite|delete|remove|drop|rename|move|update|change|modify|edit|replace|migrate|port|convert|split|"
+    r"merge|refactor|restructure|add|extend|write|adjust|tidy|bump|upgrade|regenerate|reformat)\b",
+    re.IGNORECASE,
+)
+_GOAL_CLAUSES = re.compile(
+    r"\b(so( that)?|make|makes|making|until|till|get|getting|let|letting)\b[^.;]*?\bpass(es|ing)?\b"
+    r"|[\w./:\[\]-]+\s+(passes|pass|passing)\b",
+    re.IGNORECASE,
+)
+# Files that make pytest pass over a folder (it takes one holding pyvenv.cfg for a virtualenv).
+COLLECTION_BLINDERS = frozenset({"pyvenv.cfg"})
 
 
 @dataclass
@@ -32,15 +48,16 @@ class GuardReport:
     protected_touched: list[str] = field(default_factory=list)  # modified or deleted, not granted
     granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
     grants: list[str] = field(default_factory=list)  # the ticked items that may grant: the user's
+    idle_ticks: str = ""  # items ticked with nothing but whitespace changed: red unless a test now passes
 
     def allows(self, name: str) -> bool:
-        """Does an item this lap ticked, open since the run started, name this file?"""
-        return bool(name) and any(_names(item, name) for item in self.grants)
+        """Does an item this lap ticked, open since the run started, ask for a change to this file?"""
+        return bool(name) and any(_asks_to_change(item, name) for item in self.grants)
 
     def allows_setup(self, name: str) -> bool:
         """A change to how pytest runs needs an item that names the file and says what it is
         (a plugin, a conftest, pytest's configuration), not one that names it in passing."""
-        return bool(name) and any(_names(item, name) and _SETUP_WORDS.search(item) for item in self.grants)
+        return bool(name) and any(_asks_to_change(item, name) and _SETUP_WORDS.search(item) for item in self.grants)
 
 
 # .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
@@ -62,8 +79,22 @@ CONFIG_NAMES = frozenset(
         ".gitattributes",
         ".gitmodules",
         ".mcp.json",
+        # What a check's runner reads to know what to run (ralph/check_files.py): a new one,
+        # GNUmakefile beside a Makefile, takes over.
+        "Makefile",
+        "makefile",
+        "GNUmakefile",
+        "justfile",
+        "Justfile",
+        ".justfile",
+        "tox.toml",
+        "hatch.toml",
+        "package.json",
+        "phpunit.xml",
+        "phpunit.xml.dist",
     }
 )
+CONFIG_GLOBS = ("*.mk", "jest.config.*", "vitest.config.*", "vitest.workspace.*", "vite.config.*", ".mocharc*")
 
 
 def check_lap(
@@ -89,15 +120,22 @@ def check_lap(
     report.grants = [item for item in ticked if item in users_items]
     report.problems += todo_problems(before, after)
     if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
-        report.problems.append(
+        report.idle_ticks = (
             f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
-            f"changed outside {todo_name} and {progress_name}"
+            f"changed outside {todo_name} and {progress_name}, and no test or check went from failing to passing"
         )
+    blinders = [
+        path
+        for path, status in statuses.items()
+        if status != "D" and path.rsplit("/", 1)[-1] in COLLECTION_BLINDERS and not report.allows(path)
+    ]
+    if blinders:
+        report.problems.append(f"files that make pytest skip their folder: {', '.join(sorted(blinders)[:5])}")
     report.problems += _shadowing_problems(cwd, green, commit, changes, report)
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
     for path, status in statuses.items():
-        added_freely = status == "A" and path.rsplit("/", 1)[-1] not in CONFIG_NAMES and path not in protect
+        added_freely = status == "A" and not is_config(path.rsplit("/", 1)[-1]) and path not in protect
         if added_freely or not _is_protected(cwd, green, commit, path, protect):
             continue
         if report.allows(path):
@@ -109,6 +147,11 @@ def check_lap(
         verb = ", ".join(f"{path} ({what.get(statuses[path], 'modified')})" for path in report.protected_touched)
         report.problems.append(f"protected files changed: {verb}")
     return report
+
+
+def is_config(name: str) -> bool:
+    """A file name that decides how a check runs or what it sees, wherever it is added."""
+    return name in CONFIG_NAMES or any(fnmatch.fnmatchcase(name, glob) for glob in CONFIG_GLOBS)
 
 
 def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], notes: list[str]) -> bool:
@@ -197,10 +240,10 @@ def _table(text: str | None, path: str, name: str) -> object:
     """One table (TOML, dotted prefix) or section (INI) of a file; None when absent or unreadable."""
     if text is None:
         return None
-    if path.endswith(".toml"):
+    if path.endswith((".toml", ".json")):
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
+            data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
+        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
             return "unreadable"
         found: object = data
         for key in name.split("."):
@@ -212,6 +255,12 @@ def _table(text: str | None, path: str, name: str) -> object:
     except configparser.Error:
         return "unreadable"
     return dict(parser[name]) if parser.has_section(name) else None
+
+
+def _asks_to_change(item: str, path: str) -> bool:
+    """Does the item name the file outside a goal clause, with words that ask for a change?"""
+    asked = _GOAL_CLAUSES.sub(" ", item)
+    return _names(asked, path) and bool(_CHANGE_WORDS.search(asked))
 
 
 def _names(item: str, path: str) -> bool:

@@ -165,6 +165,15 @@ class RunContext:
                 )
         workspace.write_excludes()  # now naming what setup made
         self.warn_user_code("setup", output)
+        missing_extra = next(
+            (line.strip() for line in output.splitlines() if "does not provide the extra" in line), None
+        )
+        if missing_extra and "missing extra" not in self.warned:  # pip only warns: the tests' tools may be missing
+            self.warned.add("missing extra")
+            ui.warn(
+                f"setup: {ui.one_line(missing_extra.strip(), 200)} — name an extra or dependency group the project "
+                "has (README: Lap environments)"
+            )
 
     def warn_user_code(self, what: str, output: str, modules: Sequence[str] = ()) -> None:
         """Once per run and command: `what` ran code from the user's own work tree, not the lap's."""
@@ -544,7 +553,9 @@ def _judge_lap(
     crashpoint.reached("checks")
     checks = ctx.check(log_dir)
     comparison = ratchet.compare(state.green_checks(), checks, report)
-    problems = report.problems + comparison.problems
+    problems = comparison.unrun + report.problems + comparison.problems
+    if report.idle_ticks and not _made_something_pass(state.green_checks(), checks, comparison):
+        problems.append(report.idle_ticks)
     if problems and removed and ctx.config.strict:
         problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
     if problems:
@@ -594,15 +605,42 @@ def _ask_the_judge(
     return green
 
 
+def _made_something_pass(before: list[CheckResult], now: list[CheckResult], comparison: ratchet.Comparison) -> bool:
+    """Is a test, or a check, passing now that was not on the last green commit? That is work,
+    however small the diff (a whitespace fix inside a string literal)."""
+    passed_before = {check.command for check in before if check.passed}
+    return bool(comparison.newly_passing) or any(check.passed and check.command not in passed_before for check in now)
+
+
 def _green_reason(checks: list[CheckResult]) -> str:
     return "all checks pass" if all_pass(checks) else "no check regressed"
 
 
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
-    """The checks on the agent's uncommitted work, for agents that fix red checks in the lap."""
-    comparison = ratchet.compare(state.green_checks(), ctx.check(log_dir), guard_module.GuardReport())
+    """What is left on the agent's uncommitted work when it says it is done, for agents that fix
+    red checks in the lap: no change at all, a check that regressed or could not run, a check
+    that still fails. None when nothing is."""
+    if not ctx.workspace.changed():
+        return "you changed no file, and a lap that changes nothing is red."
+    checks = ctx.check(log_dir)
+    comparison = ratchet.compare(state.green_checks(), checks, guard_module.GuardReport())
     events.emit("phase_changed", phase="agent")
-    return "; ".join(comparison.problems) + "\n" + comparison.failing_output if comparison.problems else None
+    problems = comparison.unrun + comparison.problems
+    if problems:
+        return "the repository's checks fail on your edits: " + "; ".join(problems) + "\n" + comparison.failing_output
+    failing = [check for check in checks if not check.passed]
+    if not failing:
+        return None
+    named = [f"`{check.command}`" + _failing_tests(check) for check in failing]
+    return (
+        f"these checks still fail: {'; '.join(named)}\n{failing[0].output_tail[-2000:]}\n"
+        "If they are for later laps and your slice is done, call finish again."
+    )
+
+
+def _failing_tests(check: CheckResult) -> str:
+    failing = check.tests.failing_ids if check.tests else []
+    return f" ({ratchet.named(failing)})" if failing else ""
 
 
 def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> TestChanges | None:

@@ -236,6 +236,29 @@ class RunState:
     def last_record(self) -> LapRecord | None:
         return self.laps[-1].record if self.laps else None
 
+    def still_failing(self) -> dict[str, int]:
+        """The checks that do not pass on the green tip, each with the lap since which they have
+        not (0: the base), along the green line."""
+        by_commit = {lap.commit: lap.record for lap in self.laps if lap.record and lap.record.status == "green"}
+        line: list[tuple[int, list[CheckResult]]] = []  # the tip first
+        commit = self.green
+        while (record := by_commit.get(commit)) is not None and commit != self.record.base:
+            line.append((record.lap, record.checks))
+            commit = record.parent
+        line.append((0, self.record.baseline))
+        failing: dict[str, int] = {}
+        for check in line[0][1]:
+            if check.passed:
+                continue
+            since = 0
+            for lap, results in line:
+                found = next((result for result in results if result.command == check.command), None)
+                if found is not None and found.passed:
+                    break
+                since = lap
+            failing[check.command] = since
+        return failing
+
     def laps_without_progress(self) -> int:
         """Judged laps in a row, from the latest, that made no objective progress."""
         count = 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ralph import (
     checks,
+    could_not_run,
     events,
     git,
     guard,
@@ -19,7 +20,6 @@ from ralph import (
     lifecycle,
     parallel,
     proc,
-    pytest_results,
     review,
     sandbox,
     todo,
@@ -353,7 +353,7 @@ def _start(ctx: RunContext) -> RunState:
     _warn_outside_environments(ctx)
     ctx.prepare(base, 0, log_dir)
     baseline = ctx.check(log_dir)
-    _refuse_broken_checks(baseline)
+    _refuse_unjudged_baseline(baseline, log_dir)
     record = RunRecord(
         run=ctx.run_name,
         created_at=now_iso(),
@@ -410,19 +410,22 @@ def _refuse_bad_copy(ctx: RunContext) -> None:
         )
 
 
-def _refuse_broken_checks(baseline: list) -> None:
-    """A check the shell cannot run would fail every lap and the run could never be done."""
-    for check in baseline:
-        if check.exit_code in (126, 127):
-            what = "was not found" if check.exit_code == 127 else "is not executable"
+def _refuse_unjudged_baseline(baseline: list[checks.CheckResult], log_dir: Path) -> None:
+    """A check that could not run on the base commit judges nothing: no lap could be held to it,
+    so the run does not start. One that fails there with no per-test results is named: laps
+    cannot regress it, only "done" waits for it."""
+    for index, check in enumerate(baseline, 1):
+        if check.could_not_run:
             raise RalphError(
-                f"the check `{check.command}` {what} (exit {check.exit_code}) on the base "
-                "commit — fix the command in ralph.yaml"
+                f"the check `{check.command}` could not run on the base commit: {check.could_not_run} — "
+                f"{could_not_run.fix(check.could_not_run)} (its output: {log_dir / f'check-{index}.log'})"
             )
-        if pytest_results.plugin_missing(check.output_tail):
-            raise RalphError(
-                f"the check `{check.command}` runs pytest without ralph's plugin on its path — "
-                "where it sets PYTHONPATH, keep ralph's: PYTHONPATH=src:$PYTHONPATH"
+    for check in baseline:
+        if not check.passed and check.tests is None:
+            ui.warn(
+                f"`{check.command}` fails on the base commit and gives no per-test results: laps cannot "
+                'regress it, only "done" waits for it — declare the JUnit report it writes (`junit:`) to judge '
+                "it test by test (README: Per-test results)"
             )
 
 
@@ -498,6 +501,8 @@ def _laps(ctx: RunContext, state: RunState) -> Exit:
 def stopped(ctx: RunContext, state: RunState, code: Exit, reason: str) -> Exit:
     """The run's end, said: the laps table, the last event, the lifecycle hooks."""
     review.laps_table(state)
+    for line in [] if code == Exit.DONE else review.what_is_left(ctx.top, state):
+        ui.say(f"[yellow]left:[/] {ui.safe(line)}")
     how = "done" if code == Exit.DONE else "fuse"
     events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
     last = state.last_record()

@@ -51,7 +51,10 @@ only), weigh two or three approaches, then call write_plan once with:
 - todo: the checklist for the recommended approach, in order. Each item is one line, a slice
   a single lap can finish and verify (a test that passes, a file that exists, a command
   that succeeds), small enough that a lap is minutes of work, not hours. Name files and
-  tests where you can."""
+  tests where you can. Write each item as a goal on the code ("Implement sub in calc.py so
+  tests/test_calc.py::test_sub passes"), never as a change to the tests: an item that asks
+  to rewrite or delete a test lets the lap change it, so write one only where the job is
+  to change tests."""
 
 
 LOOKUP_NOTE = """

@@ -31,6 +31,11 @@ class TestCounts(BaseModel):
     xfailed: int = 0
     deselected: int = 0
 
+    @property
+    def ran(self) -> int:
+        """Tests that ran, whatever their outcome (deselected ones did not)."""
+        return self.passed + self.failed + self.errors + self.skipped + self.xfailed
+
 
 class PytestSetup(BaseModel):
     """What decides how pytest judges: its configuration file and values, the plugins it
@@ -50,6 +55,8 @@ class TestResults(BaseModel):
     counts: TestCounts
     passed_ids: list[str] = []  # sorted; kept in the note only where the ratchet needs it
     failing_ids: list[str] = []
+    skipped_modules: list[str] = []  # files whose collection was skipped (a module-level skip)
+    plugin_errors: list[str] = []  # ralph's plugin failed inside the session: the results cannot be trusted
     setup: PytestSetup | None = None  # None: an older note's, or a session that died before its end
 
 
@@ -68,20 +75,17 @@ def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
     )
 
 
-def plugin_missing(output: str) -> bool:
-    """Did pytest fail to import ralph's plugin (a check that sets PYTHONPATH over ralph's)?"""
-    return f"No module named '{PLUGIN}'" in output
-
-
 def read(report: Path) -> TestResults | None:
     """The outcomes in `report`, None when pytest did not run (or wrote nothing readable)."""
     try:
         lines = [_line(text) for text in _regular_file(report).splitlines()]
     except (OSError, ValueError):
         return None
+    # A failure of ralph's own plugin in any session, the check's or not, leaves nothing to trust.
+    plugin_errors = sorted({str(line["plugin_error"]) for line in lines if "plugin_error" in line})
     counted = _counted_sessions(lines)
     outcomes: dict[str, dict[str, set[str]]] = {}  # test -> phase -> every outcome reported
-    xfail, collect_errors, deselected, setups = set(), set(), set(), []
+    xfail, collect_errors, skipped_modules, deselected, setups = set(), set(), set(), set(), []
     for line in (line for line in lines if isinstance(line.get("session"), str) and line["session"] in counted):
         if isinstance(line.get("test"), str):
             outcomes.setdefault(line["test"], {}).setdefault(str(line.get("when")), set()).add(str(line.get("outcome")))
@@ -89,13 +93,17 @@ def read(report: Path) -> TestResults | None:
                 xfail.add(line["test"])
         elif isinstance(line.get("collect_error"), str):
             collect_errors.add(line["collect_error"])
+        elif isinstance(line.get("collect_skip"), str):
+            skipped_modules.add(line["collect_skip"])
         elif isinstance(line.get("deselected"), str):
             deselected.add(line["deselected"])
         elif isinstance(line.get("setup"), dict):
             setups.append(line["setup"])
-    if not (outcomes or collect_errors or setups):
-        return None
-    return _fold(outcomes, xfail, collect_errors, len(deselected), setups)
+    if not (outcomes or collect_errors or skipped_modules or setups):
+        return TestResults(counts=TestCounts(), plugin_errors=plugin_errors[:5]) if plugin_errors else None
+    results = _fold(outcomes, xfail, collect_errors, len(deselected), setups)
+    results.counts.skipped += len(skipped_modules)
+    return results.model_copy(update={"skipped_modules": sorted(skipped_modules), "plugin_errors": plugin_errors[:5]})
 
 
 def _counted_sessions(lines: list[dict]) -> set[str]:

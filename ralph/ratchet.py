@@ -8,6 +8,7 @@ unless a TODO item of the user's names what changed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,10 +17,13 @@ from ralph.guard import GuardReport
 from ralph.pytest_results import COLLECTION, PytestSetup, file_of
 
 SHOWN = 5  # test ids named in a reason before "and N more"
+# The id of the testcase node's, vitest's or jest's runner reports for a test file it could not load.
+_LOAD_FAILURE = re.compile(r"::(?:[^:\[\]]*/)?[^:/\[\]]+\.(?:test|spec)\.[cm]?[jt]sx?$")
 
 
 @dataclass
 class Comparison:
+    unrun: list[str] = field(default_factory=list)  # checks that could not run: no verdict, so never green
     problems: list[str] = field(default_factory=list)
     newly_failing: list[str] = field(default_factory=list)
     newly_passing: list[str] = field(default_factory=list)
@@ -34,7 +38,19 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
     result = Comparison()
     for check in now:
         before = before_by_command.get(check.command)
+        if check.could_not_run:  # no verdict at all, whatever it was before: never green
+            result.unrun.append(f"check could not run: `{check.command}`: {check.could_not_run}")
+            result.failing_output = result.failing_output or check.output_tail
+            continue
         if before is None:
+            continue
+        if before.tests and not check.tests and not check.timed_out:
+            # A session that crashed wrote no report: nothing was judged, its passing tests unaccounted for.
+            result.unrun.append(
+                f"check could not run: `{check.command}`: its pytest session wrote no report, as it did on "
+                f"the last green commit ({before.tests.counts.passed} passing tests unaccounted for)"
+            )
+            result.failing_output = result.failing_output or check.output_tail
             continue
         count = len(result.problems)
         if before.passed and not check.passed:
@@ -50,9 +66,9 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
             _compare_tests(before, check, grants.allows, result)
             result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows_setup)
         elif before.tests and before.tests.counts.passed:
-            # A crashed or hung session writes no report: its passing tests are unaccounted for.
             result.problems.append(
-                f"`{check.command}` wrote no pytest report: {before.tests.counts.passed} passing tests unaccounted for"
+                f"`{check.command}` timed out before its pytest report was written: "
+                f"{before.tests.counts.passed} passing tests unaccounted for"
             )
         if len(result.problems) > count and not result.failing_output:
             result.failing_output = check.output_tail
@@ -70,28 +86,37 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     missing = [test for test in lost if test not in failing_now]
     allowed = [test for test in missing if granted(file_of(test))]
     missing = [test for test in missing if test not in allowed]
+    # A failing test goes away only by passing, grant or none; a module that failed to import,
+    # only when its file now collects and something in it passes (not by a module-level skip);
+    # a file a JUnit runner could not load (its testcase named by the file's path), only when
+    # some test passes that did not before.
+    newly_passing = [test for test in new.passed_ids if test not in set(old.passed_ids)]
     vanished = [
         test
         for test in old.failing_ids
         if test not in now_passing
         and test not in failing_now
-        and not granted(file_of(test))
-        and not test.endswith(COLLECTION)
+        and not (test.endswith(COLLECTION) and _passes_in(file_of(test), now_passing))
+        and not (_LOAD_FAILURE.search(test) and newly_passing)
     ]
     result.newly_failing += broken
-    result.newly_passing += [test for test in new.passed_ids if test not in set(old.passed_ids)]
+    result.newly_passing += newly_passing
     if broken:
-        result.problems.append(f"tests that passed now fail: {_name(broken)}")
+        result.problems.append(f"tests that passed now fail: {named(broken)}")
     if missing:
-        result.problems.append(f"tests that passed are gone: {_name(missing)}")
+        result.problems.append(f"tests that passed are gone: {named(missing)}")
     if vanished:
-        result.problems.append(f"failing tests are gone: {_name(vanished)}")
+        result.problems.append(f"failing tests are gone: {named(vanished)}")
     if new.counts.passed < old.counts.passed - len(allowed):
         result.problems.append(f"passing tests dropped {old.counts.passed} → {new.counts.passed}")
     for kind in ("skipped", "xfailed", "deselected"):
         was, now_count = getattr(old.counts, kind), getattr(new.counts, kind)
         if now_count > was:
             result.problems.append(f"{kind} tests rose {was} → {now_count}")
+
+
+def _passes_in(path: str, passing: set[str]) -> bool:
+    return any(file_of(test) == path for test in passing)
 
 
 def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted: Callable[[str], bool]) -> list[str]:
@@ -108,14 +133,14 @@ def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted:
         keys = sorted(
             key for key in before.values.keys() | now.values.keys() if before.values.get(key) != now.values.get(key)
         )
-        problems.append(f"pytest's configuration changed in {now.config}: {_name(keys)}")
+        problems.append(f"pytest's configuration changed in {now.config}: {named(keys)}")
     hiding = sorted(
         f"{name} ({where})"
         for name, where in now.shadowing.items()
         if before.shadowing.get(name) != where and not granted(where.split(" over ")[0])
     )
     if hiding:
-        problems.append(f"modules of the tree hide others of the same name: {_name(hiding)}")
+        problems.append(f"modules of the tree hide others of the same name: {named(hiding)}")
     plugins = sorted(
         name
         for name in before.plugins.keys() | now.plugins.keys()
@@ -126,10 +151,10 @@ def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted:
             name: "added" if name not in before.plugins else "removed" if name not in now.plugins else "changed"
             for name in plugins
         }
-        problems.append("pytest plugins changed: " + _name([f"{name} ({what[name]})" for name in plugins]))
+        problems.append("pytest plugins changed: " + named([f"{name} ({what[name]})" for name in plugins]))
     return problems
 
 
-def _name(tests: list[str]) -> str:
+def named(tests: list[str]) -> str:
     shown = ", ".join(tests[:SHOWN])
     return shown + (f" and {len(tests) - SHOWN} more" if len(tests) > SHOWN else "")

@@ -7,7 +7,7 @@ import shutil
 from contextlib import nullcontext
 from pathlib import Path
 
-from ralph import claims, git, ledger, proc, ui, user_state, workers
+from ralph import claims, git, ledger, proc, todo, ui, user_state, workers
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
 from ralph.ledger import JudgeRecord, RunState
@@ -36,6 +36,21 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
     ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
     laps_table(state)
     return Exit.DONE
+
+
+def what_is_left(top: Path, state: RunState) -> list[str]:
+    """What stands between the green tip and done: each failing check (since which lap) and
+    the open TODO items, a line each."""
+    lines = [
+        f"`{command}` fails (since {'the base' if since == 0 else f'lap {since}'})"
+        for command, since in state.still_failing().items()
+    ]
+    items = todo.parse(git.show_file(top, state.green, state.record.config.files.todo))
+    still_open = [item.text for item in items if not item.done]
+    if still_open:
+        shown = "; ".join(still_open[:3]) + (f" and {len(still_open) - 3} more" if len(still_open) > 3 else "")
+        lines.append(f"{len(still_open)} TODO item(s) open: {shown}")
+    return lines
 
 
 def laps_table(state: RunState) -> None:
@@ -213,6 +228,7 @@ def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None)
         "errors_in_a_row": state.errors_in_a_row(),
         "done": done,
         "todo": last.todo.model_dump() if last else None,
+        "still_failing": state.still_failing(),
         "flaky": state.flaky_checks(),
         "tokens": state.tokens_used(),
         "max_tokens": limits.max_tokens,
@@ -234,6 +250,8 @@ def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None)
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
         ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")
+    for line in [] if done else what_is_left(top, state):
+        ui.say(f"  left        {ui.safe(line)}")
     by_slot, under_way = _laps_by_slot(state), claims.under_way(top, state.name)
     if by_slot:
         counts = ", ".join(f"slot {slot}: {count}" for slot, count in by_slot.items())
@@ -271,9 +289,10 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
     if state.green == state.record.base:
         raise RalphError(f"run {state.name!r} has no green lap yet: nothing to land")
     if not state.is_done and not partial:
+        left = "; ".join(what_is_left(repo.top, state)) or "the judge has not passed its last green lap"
         raise RalphError(
-            f"run {state.name!r} is not done — `ralph status` says what is left; "
-            "land its green laps so far with --partial"
+            f"run {state.name!r} is not done: {left} — land its green laps so far with --partial "
+            "(`ralph status` says more)"
         )
     # Where this land starts: the base, or what an earlier (partial) land brought, when the
     # branch holds exactly that; either way the landed tree is one the checks ran on.

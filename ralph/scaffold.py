@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
 from pathlib import Path
 
 from ralph import git, ui
@@ -77,7 +79,7 @@ ENVIRONMENTS = [
     (
         "pyproject.toml",
         "pyproject.toml: a Python project",
-        ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'   # or .[test]: your test extra"],
+        ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'"],  # made to fit it: python_setup
         [".venv/bin/python -m pytest -q"],
     ),
     (
@@ -92,16 +94,78 @@ ENVIRONMENTS = [
 ]
 
 
+TEST_NAMES = ("test", "tests", "testing", "dev")  # the extra or dependency group that brings pytest
+# Node test runners that write JUnit XML, found in package.json's test script: the check that
+# writes the report beside the usual output, and where (README: Per-test results).
+JUNIT_NODE = "mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout " + (
+    "--test-reporter=junit --test-reporter-destination=reports/junit.xml"
+)
+NODE_RUNNERS = [
+    ("node --test", None, JUNIT_NODE),
+    ("vitest", None, "npx vitest run --reporter=default --reporter=junit --outputFile.junit=reports/junit.xml"),
+    (
+        "jest",
+        "jest-junit",
+        "JEST_JUNIT_OUTPUT_DIR=reports JEST_JUNIT_OUTPUT_NAME=junit.xml JEST_JUNIT_SUITE_NAME='{filepath}' "
+        "npx jest --ci --reporters=default --reporters=jest-junit",
+    ),
+    (
+        "mocha",
+        "mocha-junit-reporter",
+        "npx mocha --reporter mocha-junit-reporter --reporter-options mochaFile=reports/junit.xml",
+    ),
+]
+
+
+def python_setup(top: Path) -> str:
+    """A venv in the workspace with the project and what its tests need: its test dependency
+    group (PEP 735) or extra where it has one, else pytest (pip only warns about a missing extra,
+    and the checks then cannot run)."""
+    try:
+        project = tomllib.loads((top / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        project = {}
+    groups = project.get("dependency-groups") or {}
+    extras = (project.get("project") or {}).get("optional-dependencies") or {}
+    venv = "python -m venv .venv && .venv/bin/pip install -q"
+    group = next((name for name in TEST_NAMES if name in groups), None)
+    if group:  # pip reads groups from 25.1 on
+        return f"{venv} -U pip && .venv/bin/pip install -q -e . --group {group}"
+    extra = next((name for name in TEST_NAMES if name in extras), None)
+    return f"{venv} -e '.[{extra}]'" if extra else f"{venv} -e . pytest"
+
+
+def node_check(top: Path) -> str:
+    """`npm test`, or, where its script runs a runner that writes JUnit XML, that runner with its
+    report, as a `{run, junit}` mapping: per-test results instead of an exit code."""
+    try:
+        package = json.loads((top / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        package = {}
+    package = package if isinstance(package, dict) else {}
+    script = str((package.get("scripts") or {}).get("test", ""))
+    installed = {**(package.get("dependencies") or {}), **(package.get("devDependencies") or {})}
+    for runner, reporter, command in NODE_RUNNERS:
+        if runner in script and (reporter is None or reporter in installed):
+            return '{run: "' + command + '", junit: "reports/junit.xml"}'
+    return '"npm test"'
+
+
 def environment(top: Path) -> str:
     """The `setup:` and `checks:` sections for what the repository looks like."""
     for marker, found, setup, checks in ENVIRONMENTS:
         if (top / marker).is_file():
+            if marker == "pyproject.toml":
+                setup = [python_setup(top)]
             lines = [f"# found {found}; ralph's suggestion, to check before the first run"]
             if setup:
                 lines.append("setup:                           # builds the environment inside the lap workspace")
                 lines += [f"  - {_command(command)}" for command in setup]
             lines.append("checks:                          # the repository's own checks; done = every one exits 0")
-            lines += [f"  - {_command(command)}" for command in checks]
+            if marker == "package.json":
+                lines.append(f"  - {node_check(top)}")
+            else:
+                lines += [f"  - {_command(command)}" for command in checks]
             return "\n".join(lines) + "\n"
     return GENERIC_ENVIRONMENT
 

@@ -156,6 +156,8 @@ def plain_line(event: Event) -> str | None:
     if kind in ("tool_called", "agent_output"):
         return f"  [dim]· {ui.safe(event['line'])}[/]"
     if kind == "check_finished":
+        if event.get("could_not_run"):
+            return f"  [bold red]could not run[/]  {ui.safe(event['command'])}: {ui.safe(event['could_not_run'])}"
         mark = "[green]pass[/]" if event["passed"] else "[red]fail[/]"
         return f"  {mark}  {ui.safe(event['command'])}  ({event['duration_s']:.1f}s)"
     if kind == "lap_ended":

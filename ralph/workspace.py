@@ -275,6 +275,13 @@ class Workspace:
             self.index.write_bytes(data)
             os.utime(self.index, ns=(mtime, mtime))
 
+    def changed(self) -> bool:
+        """Does tree/ differ from the commit last checked out (a file the tree's ignore rules do
+        not ignore, added, changed or deleted)? Read by ralph's own index; nothing is staged."""
+        self._index_as_checked_out()
+        done = self.git("status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all", check=False)
+        return not done.ok or bool(done.output.strip())
+
     def stage(self, parent: str, timeout: float) -> tuple[str, str | None]:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""

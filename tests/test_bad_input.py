@@ -149,7 +149,8 @@ def test_a_check_that_does_not_exist_is_refused_after_the_baseline(tmp_path: Pat
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": config, "TODO.md": "- [ ] a\n"})
     before = snapshot(repo)
     line = one_line_error(ralph(repo, "run"))
-    assert "`no-such-checker --all` was not found (exit 127)" in line
+    assert "the check `no-such-checker --all` could not run on the base commit: not found (exit 127)" in line
+    assert "no-such-checker: not found" in line and "fix the command in ralph.yaml" in line
     assert snapshot(repo) == before
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
     assert git(repo, "worktree", "list").count("\n") == 0
@@ -161,7 +162,8 @@ def test_a_check_that_sets_pythonpath_over_ralphs_plugin_is_refused_with_the_fix
         tmp_path / "repo", {"ralph.yaml": config, "TODO.md": "- [ ] a\n", "test_a.py": "def test_a():\n    pass\n"}
     )
     line = one_line_error(ralph(repo, "run"))
-    assert "runs pytest without ralph's plugin on its path" in line and "PYTHONPATH=src:$PYTHONPATH" in line
+    assert "could not run on the base commit: pytest could not import ralph's plugin" in line
+    assert "PYTHONPATH=src:$PYTHONPATH" in line
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
 
 

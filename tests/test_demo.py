@@ -22,7 +22,10 @@ def test_demo_runs_real_laps_offline_and_ends_done(tmp_path: Path):
     assert "  · view textkit/words.py" in lines
     assert any(line.startswith("  · bash: ") and "unittest" in line for line in lines)
     assert "  · finish (done): implemented word_count and top_words" in lines
-    assert any("checks fail on the agent's edits, shown to it: check regressed" in line for line in lines)
+    assert any(
+        "not finished, shown to the agent: the repository's checks fail on your edits: check regressed" in line
+        for line in lines
+    )
     laps = json.loads(ralph(folder, "log", "--json").stdout)["laps"]
     assert [lap["status"] for lap in laps] == ["green", "red", "green", "green"]
     assert "tests.test_words" in laps[1]["reason"]

@@ -279,7 +279,7 @@ def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_works
     [
         (
             "pyproject.toml",
-            ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'"],
+            ["python -m venv .venv && .venv/bin/pip install -q -e . pytest"],
             ".venv/bin/python -m pytest -q",
         ),
         ("uv.lock", ["uv sync --frozen"], "uv run --frozen pytest -q"),
@@ -293,6 +293,37 @@ def test_init_suggests_setup_and_checks_for_what_the_repository_is(tmp_path: Pat
     assert ralph(repo, "init").returncode == 0
     written = load_config(repo / "ralph.yaml")
     assert written.setup == setup and written.check_commands == [check]
+
+
+@pytest.mark.parametrize(
+    "pyproject, installs",
+    [
+        ('[dependency-groups]\ntest = ["pytest"]\n', "-e . --group test"),  # PEP 735
+        ('[project]\nname = "p"\n[project.optional-dependencies]\ntests = ["pytest"]\n', "-e '.[tests]'"),
+        ('[project]\nname = "p"\n', "-e . pytest"),  # no extra: '.[dev]' would only warn, and pytest be missing
+    ],
+)
+def test_init_installs_the_projects_test_dependencies_by_their_group_or_extra(tmp_path: Path, pyproject, installs):
+    repo = make_repo(tmp_path / "repo", {"pyproject.toml": pyproject})
+    assert ralph(repo, "init").returncode == 0
+    (setup,) = load_config(repo / "ralph.yaml").setup
+    assert setup.startswith("python -m venv .venv && .venv/bin/pip install -q") and setup.endswith(installs)
+
+
+@pytest.mark.parametrize(
+    "package, junit",
+    [
+        ({"scripts": {"test": "node --test"}}, "reports/junit.xml"),
+        ({"scripts": {"test": "vitest"}}, "reports/junit.xml"),
+        ({"scripts": {"test": "jest"}, "devDependencies": {"jest-junit": "^16"}}, "reports/junit.xml"),
+        ({"scripts": {"test": "jest"}}, None),  # no reporter installed: the exit code alone
+    ],
+)
+def test_init_writes_the_junit_report_for_the_node_runners_it_recognises(tmp_path: Path, package, junit):
+    repo = make_repo(tmp_path / "repo", {"package.json": json.dumps(package)})
+    assert ralph(repo, "init").returncode == 0
+    (check,) = load_config(repo / "ralph.yaml").checks
+    assert check.junit == junit and (junit is None) == (check.run == "npm test")
 
 
 # Lap 1 (red) makes setup plant a file no .gitignore ignores; the laps after it are honest.

@@ -442,9 +442,7 @@ def test_red_checks_at_finish_go_back_to_the_model(repo: Path, logs: Path) -> No
         result = run_lap(repo, server.base_url, check=check, fix_attempts=2)
     assert (result.outcome, result.summary, len(checked)) == ("ok", "fixed", 2)
     assert sent(server, 1)[-1]["content"] == (
-        "Not finished: the repository's checks fail on your edits.\n"
-        "check regressed: `test -f fixed.txt` (exit 1)\n"
-        "Fix this, then call finish again."
+        "Not finished: check regressed: `test -f fixed.txt` (exit 1)\nFix this, then call finish again."
     )
     assert [event["failure"] for event in events(logs, "check")] == [
         "check regressed: `test -f fixed.txt` (exit 1)",

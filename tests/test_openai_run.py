@@ -191,3 +191,29 @@ def test_status_and_show_draw_the_context_bars(tmp_path: Path):
     assert "this lap" in text and "one session" in text and f"{sum(largest):,} tokens" in text
     shown = ralph(repo, "show", "1").stdout
     assert f"{largest[0]:,} tokens" in shown and "3 requests" in shown
+
+
+def test_finish_on_a_lap_that_changed_nothing_or_while_checks_fail_is_pushed_back_once(tmp_path: Path):
+    # The README promises the built-in agent sees what is left before its lap ends: here a
+    # finish with no edit, then one while the check still fails; each is answered once.
+    script = [
+        finish("nothing to do"),
+        edit("create", "NOTES.md", file_text="calc: mul\n"),
+        finish("wrote notes"),
+        edit("str_replace", "calc.py", old_str="raise NotImplementedError", new_str="return a * b"),
+        finish("implemented mul"),
+    ]
+    with ScriptedServer(script) as server:
+        check = f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"
+        repo = repo_for(tmp_path, server.base_url, [check], max_laps=1)
+        config = json.loads((repo / "ralph.yaml").read_text())
+        config["agent"]["fix_attempts"] = 2
+        (repo / "ralph.yaml").write_text(json.dumps(config))
+        git(repo, "commit", "-qam", "two fix attempts")
+        ralph(repo, "run", "--name", "o")
+        answers = [message["content"] for message in server.requests[-1].body["messages"] if message["role"] == "tool"]
+    assert "Not finished: you changed no file, and a lap that changes nothing is red." in answers[0]
+    assert f"Not finished: these checks still fail: `{check}`" in answers[2]
+    assert "If they are for later laps and your slice is done, call finish again." in answers[2]
+    (lap,) = laps(repo)
+    assert lap["status"] == "green" and lap["agent"]["summary"] == "implemented mul"

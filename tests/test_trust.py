@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, ralph
+from conftest import git, lap_notes, make_repo, ralph, write
 
 PY = sys.executable
 
@@ -405,7 +405,7 @@ SETUP_ATTACKS = [  # (what the lap writes, a phrase its red reason must hold)
                 "    os._exit(0)\n"
             )
         },
-        "wrote no pytest report",
+        "pytest wrote no report",
     ),
     # A plugin registered at run time under a name that a TODO item's word would grant, and a
     # line in the report that ralph cannot use.
@@ -536,3 +536,160 @@ def test_a_pytest_xdist_session_is_judged_like_a_single_one(tmp_path: Path):
         "newly_failing": [],
         "newly_passing": ["tests/test_calc.py::test_mul"],
     }
+
+
+# Holes the red team found in the ratchet (issue 25), each closed as a class.
+NOT_YET = {"tests/test_new.py": "from calc import div\n\n\ndef test_div():\n    assert div(6, 3) == 2\n"}
+
+
+@pytest.mark.parametrize(
+    "cheat, expected",
+    [
+        # The module that failed to import at the start is skipped whole instead of written for.
+        (
+            'pathlib.Path("tests/test_new.py").write_text("import pytest\\npytest.skip(\'later\', allow_module_level=True)\\n")',
+            "failing tests are gone: tests/test_new.py::<collection>",
+        ),
+        # A pyvenv.cfg makes pytest take the folder for a virtualenv and collect nothing in it.
+        (
+            'pathlib.Path("tests/pyvenv.cfg").write_text("home = /usr\\n")',
+            "files that make pytest skip their folder: tests/pyvenv.cfg",
+        ),
+        # The failing module deleted outright.
+        ('os.remove("tests/test_new.py")', "failing tests are gone: tests/test_new.py::<collection>"),
+    ],
+)
+def test_a_test_that_failed_at_the_start_goes_away_only_by_passing(tmp_path: Path, cheat: str, expected: str):
+    repo = make(tmp_path, cheat + '\nimplement("mul", "*")\ntick("Make test_mul pass")', protect=[])
+    write(repo, NOT_YET)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a test for code not written yet")
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and expected in lap["reason"], lap["reason"]
+    assert lap["done"] is False
+
+
+def test_a_module_that_failed_to_import_passes_once_its_code_is_written(tmp_path: Path):
+    body = 'edit("calc.py", "def add", "def div(a, b):\\n    return a // b\\n\\n\\ndef add")\nimplement("mul", "*")\ntick("Make test_mul pass")'
+    repo = make(tmp_path, body)
+    write(repo, NOT_YET)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a test for code not written yet")
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "green", lap["reason"]
+    assert "tests/test_new.py::test_div" in lap["tests"]["newly_passing"]
+
+
+MAKEFILE = f"test:\n\t{PY} -m pytest -q -p no:cacheprovider\n"
+
+
+@pytest.mark.parametrize(
+    "check, files, cheat, expected",
+    [
+        # The Makefile rewritten to forge ralph's report and exit 0.
+        (
+            "make test",
+            {"Makefile": MAKEFILE},
+            'pathlib.Path("Makefile").write_text("test:\\n\\ttrue\\n")',
+            "protected files changed: Makefile (modified)",
+        ),
+        # GNU make reads GNUmakefile before Makefile: adding one takes the check over.
+        (
+            "make test",
+            {"Makefile": MAKEFILE},
+            'pathlib.Path("GNUmakefile").write_text("test:\\n\\ttrue\\n")',
+            "protected files changed: GNUmakefile (added)",
+        ),
+        # The repository's own test script.
+        (
+            "sh scripts/test.sh",
+            {"scripts/test.sh": f"exec {PY} -m pytest -q -p no:cacheprovider\n"},
+            'pathlib.Path("scripts/test.sh").write_text("exit 0\\n")',
+            "protected files changed: scripts/test.sh (modified)",
+        ),
+        # package.json's scripts: the table that says what `npm test` runs (the rest stays the lap's).
+        (
+            "npm test --silent",
+            {"package.json": json.dumps({"name": "c", "scripts": {"test": f"{PY} -m pytest -q -p no:cacheprovider"}})},
+            'pathlib.Path("package.json").write_text(\'{"name": "c", "scripts": {"test": "true"}}\')',
+            "protected files changed: package.json (modified)",
+        ),
+    ],
+)
+def test_the_files_that_define_how_a_check_runs_are_protected(tmp_path: Path, check, files, cheat, expected):
+    repo = make(tmp_path, cheat + '\nimplement("mul", "*")\ntick("Make test_mul pass")', protect=[])
+    write(repo, files)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "how the check runs")
+    reconfigure(repo, checks=[check])
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and expected in lap["reason"], lap["reason"]
+
+
+def test_package_json_outside_its_scripts_stays_the_laps(tmp_path: Path):
+    scripts = {"test": f"{PY} -m pytest -q -p no:cacheprovider"}
+    honest = (
+        'pathlib.Path("package.json").write_text(\'{"name": "c", "version": "2.0.0", "scripts": '
+        + json.dumps(json.dumps(scripts))[1:-1]
+        + "}')\n"
+    )
+    repo = make(tmp_path, honest + 'implement("mul", "*")\ntick("Make test_mul pass")')
+    write(repo, {"package.json": json.dumps({"name": "c", "scripts": scripts})})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "npm")
+    reconfigure(repo, checks=["npm test --silent"])
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "green", lap["reason"]
+
+
+@pytest.mark.parametrize(
+    "item, cheat, expected",
+    [
+        # An item that names a test as the goal of the work grants no change to it.
+        (
+            "Implement sub so tests/test_calc.py::test_sub passes",
+            'edit("tests/test_calc.py", "def test_sub():\\n    assert sub(5, 3) == 2\\n", "")',
+            "protected files changed: tests/test_calc.py (modified)",
+        ),
+        (
+            "Make test_calc.py pass",
+            'os.remove("tests/test_calc.py")',
+            "protected files changed: tests/test_calc.py (deleted)",
+        ),
+        # An item that does ask to change the tests grants it, but a failing test still goes away only by passing.
+        (
+            "Rewrite tests/test_calc.py for the v2 client",
+            'edit("tests/test_calc.py", "def test_sub():\\n    assert sub(5, 3) == 2\\n", "")',
+            "failing tests are gone: tests/test_calc.py::test_sub",
+        ),
+    ],
+)
+def test_a_grant_needs_words_that_ask_to_change_the_tests(tmp_path: Path, item: str, cheat: str, expected: str):
+    todo = f"# TODO\n- [ ] {item}\n"
+    repo = make(tmp_path, f"{cheat}\ntick({item!r})", todo=todo)
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "red" and expected in lap["reason"], lap["reason"]
+    assert lap["done"] is False
+
+
+def test_a_whitespace_fix_that_makes_a_failing_test_pass_is_work(tmp_path: Path):
+    # pluggy's own fix was an indent inside a string literal: whitespace to git, work to the tests.
+    files = {
+        "greet.py": 'def greet():\n    return "hello  world"\n',
+        "tests/test_greet.py": "from greet import greet\n\n\ndef test_greet():\n    assert greet() == 'hello world'\n",
+    }
+    item = "Fix the greeting's spacing"
+    body = f'edit("greet.py", "hello  world", "hello world")\ntick({item!r})'
+    repo = make(tmp_path, body, todo=f"# TODO\n- [ ] {item}\n")
+    write(repo, files)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "greet")
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "green", lap["reason"]
+    assert lap["tests"]["newly_passing"] == ["tests/test_greet.py::test_greet"]

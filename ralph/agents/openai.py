@@ -52,7 +52,7 @@ CUT_OFF = (
     "Your reply was cut off by the output token limit (finish_reason: length), so nothing in it was "
     "run. Be brief: one tool call at a time with short arguments; write a big file in parts."
 )
-FIX_REQUEST = "Not finished: the repository's checks fail on your edits.\n{failure}\nFix this, then call finish again."
+FIX_REQUEST = "Not finished: {failure}\nFix this, then call finish again."
 PREFLIGHT = "ralph endpoint check: reply with the word ready."
 PREFLIGHT_TOKENS = 32
 FORMAT_ERRORS_IN_A_ROW = 3  # then the model is not usable for this lap: outcome "error"
@@ -251,7 +251,7 @@ class _Lap:
             self.transcript.write("check", failure=failure)
             if failure:
                 self.said(
-                    f"checks fail on the agent's edits, shown to it: {failure.splitlines()[0][:100]}",
+                    f"not finished, shown to the agent: {failure.splitlines()[0][:100]}",
                 )
                 self.fixes_left -= 1
                 self.answer(call, FIX_REQUEST.format(failure=failure[-FAILURE_TEXT_CAP:]))
