@@ -156,7 +156,18 @@ def lap_notes(repo: Path, run: str) -> list[dict]:
     return [json.loads(note) for note in listing.split("\x1e") if note.strip()]
 
 
+# The longest tests (`--durations`), started first: one started last would alone set the
+# suite's wall time on two cores.
+LONGEST = (
+    "test_long_run",
+    "test_the_real_mini_swe_agent_does_a_lap",
+    "test_what_an_agent_prints_cannot_crash_the_run",
+    "test_a_lap_that_changes_how_pytest_judges_is_red",
+    "test_a_check_that_imports_the_users_checkout",
+    "test_remote.py",
+    "test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks",
+)
+
+
 def pytest_collection_modifyitems(items):
-    """The 120-lap run first: it is the longest test by far, and started last it alone would
-    set the suite's wall time on two cores."""
-    items.sort(key=lambda item: "test_long_run" not in item.nodeid)
+    items.sort(key=lambda item: not any(name in item.nodeid for name in LONGEST))

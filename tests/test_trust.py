@@ -538,143 +538,105 @@ def test_a_pytest_xdist_session_is_judged_like_a_single_one(tmp_path: Path):
     }
 
 
-# Holes the red team found in the ratchet (issue 25), each closed as a class.
+# Holes the red team found in the ratchet (issue 25), each closed as a class. Each test is one
+# run whose laps try one attack each (a red lap leaves the green line where it was, so every
+# lap starts from the same commit), then, where there is one, the honest lap.
+def attacks(tmp_path: Path, attacks: list[str], honest: str = "", **make_options) -> Path:
+    body = f"ATTACKS = {attacks + ([honest] if honest else [])!r}\nexec(ATTACKS[lap - 1])\n"
+    laps_wanted = len(attacks) + bool(honest)
+    repo = make(tmp_path, body, max_laps=laps_wanted, **make_options)
+    reconfigure(repo, limits={"max_laps": laps_wanted, "stagnation": laps_wanted + 1})
+    return repo
+
+
+def red_reasons(repo: Path, count: int) -> list[str]:
+    notes = laps(repo)
+    assert [note["status"] for note in notes[:count]] == ["red"] * count, [note["reason"] for note in notes]
+    assert not any(note["done"] for note in notes[:count])
+    return [note["reason"] for note in notes[:count]]
+
+
+TICK_MUL = '\nimplement("mul", "*")\ntick("Make test_mul pass")'
 NOT_YET = {"tests/test_new.py": "from calc import div\n\n\ndef test_div():\n    assert div(6, 3) == 2\n"}
 
 
-@pytest.mark.parametrize(
-    "cheat, expected",
-    [
+def test_a_test_that_failed_at_the_start_goes_away_only_by_passing(tmp_path: Path):
+    cheats = [
         # The module that failed to import at the start is skipped whole instead of written for.
-        (
-            'pathlib.Path("tests/test_new.py").write_text("import pytest\\npytest.skip(\'later\', allow_module_level=True)\\n")',
-            "failing tests are gone: tests/test_new.py::<collection>",
-        ),
+        'pathlib.Path("tests/test_new.py").write_text("import pytest\\npytest.skip(\'later\', allow_module_level=True)\\n")',
         # A pyvenv.cfg makes pytest take the folder for a virtualenv and collect nothing in it.
-        (
-            'pathlib.Path("tests/pyvenv.cfg").write_text("home = /usr\\n")',
-            "files that make pytest skip their folder: tests/pyvenv.cfg",
-        ),
+        'pathlib.Path("tests/pyvenv.cfg").write_text("home = /usr\\n")',
         # The failing module deleted outright.
-        ('os.remove("tests/test_new.py")', "failing tests are gone: tests/test_new.py::<collection>"),
-    ],
-)
-def test_a_test_that_failed_at_the_start_goes_away_only_by_passing(tmp_path: Path, cheat: str, expected: str):
-    repo = make(tmp_path, cheat + '\nimplement("mul", "*")\ntick("Make test_mul pass")', protect=[])
+        'os.remove("tests/test_new.py")',
+    ]
+    honest = 'edit("calc.py", "def add", "def div(a, b):\\n    return a // b\\n\\n\\ndef add")'
+    repo = attacks(tmp_path, [cheat + TICK_MUL for cheat in cheats], honest + TICK_MUL, protect=[])
     write(repo, NOT_YET)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a test for code not written yet")
     ralph(repo, "run", "--name", "t")
-    (lap,) = laps(repo)
-    assert lap["status"] == "red" and expected in lap["reason"], lap["reason"]
-    assert lap["done"] is False
+    skipped, blinded, deleted = red_reasons(repo, 3)
+    assert (
+        "failing tests are gone: tests/test_new.py::<collection>" in skipped and "skipped tests rose 0 → 1" in skipped
+    )
+    assert "files that make pytest skip their folder: tests/pyvenv.cfg" in blinded
+    assert "failing tests are gone: tests/test_new.py::<collection>" in deleted
+    written = laps(repo)[3]  # the module's code written: its collection error goes, its test passes
+    assert written["status"] == "green", written["reason"]
+    assert "tests/test_new.py::test_div" in written["tests"]["newly_passing"]
 
 
-def test_a_module_that_failed_to_import_passes_once_its_code_is_written(tmp_path: Path):
-    body = 'edit("calc.py", "def add", "def div(a, b):\\n    return a // b\\n\\n\\ndef add")\nimplement("mul", "*")\ntick("Make test_mul pass")'
-    repo = make(tmp_path, body)
-    write(repo, NOT_YET)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "a test for code not written yet")
-    ralph(repo, "run", "--name", "t")
-    (lap,) = laps(repo)
-    assert lap["status"] == "green", lap["reason"]
-    assert "tests/test_new.py::test_div" in lap["tests"]["newly_passing"]
-
-
-MAKEFILE = f"test:\n\t{PY} -m pytest -q -p no:cacheprovider\n"
-
-
-@pytest.mark.parametrize(
-    "check, files, cheat, expected",
-    [
-        # The Makefile rewritten to forge ralph's report and exit 0.
-        (
-            "make test",
-            {"Makefile": MAKEFILE},
-            'pathlib.Path("Makefile").write_text("test:\\n\\ttrue\\n")',
-            "protected files changed: Makefile (modified)",
-        ),
-        # GNU make reads GNUmakefile before Makefile: adding one takes the check over.
-        (
-            "make test",
-            {"Makefile": MAKEFILE},
-            'pathlib.Path("GNUmakefile").write_text("test:\\n\\ttrue\\n")',
-            "protected files changed: GNUmakefile (added)",
-        ),
-        # The repository's own test script.
-        (
-            "sh scripts/test.sh",
-            {"scripts/test.sh": f"exec {PY} -m pytest -q -p no:cacheprovider\n"},
-            'pathlib.Path("scripts/test.sh").write_text("exit 0\\n")',
-            "protected files changed: scripts/test.sh (modified)",
-        ),
-        # package.json's scripts: the table that says what `npm test` runs (the rest stays the lap's).
-        (
-            "npm test --silent",
-            {"package.json": json.dumps({"name": "c", "scripts": {"test": f"{PY} -m pytest -q -p no:cacheprovider"}})},
-            'pathlib.Path("package.json").write_text(\'{"name": "c", "scripts": {"test": "true"}}\')',
-            "protected files changed: package.json (modified)",
-        ),
-    ],
-)
-def test_the_files_that_define_how_a_check_runs_are_protected(tmp_path: Path, check, files, cheat, expected):
-    repo = make(tmp_path, cheat + '\nimplement("mul", "*")\ntick("Make test_mul pass")', protect=[])
+def test_the_files_that_define_how_a_check_runs_are_protected(tmp_path: Path):
+    files = {
+        "Makefile": "test:\n\t@echo make ran\n",
+        "scripts/test.sh": "echo the script ran\n",
+        "package.json": json.dumps({"name": "c", "scripts": {"test": "echo npm ran"}}),
+    }
+    cheats = [
+        'pathlib.Path("Makefile").write_text("test:\\n\\t@echo forged\\n")',  # to forge ralph's report, say
+        'pathlib.Path("GNUmakefile").write_text("test:\\n\\t@echo forged\\n")',  # GNU make reads it first
+        'pathlib.Path("scripts/test.sh").write_text("exit 0\\n")',
+        'pathlib.Path("package.json").write_text(\'{"name": "c", "scripts": {"test": "true"}}\')',
+    ]
+    # package.json outside its scripts stays the lap's.
+    honest = 'pathlib.Path("package.json").write_text(\'{"name": "c", "version": "2.0.0", "scripts": {"test": "echo npm ran"}}\')'
+    repo = attacks(tmp_path, [cheat + TICK_MUL for cheat in cheats], honest + TICK_MUL, protect=[])
     write(repo, files)
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "how the check runs")
-    reconfigure(repo, checks=[check])
+    git(repo, "commit", "-qm", "how the checks run")
+    pytest_check = json.loads((repo / "ralph.yaml").read_text())["checks"][0]
+    reconfigure(repo, checks=[pytest_check, "make test", "sh scripts/test.sh", "npm test --silent"])
     ralph(repo, "run", "--name", "t")
-    (lap,) = laps(repo)
-    assert lap["status"] == "red" and expected in lap["reason"], lap["reason"]
+    reasons = red_reasons(repo, 4)
+    for reason, changed in zip(
+        reasons,
+        ["Makefile (modified)", "GNUmakefile (added)", "scripts/test.sh (modified)", "package.json (modified)"],
+        strict=True,
+    ):
+        assert f"protected files changed: {changed}" in reason, reason
+    assert laps(repo)[4]["status"] == "green", laps(repo)[4]["reason"]
 
 
-def test_package_json_outside_its_scripts_stays_the_laps(tmp_path: Path):
-    scripts = {"test": f"{PY} -m pytest -q -p no:cacheprovider"}
-    honest = (
-        'pathlib.Path("package.json").write_text(\'{"name": "c", "version": "2.0.0", "scripts": '
-        + json.dumps(json.dumps(scripts))[1:-1]
-        + "}')\n"
+def test_a_grant_needs_words_that_ask_to_change_the_tests(tmp_path: Path):
+    goal, goal_file, rewrite = (
+        "Implement sub so tests/test_calc.py::test_sub passes",
+        "Make test_calc.py pass",
+        "Rewrite tests/test_calc.py for the v2 client",
     )
-    repo = make(tmp_path, honest + 'implement("mul", "*")\ntick("Make test_mul pass")')
-    write(repo, {"package.json": json.dumps({"name": "c", "scripts": scripts})})
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "npm")
-    reconfigure(repo, checks=["npm test --silent"])
-    ralph(repo, "run", "--name", "t")
-    (lap,) = laps(repo)
-    assert lap["status"] == "green", lap["reason"]
-
-
-@pytest.mark.parametrize(
-    "item, cheat, expected",
-    [
+    drop_test_sub = 'edit("tests/test_calc.py", "def test_sub():\\n    assert sub(5, 3) == 2\\n", "")'
+    cheats = [
         # An item that names a test as the goal of the work grants no change to it.
-        (
-            "Implement sub so tests/test_calc.py::test_sub passes",
-            'edit("tests/test_calc.py", "def test_sub():\\n    assert sub(5, 3) == 2\\n", "")',
-            "protected files changed: tests/test_calc.py (modified)",
-        ),
-        (
-            "Make test_calc.py pass",
-            'os.remove("tests/test_calc.py")',
-            "protected files changed: tests/test_calc.py (deleted)",
-        ),
-        # An item that does ask to change the tests grants it, but a failing test still goes away only by passing.
-        (
-            "Rewrite tests/test_calc.py for the v2 client",
-            'edit("tests/test_calc.py", "def test_sub():\\n    assert sub(5, 3) == 2\\n", "")',
-            "failing tests are gone: tests/test_calc.py::test_sub",
-        ),
-    ],
-)
-def test_a_grant_needs_words_that_ask_to_change_the_tests(tmp_path: Path, item: str, cheat: str, expected: str):
-    todo = f"# TODO\n- [ ] {item}\n"
-    repo = make(tmp_path, f"{cheat}\ntick({item!r})", todo=todo)
+        f"{drop_test_sub}\ntick({goal!r})",
+        f'os.remove("tests/test_calc.py")\ntick({goal_file!r})',
+        # One that asks to change the tests grants it, but a failing test still goes away only by passing.
+        f"{drop_test_sub}\ntick({rewrite!r})",
+    ]
+    repo = attacks(tmp_path, cheats, todo=f"# TODO\n- [ ] {goal}\n- [ ] {goal_file}\n- [ ] {rewrite}\n")
     ralph(repo, "run", "--name", "t")
-    (lap,) = laps(repo)
-    assert lap["status"] == "red" and expected in lap["reason"], lap["reason"]
-    assert lap["done"] is False
+    named_as_goal, file_as_goal, granted = red_reasons(repo, 3)
+    assert "protected files changed: tests/test_calc.py (modified)" in named_as_goal
+    assert "protected files changed: tests/test_calc.py (deleted)" in file_as_goal
+    assert "protected" not in granted and "failing tests are gone: tests/test_calc.py::test_sub" in granted
 
 
 def test_a_whitespace_fix_that_makes_a_failing_test_pass_is_work(tmp_path: Path):
