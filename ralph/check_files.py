@@ -10,6 +10,12 @@ from pathlib import PurePosixPath
 
 _MAKE = ["Makefile", "makefile", "GNUmakefile", "*.mk"]
 _NODE = [
+    # How the package manager runs a script: `script-shell`, `node-options`, a `yarnPath`.
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pnpmfile.cjs",
+    "bunfig.toml",
     "package.json#scripts",
     "package.json#jest",
     "package.json#mocha",

@@ -2,13 +2,14 @@
 
 A check *ran* when its command started and, where ralph reads per-test results, those results
 exist: pytest's session reached its end, collected something and wrote ralph's report; a
-declared JUnit report was written. It *could not run* when the shell could not find or execute
-the command (exit 127, 126, or a shell's or make's word for it), the runner itself is missing
-(`No module named pytest`), pytest stopped on an internal or usage error (its exit 3 or 4),
-ralph's plugin failed or was not loaded where pytest is run by name, pytest collected no test,
-or a declared JUnit report is missing or unreadable. A test module that fails to import is not
-among them: pytest ran and reported it, and the ratchet judges it like a failing test.
-"""
+declared JUnit report was written. A report that shows tests ran settles it: what the tests
+print is theirs. Otherwise it *could not run* when the shell could not find or execute the
+command (exit 127, 126, or the shell's, make's, env's, python's or npm's own words for it), the
+runner itself is missing (`No module named pytest`), pytest stopped on an internal or usage
+error (its exit 3 or 4), ralph's plugin failed or was not loaded where pytest is run by name,
+pytest collected no test, or a declared JUnit report is missing or unreadable. A test module
+that fails to import is not among them: pytest ran and reported it, and the ratchet judges it
+like a failing test."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ import shlex
 
 from ralph.pytest_results import PLUGIN, TestResults
 
-# What shells and make say when a program is missing or not executable (exit 127/126 when the
-# shell is the check; make reports its command's status as "Error 127").
+# What shells, make, env, python and npm say, each in its own words, when the program or script
+# a check runs is missing or not executable (exit 127/126 when the shell is the check itself).
 _NOT_FOUND = re.compile(
-    r"(?:^|: )(?:command )?not found$|^make: \*\*\* .*Error 12[67]$|: Permission denied$"
-    r"|^\S*sh: \d+: cannot open .*: No such file$|can't open file .*No such file or directory$"
+    r"^(?:/\S+/)?(?:ba|da|z|k)?sh: (?:line )?\d+: .+: (?:command not found|not found|Permission denied)$"
+    r"|^(?:/\S+/)?(?:ba|z)?sh: \S+: (?:command not found|No such file or directory|Permission denied)$"
+    r"|^(?:/\S+/)?(?:ba|da)?sh: \d+: cannot open .*: No such file$"
+    r"|^make(?:\[\d+\])?: \*\*\* .*Error 12[67]$"
+    r"|^(?:/usr/bin/)?env: .*: No such file or directory$"
+    r"|can't open file .*: \[Errno 2\] No such file or directory$"
+    r"|^npm (?:ERR!|error) [Mm]issing script"
 )
 _NO_RUNNER = re.compile(r"No module named '?(pytest|_pytest|py\.test)\b(?![\w.])'?")
 # pytest's words when it stops before running tests: an internal error (exit 3), a usage error or
@@ -45,15 +51,17 @@ def reason(
         return junit_problem
     if tests is not None and tests.plugin_errors:
         return f"ralph's pytest plugin failed: {tests.plugin_errors[0]}"
+    if tests is not None and tests.counts.ran:
+        return None  # its report shows tests ran: whatever they printed is theirs, not the shell's
+    lines = [line.strip() for line in output.splitlines()]
     missing = _NO_RUNNER.search(output)
-    if missing and exit_code != 0 and not (tests and tests.counts.ran):
+    if missing and exit_code != 0:
         return f"the test runner is missing: No module named {missing.group(1)}"
     if f"No module named '{PLUGIN}'" in output:
         return "pytest could not import ralph's plugin: the check sets PYTHONPATH without keeping ralph's"
-    if exit_code != 0 and any(_NOT_FOUND.search(line.strip()) for line in output.splitlines()):
+    if exit_code != 0 and any(_NOT_FOUND.search(line) for line in lines):
         return f"a program it runs is missing: {cause(output)}"
-    lines = [line.strip() for line in output.splitlines()]
-    if any(_PYTEST_STOPPED.match(line) for line in lines) and not (tests and tests.counts.ran):
+    if any(_PYTEST_STOPPED.match(line) for line in lines):
         said = [line for line in lines if _PYTEST_SAID.search(line)]
         return f"pytest stopped before running tests: {(said[-1] if said else cause(output))[:200]}"
     if tests is None:
@@ -62,9 +70,7 @@ def reason(
         if runs_pytest(command):
             return f"pytest wrote no report (its session did not reach its end): {cause(output)}"
         return None
-    if not tests.counts.ran:
-        return "pytest collected no tests (or deselected them all)"
-    return None
+    return "pytest collected no tests (or deselected them all)"
 
 
 def runs_pytest(command: str) -> bool:

@@ -26,18 +26,28 @@ import pathspec
 from ralph import git, shadowing, todo
 
 _SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
-# An item grants changing a file only when its own words ask for a change; a file it names as
-# the goal of the work ("… so tests/test_calc.py::test_sub passes", "make test_x pass") is not one.
+# An item grants changing a file only when its own words ask for a change to it: in one clause,
+# a word that asks for a change and the file's name, and nothing that says to leave it be. A
+# file it names as the goal of the work ("… so tests/test_calc.py::test_sub passes", "make
+# test_x pass", with what follows it in parentheses), for reference ("see tests/test_x.py") or to
+# keep ("do not edit …", "keeping … as it is") is not one.
 _CHANGE_WORDS = re.compile(
-    r"\b(rewrite|delete|remove|drop|rename|move|update|change|modify|edit|replace|migrate|port|convert|split|"
-    r"merge|refactor|restructure|add|extend|write|adjust|tidy|bump|upgrade|regenerate|reformat)\b",
+    r"\b(?:(?:rewrit|delet|remov|renam|mov|updat|chang|replac|migrat|merg|restructur|regenerat|upgrad|writ)"
+    r"(?:e|es|ed|ing|ten)|wrote|drop(?:s|ped|ping)?|modif(?:y|ies|ied|ying)|edit(?:s|ed|ing)?|port(?:s|ed|ing)?"
+    r"|convert(?:s|ed|ing)?|split(?:s|ting)?|refactor(?:s|ed|ing)?|add(?:s|ed|ing)?|extend(?:s|ed|ing)?"
+    r"|adjust(?:s|ed|ing)?|tid(?:y|ies|ied|ying)|bump(?:s|ed|ing)?|reformat(?:s|ted|ting)?)\b",
+    re.IGNORECASE,
+)
+_LEAVE_BE = re.compile(
+    r"\b(?:not|never|without|don'?t|keep|keeping|kept|leave|leaving|unchanged|untouched|intact|as (?:it )?is|see|cf)\b",
     re.IGNORECASE,
 )
 _GOAL_CLAUSES = re.compile(
-    r"\b(so( that)?|make|makes|making|until|till|get|getting|let|letting)\b[^.;]*?\bpass(es|ing)?\b"
-    r"|[\w./:\[\]-]+\s+(passes|pass|passing)\b",
+    r"(?:\b(so( that)?|make|makes|making|until|till|get|getting|let|letting)\b[^.;]*?\bpass(es|ing)?\b"
+    r"|[\w./:\[\]-]+\s+(?:(?:should|must|will|to|now)\s+)?(?:passes|pass|passing)\b)(?:\s*\([^)]*\))?",
     re.IGNORECASE,
 )
+_CLAUSE_BREAKS = re.compile(r"[;,]|:\s|\.\s|\s[—–-]\s")
 # Files that make pytest pass over a folder (it takes one holding pyvenv.cfg for a virtualenv).
 COLLECTION_BLINDERS = frozenset({"pyvenv.cfg"})
 
@@ -90,6 +100,11 @@ CONFIG_NAMES = frozenset(
         "tox.toml",
         "hatch.toml",
         "package.json",
+        ".npmrc",
+        ".yarnrc",
+        ".yarnrc.yml",
+        ".pnpmfile.cjs",
+        "bunfig.toml",
         "phpunit.xml",
         "phpunit.xml.dist",
     }
@@ -258,9 +273,12 @@ def _table(text: str | None, path: str, name: str) -> object:
 
 
 def _asks_to_change(item: str, path: str) -> bool:
-    """Does the item name the file outside a goal clause, with words that ask for a change?"""
-    asked = _GOAL_CLAUSES.sub(" ", item)
-    return _names(asked, path) and bool(_CHANGE_WORDS.search(asked))
+    """Does a clause of the item, goal clauses aside, name the file with a word that asks for a
+    change, and none that says to leave it be?"""
+    clauses = _CLAUSE_BREAKS.split(_GOAL_CLAUSES.sub(" ", item))
+    return any(
+        _names(clause, path) and _CHANGE_WORDS.search(clause) and not _LEAVE_BE.search(clause) for clause in clauses
+    )
 
 
 def _names(item: str, path: str) -> bool:

@@ -70,6 +70,13 @@ def matching(worktree: Path, pattern: str) -> list[Path]:
     return sorted(found)
 
 
+def tracked_matches(tracked: list[str], pattern: str) -> list[str]:
+    """The paths of `tracked` (files git tracks, relative to the top) that `pattern` matches:
+    remove() would delete them before every check, changing the tree the checks judge."""
+    wanted = validate_pattern(pattern).split("/")
+    return [path for path in tracked if _matches(tuple(path.split("/")), wanted)]
+
+
 def remove(worktree: Path, pattern: str) -> list[Path]:
     """Delete what `pattern` matches, before the check writes its reports: a file, a link itself
     (never what it points to), a FIFO a lap left there; never a folder. What was deleted."""

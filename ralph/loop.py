@@ -16,6 +16,7 @@ from ralph import (
     git,
     guard,
     hardening,
+    junit,
     ledger,
     lifecycle,
     parallel,
@@ -350,6 +351,7 @@ def _start(ctx: RunContext) -> RunState:
     log_dir.mkdir(exist_ok=True)
     _warn_unmatched_patterns(ctx, base)
     _refuse_bad_copy(ctx)
+    _refuse_reports_over_tracked_files(ctx, base)
     _warn_outside_environments(ctx)
     ctx.prepare(base, 0, log_dir)
     baseline = ctx.check(log_dir)
@@ -397,6 +399,20 @@ def _warn_outside_environments(ctx: RunContext) -> None:
                     "(README: Lap environments)"
                 )
                 return
+
+
+def _refuse_reports_over_tracked_files(ctx: RunContext, base: str) -> None:
+    """A `junit:` pattern is deleted before each check: one that matches files of the commit
+    would change the very tree the checks judge (a fixture `tests/data/config.xml` under `**/*.xml`)."""
+    patterns = [check.junit for check in ctx.config.checks if check.junit]
+    tracked = git.files_at(ctx.top, base) if patterns else []
+    for pattern in patterns:
+        found = junit.tracked_matches(tracked, pattern)
+        if found:
+            raise RalphError(
+                f"junit: '{pattern}' matches files git tracks ({', '.join(found[:3])}), which ralph would delete "
+                "before each check — name the folder the report is written to (reports/*.xml)"
+            )
 
 
 def _refuse_bad_copy(ctx: RunContext) -> None:

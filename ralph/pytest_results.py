@@ -85,7 +85,7 @@ def read(report: Path) -> TestResults | None:
     plugin_errors = sorted({str(line["plugin_error"]) for line in lines if "plugin_error" in line})
     counted = _counted_sessions(lines)
     outcomes: dict[str, dict[str, set[str]]] = {}  # test -> phase -> every outcome reported
-    xfail, collect_errors, skipped_modules, deselected, setups = set(), set(), set(), set(), []
+    xfail, collect_errors, skipped_modules, deselected, collected, setups = set(), set(), set(), set(), set(), []
     for line in (line for line in lines if isinstance(line.get("session"), str) and line["session"] in counted):
         if isinstance(line.get("test"), str):
             outcomes.setdefault(line["test"], {}).setdefault(str(line.get("when")), set()).add(str(line.get("outcome")))
@@ -97,12 +97,17 @@ def read(report: Path) -> TestResults | None:
             skipped_modules.add(line["collect_skip"])
         elif isinstance(line.get("deselected"), str):
             deselected.add(line["deselected"])
+        elif isinstance(line.get("collected"), str):
+            collected.add(line["collected"])
         elif isinstance(line.get("setup"), dict):
             setups.append(line["setup"])
     if not (outcomes or collect_errors or skipped_modules or setups):
         return TestResults(counts=TestCounts(), plugin_errors=plugin_errors[:5]) if plugin_errors else None
     results = _fold(outcomes, xfail, collect_errors, len(deselected), setups)
     results.counts.skipped += len(skipped_modules)
+    never_ran = sorted(collected - outcomes.keys())  # the session ended before them: no verdict
+    results.counts.errors += len(never_ran)
+    results.failing_ids = sorted({*results.failing_ids, *never_ran})
     return results.model_copy(update={"skipped_modules": sorted(skipped_modules), "plugin_errors": plugin_errors[:5]})
 
 

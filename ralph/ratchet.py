@@ -78,9 +78,11 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
 def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str], bool], result: Comparison) -> None:
     old, new = before.tests, now.tests
     assert old is not None and new is not None  # compared only where both ran pytest
-    # An id that passes in one place and fails in another (two tests claiming one id) is failing.
-    now_passing = set(new.passed_ids) - set(new.failing_ids)
-    lost = [test for test in old.passed_ids if test not in now_passing]
+    # An id that passes in one place and fails in another (two tests claiming one id) is failing;
+    # a test file a JUnit runner reports as one passing testcase ran none of its tests (its code
+    # exited as it loaded): nothing passed.
+    now_passing = {test for test in new.passed_ids if not _LOAD_FAILURE.search(test)} - set(new.failing_ids)
+    lost = [test for test in old.passed_ids if test not in now_passing and not _LOAD_FAILURE.search(test)]
     failing_now = set(new.failing_ids)
     broken = [test for test in lost if test in failing_now]
     missing = [test for test in lost if test not in failing_now]
@@ -90,7 +92,7 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     # only when its file now collects and something in it passes (not by a module-level skip);
     # a file a JUnit runner could not load (its testcase named by the file's path), only when
     # some test passes that did not before.
-    newly_passing = [test for test in new.passed_ids if test not in set(old.passed_ids)]
+    newly_passing = sorted(now_passing - set(old.passed_ids))
     vanished = [
         test
         for test in old.failing_ids

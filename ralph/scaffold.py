@@ -117,22 +117,37 @@ NODE_RUNNERS = [
 ]
 
 
+def _project(top: Path) -> dict:
+    try:
+        return tomllib.loads((top / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _test_group(project: dict) -> str | None:
+    """The dependency group (PEP 735) that holds the tests' tools, by its usual names."""
+    groups = project.get("dependency-groups") or {}
+    return next((name for name in TEST_NAMES if name in groups), None)
+
+
 def python_setup(top: Path) -> str:
     """A venv in the workspace with the project and what its tests need: its test dependency
-    group (PEP 735) or extra where it has one, else pytest (pip only warns about a missing extra,
-    and the checks then cannot run)."""
-    try:
-        project = tomllib.loads((top / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        project = {}
-    groups = project.get("dependency-groups") or {}
+    group or extra where it has one, else pytest (pip only warns about a missing extra, and
+    the checks then cannot run)."""
+    project = _project(top)
     extras = (project.get("project") or {}).get("optional-dependencies") or {}
     venv = "python -m venv .venv && .venv/bin/pip install -q"
-    group = next((name for name in TEST_NAMES if name in groups), None)
+    group = _test_group(project)
     if group:  # pip reads groups from 25.1 on
         return f"{venv} -U pip && .venv/bin/pip install -q -e . --group {group}"
     extra = next((name for name in TEST_NAMES if name in extras), None)
     return f"{venv} -e '.[{extra}]'" if extra else f"{venv} -e . pytest"
+
+
+def uv_setup(top: Path) -> str:
+    """`uv sync` brings the `dev` group alone: a test group of another name is asked for."""
+    group = _test_group(_project(top))
+    return "uv sync --frozen" + (f" --group {group}" if group and group != "dev" else "")
 
 
 def node_check(top: Path) -> str:
@@ -155,8 +170,8 @@ def environment(top: Path) -> str:
     """The `setup:` and `checks:` sections for what the repository looks like."""
     for marker, found, setup, checks in ENVIRONMENTS:
         if (top / marker).is_file():
-            if marker == "pyproject.toml":
-                setup = [python_setup(top)]
+            if marker in ("pyproject.toml", "uv.lock"):
+                setup = [python_setup(top) if marker == "pyproject.toml" else uv_setup(top)]
             lines = [f"# found {found}; ralph's suggestion, to check before the first run"]
             if setup:
                 lines.append("setup:                           # builds the environment inside the lap workspace")

@@ -35,8 +35,20 @@ RUNNER = frozenset(
         "tomli",
     }
 )
+PLUGIN_HOSTS = frozenset({"coverage", "hypothesis", "anyio", "faker", "typeguard", "syrupy", "trio"})
 MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")  # what Python imports from a folder on its path
 SOURCE_ROOTS = ("", "src")  # where a project's own packages live, besides the tests' folders
+
+
+def _runs_with_pytest(name: str) -> bool:
+    """pytest, what it imports, and what is named like one of its plugins (pytest_cov, the
+    plugins' usual hosts): a module of the tree by that name would be loaded as the plugin."""
+    return (
+        name in RUNNER
+        or name in PLUGIN_HOSTS
+        or name.startswith("pytest_")
+        or name.endswith(("_pytest", "pytestplugin"))
+    )
 
 
 def candidates(added: list[str], links: set[str]) -> list[str]:
@@ -56,7 +68,11 @@ def shadowing(added: list[str], links: set[str], files_before: list[str], files_
     }
     for path in added:
         name = module_name(path, roots_now, is_link=path in links)
-        if name and not _startup(path) and (name in RUNNER or name in sys.stdlib_module_names or name in project):
+        if (
+            name
+            and not _startup(path)
+            and (_runs_with_pytest(name) or name in sys.stdlib_module_names or name in project)
+        ):
             found.append(f"{path} ({name})")
     return found
 

@@ -196,3 +196,19 @@ def test_doctor_runs_setup_and_each_check_once_and_says_which_could_not_run(tmp_
     assert "`true` ran, passes; no per-test results (judged by its exit code alone)" in out
     assert snapshot(repo) == before
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
+
+
+def test_what_tests_print_never_makes_a_check_that_ran_one_that_could_not(tmp_path: Path):
+    # A red start whose failing tests say "not found", "Permission denied", or run a program the
+    # job has not built yet: the tests ran, and the run must start (the red team's false stops).
+    printing = (
+        "import subprocess\n\ndef test_lookup():\n    raise LookupError('not found')\n\n"
+        "def test_cli():\n    assert subprocess.run('mytool --version', shell=True).returncode == 0\n\n"
+        "def test_perm():\n    assert False, '403: Permission denied'\n\n"
+        "def test_says():\n    print('command not found')\n    assert False\n"
+    )
+    said = "echo 'command not found'; echo 'E: No module named pytest_foo'; exit 1"
+    repo = repo_with(tmp_path, [PYTEST, said], {"tests/test_printing.py": printing})
+    out = ralph(repo, "doctor").stdout
+    assert f"`{PYTEST}` ran, fails (exit 1); per-test results: 1 passing, 5 failing" in out, out
+    assert f"`{said}` ran, fails (exit 1); no per-test results" in out, out

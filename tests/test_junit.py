@@ -566,9 +566,12 @@ def test_a_run_holds_junit_tests_to_the_ratchet(tmp_path: Path):
 def test_a_test_file_that_could_not_load_at_the_start_may_vanish_once_it_loads_and_passes(tmp_path: Path):
     # The job starts with tests for a module not written yet: node reports the file as one
     # failing testcase named by its path. The lap writes the module; that id goes, its tests pass.
+    # Lap 1 writes a module that exits as it loads: node then reports the file as one passing
+    # testcase, none of its tests having run. Lap 2 writes it for real.
     agent = tmp_path / "agent.py"
     agent.write_text(
-        "import pathlib\npathlib.Path('more.js').write_text('exports.c = () => 1;\\n')\n"
+        "import os, pathlib\nlap = os.environ['RALPH_LAP']\n"
+        "pathlib.Path('more.js').write_text('process.exit(0);\\n' if lap == '1' else 'exports.c = () => 1;\\n')\n"
         "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n"
     )
     command = "mkdir -p reports && " + " ".join(NODE[:4]) + " test/"
@@ -576,7 +579,7 @@ def test_a_test_file_that_could_not_load_at_the_start_may_vanish_once_it_loads_a
         "goal": "g",
         "agent": {"kind": "command", "command": f"{sys.executable} {agent}"},
         "checks": [{"run": command, "junit": "reports/*.xml"}],
-        "limits": {"max_laps": 1},
+        "limits": {"max_laps": 2},
     }
     more_tests = "const { test } = require('node:test');\nconst assert = require('node:assert');\n"
     more_tests += "const more = require('../more.js');\ntest('test_c', () => { assert.strictEqual(more.c(), 1); });\n"
@@ -596,6 +599,7 @@ def test_a_test_file_that_could_not_load_at_the_start_may_vanish_once_it_loads_a
     assert baseline["could_not_run"] == "" and any(
         test.endswith("more.test.js") for test in baseline["tests"]["failing_ids"]
     )
-    (lap,) = lap_notes(repo, "t")
-    assert lap["status"] == "green", lap["reason"]
-    assert result.returncode == 0 and lap["done"] is True
+    exited, written = lap_notes(repo, "t")
+    assert exited["status"] == "red" and "failing tests are gone: test::test/more.test.js" in exited["reason"]
+    assert written["status"] == "green", written["reason"]
+    assert result.returncode == 0 and written["done"] is True

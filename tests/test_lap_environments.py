@@ -310,6 +310,14 @@ def test_init_installs_the_projects_test_dependencies_by_their_group_or_extra(tm
     assert setup.startswith("python -m venv .venv && .venv/bin/pip install -q") and setup.endswith(installs)
 
 
+def test_init_asks_uv_for_a_test_group_that_is_not_dev(tmp_path: Path):
+    # itsdangerous's layout: `dev` holds ruff and tox, `tests` holds pytest; uv sync brings dev alone.
+    groups = '[dependency-groups]\ndev = ["ruff"]\ntests = ["pytest"]\n'
+    repo = make_repo(tmp_path / "repo", {"pyproject.toml": groups, "uv.lock": ""})
+    assert ralph(repo, "init").returncode == 0
+    assert load_config(repo / "ralph.yaml").setup == ["uv sync --frozen --group tests"]
+
+
 @pytest.mark.parametrize(
     "package, junit",
     [

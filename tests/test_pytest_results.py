@@ -4,7 +4,12 @@ is read as data or skipped, never a crash."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+from conftest import write as write_files
 
 from ralph import pytest_results
 
@@ -40,3 +45,24 @@ def test_a_failure_anywhere_is_sticky_and_a_module_that_failed_to_collect_passes
     results = pytest_results.read(report)
     assert results is not None and results.passed_ids == []
     assert results.failing_ids == ["t.py::test_a", "u.py::<collection>", "u.py::test_b"]
+
+
+@pytest.mark.parametrize("ending", ["pytest.exit('done', returncode=0)", "raise KeyboardInterrupt"])
+def test_tests_the_session_never_reached_have_no_verdict_and_count_as_failing(tmp_path: Path, ending: str):
+    # The code under test ends the session early and cleanly: the tests after it never ran.
+    write_files(
+        tmp_path,
+        {
+            "calc.py": f"def div(a, b):\n    import pytest\n    {ending}\n",
+            "test_calc.py": "from calc import div\n\ndef test_exists():\n    assert div\n\n"
+            "def test_div():\n    assert div(6, 3) == 2\n\ndef test_neg():\n    assert div(-6, 3) == -2\n",
+        },
+    )
+    report = tmp_path / "report.jsonl"
+    env = pytest_results.check_env({"PATH": "/usr/bin:/bin"}, report)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True
+    )
+    results = pytest_results.read(report)
+    assert results is not None and results.passed_ids == ["test_calc.py::test_exists"]
+    assert "test_calc.py::test_neg" in results.failing_ids  # never reached

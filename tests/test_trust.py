@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import git, lap_notes, make_repo, ralph, write
 
+from ralph.guard import GuardReport
+
 PY = sys.executable
 
 FILES = {
@@ -337,6 +339,11 @@ SETUP_ATTACKS = [  # (what the lap writes, a phrase its red reason must hold)
     ),
     ({"tests/calc.py": WORKING_CALC}, "new modules shadow what the checks import: tests/calc.py (calc)"),
     ({"pytest.py": "raise SystemExit(0)\n"}, "new modules shadow what the checks import: pytest.py (pytest)"),
+    # Named like an installed plugin, loaded in its place (it can load the real one and patch pytest).
+    (
+        {"pytest_cov/__init__.py": "\n"},
+        "new modules shadow what the checks import: pytest_cov/__init__.py (pytest_cov)",
+    ),
     ({"sitecustomize.py": "import os\n"}, "sitecustomize.py (sitecustomize)"),
     ({"evil.pth": "import os\n"}, "new modules shadow what the checks import: evil.pth (.pth)"),
     # A plugin that says it is ralph's own, one that unregisters itself before the session ends.
@@ -597,6 +604,7 @@ def test_the_files_that_define_how_a_check_runs_are_protected(tmp_path: Path):
         'pathlib.Path("GNUmakefile").write_text("test:\\n\\t@echo forged\\n")',  # GNU make reads it first
         'pathlib.Path("scripts/test.sh").write_text("exit 0\\n")',
         'pathlib.Path("package.json").write_text(\'{"name": "c", "scripts": {"test": "true"}}\')',
+        'pathlib.Path(".npmrc").write_text("script-shell=/bin/true\\n")',  # npm runs the script through it
     ]
     # package.json outside its scripts stays the lap's.
     honest = 'pathlib.Path("package.json").write_text(\'{"name": "c", "version": "2.0.0", "scripts": {"test": "echo npm ran"}}\')'
@@ -607,14 +615,11 @@ def test_the_files_that_define_how_a_check_runs_are_protected(tmp_path: Path):
     pytest_check = json.loads((repo / "ralph.yaml").read_text())["checks"][0]
     reconfigure(repo, checks=[pytest_check, "make test", "sh scripts/test.sh", "npm test --silent"])
     ralph(repo, "run", "--name", "t")
-    reasons = red_reasons(repo, 4)
-    for reason, changed in zip(
-        reasons,
-        ["Makefile (modified)", "GNUmakefile (added)", "scripts/test.sh (modified)", "package.json (modified)"],
-        strict=True,
-    ):
-        assert f"protected files changed: {changed}" in reason, reason
-    assert laps(repo)[4]["status"] == "green", laps(repo)[4]["reason"]
+    reasons = red_reasons(repo, 5)
+    changed = ["Makefile (modified)", "GNUmakefile (added)", "scripts/test.sh (modified)", "package.json (modified)"]
+    for reason, what in zip(reasons, [*changed, ".npmrc (added)"], strict=True):
+        assert f"protected files changed: {what}" in reason, reason
+    assert laps(repo)[5]["status"] == "green", laps(repo)[5]["reason"]
 
 
 def test_a_grant_needs_words_that_ask_to_change_the_tests(tmp_path: Path):
@@ -637,6 +642,30 @@ def test_a_grant_needs_words_that_ask_to_change_the_tests(tmp_path: Path):
     assert "protected files changed: tests/test_calc.py (modified)" in named_as_goal
     assert "protected files changed: tests/test_calc.py (deleted)" in file_as_goal
     assert "protected" not in granted and "failing tests are gone: tests/test_calc.py::test_sub" in granted
+
+
+@pytest.mark.parametrize(
+    "item, grants",
+    [
+        ("Rewrite tests/test_calc.py for the v2 client", True),
+        ("Remove the obsolete test_add from tests/test_calc.py", True),
+        ("Port tests/test_calc.py and tests/test_more.py to pytest", True),
+        ("Delete tests/test_calc.py, no longer used", True),
+        ("Implement sub so tests/test_calc.py::test_sub passes", False),
+        ("Make test_calc.py pass", False),
+        ("Add mul to calc.py; do not edit tests/test_calc.py", False),
+        ("Add mul to calc.py, keeping tests/test_calc.py as it is", False),
+        ("Add mul to calc.py so that test_mul passes (tests/test_calc.py)", False),
+        ("Add mul to calc.py; tests/test_calc.py::test_mul should pass", False),
+        ("Write mul in calc.py (see test_mul in tests/test_calc.py)", False),
+        ("Add mul to calc.py, tested by tests/test_calc.py", False),
+        ("Fix mul in calc.py without changing tests/test_calc.py", False),
+        ("Implement mul in calc.py: tests/test_calc.py must be green", False),
+    ],
+)
+def test_which_words_grant_a_change_to_a_test_file(item: str, grants: bool):
+    # The red team's wordings: a change word somewhere and the file somewhere else granted it.
+    assert GuardReport(grants=[item]).allows("tests/test_calc.py") is grants
 
 
 def test_a_whitespace_fix_that_makes_a_failing_test_pass_is_work(tmp_path: Path):

@@ -8,7 +8,8 @@ one write a line, so the processes of a pytest-xdist session can share it.
 Every line names its session (process id and depth). Lines: {"session", "parent", "worker"} first;
 {"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"collect_skip": id}
 for a module whose collection was skipped (`pytest.skip(..., allow_module_level=True)`, a
-module-level `pytest.importorskip`); {"deselected": id}; and at the session's end {"setup": {...}}:
+module-level `pytest.importorskip`); {"collected": id} for each test it means to run;
+{"deselected": id}; and at the session's end {"setup": {...}}:
 the configuration file and its values, every plugin ever registered with a digest of its hook
 functions' code (conftests, `pytest_plugins`, installed ones; a plugin that unregisters itself
 is still counted), the modules of the tree that were imported in front of another module of the
@@ -100,6 +101,14 @@ def pytest_collectreport(report):
             _write({"collect_error": report.nodeid})
         elif report.skipped:  # its tests were never collected, so no test line tells of them
             _write({"collect_skip": report.nodeid})
+
+
+def pytest_collection_finish(session):
+    """Every test the session means to run: one that never reports (the code under test ended
+    the session early, with `pytest.exit` or an interrupt) ran no verdict."""
+    with _guarded("pytest_collection_finish"):
+        for item in session.items:
+            _write({"collected": item.nodeid})
 
 
 def pytest_deselected(items):
