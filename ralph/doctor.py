@@ -43,6 +43,7 @@ def _try_checks(cwd: Path) -> bool | None:
     try:
         repo = git.open_repo(cwd)
     except RalphError:
+        ui.say("checks       not in a git repository: run `ralph doctor` inside one to try its checks")
         return None
     path = repo.top / config.CONFIG_FILE
     if not path.is_file():

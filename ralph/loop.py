@@ -36,6 +36,7 @@ from ralph.errors import Exit, Interrupted, RalphError
 from ralph.judge import Judge, check_independence
 from ralph.lap import RunContext, now_iso, run_lap
 from ralph.ledger import LapRecord, RunRecord, RunState
+from ralph.pytest_results import COLLECTION
 from ralph.workspace import Workspace, workspaces_root
 
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
@@ -428,8 +429,9 @@ def _refuse_bad_copy(ctx: RunContext) -> None:
 
 def _refuse_unjudged_baseline(baseline: list[checks.CheckResult], log_dir: Path) -> None:
     """A check that could not run on the base commit judges nothing: no lap could be held to it,
-    so the run does not start. One that fails there with no per-test results is named: laps
-    cannot regress it, only "done" waits for it."""
+    so the run does not start. Test files that fail to import there are named (a module missing
+    from the environment looks the same as code still to write), and so is a check that fails
+    with no per-test results: laps cannot regress it, only "done" waits for it."""
     for index, check in enumerate(baseline, 1):
         if check.could_not_run:
             raise RalphError(
@@ -437,6 +439,15 @@ def _refuse_unjudged_baseline(baseline: list[checks.CheckResult], log_dir: Path)
                 f"{could_not_run.fix(check.could_not_run)} (its output: {log_dir / f'check-{index}.log'})"
             )
     for check in baseline:
+        failing = check.tests.failing_ids if check.tests else []
+        broken = [test.removesuffix(f"::{COLLECTION}") for test in failing if test.endswith(f"::{COLLECTION}")]
+        if broken:
+            missing = re.search(r"No module named '[^']+'", check.output_tail)
+            ui.warn(
+                f"`{check.command}`: {len(broken)} test file(s) fail to import on the base commit "
+                f"({', '.join(broken[:3])}{': ' + missing.group(0) if missing else ''}): they count as failing "
+                "until they pass; if it is the environment that lacks a module, add it in `setup:`"
+            )
         if not check.passed and check.tests is None:
             ui.warn(
                 f"`{check.command}` fails on the base commit and gives no per-test results: laps cannot "

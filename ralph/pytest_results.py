@@ -61,8 +61,9 @@ class TestResults(BaseModel):
 
 
 def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
-    """The variables that make pytest load ralph's plugin and report to `report`, keeping the
-    user's own PYTEST_ADDOPTS and PYTHONPATH."""
+    """The variables that make pytest load ralph's plugin and report to `report`, and run every
+    module that imports when another does not (pytest would otherwise run no test at all, and
+    judge nothing), keeping the user's own PYTEST_ADDOPTS and PYTHONPATH."""
 
     def joined(name: str, ours: str, separator: str) -> str:
         return f"{ours}{separator}{env[name]}" if env.get(name) else ours
@@ -70,7 +71,8 @@ def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
     return dict(
         env,
         RALPH_PYTEST_REPORT=str(report),
-        PYTEST_ADDOPTS=joined("PYTEST_ADDOPTS", f"-p {PLUGIN}", " "),
+        # A module that fails to import must not stop the rest from running: each is judged.
+        PYTEST_ADDOPTS=joined("PYTEST_ADDOPTS", f"-p {PLUGIN} --continue-on-collection-errors", " "),
         PYTHONPATH=joined("PYTHONPATH", str(PLUGIN_DIR), os.pathsep),
     )
 

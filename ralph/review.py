@@ -216,6 +216,8 @@ def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None)
     limits = state.record.config.limits
     last = state.last_record()
     done = state.is_done
+    # The green tip's TODO, not the last lap's: a red lap's ticks are not the run's.
+    on_line = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
     summary = {
         "run": state.name,
         "base": state.record.base,
@@ -227,7 +229,7 @@ def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None)
         "stagnation": limits.stagnation,
         "errors_in_a_row": state.errors_in_a_row(),
         "done": done,
-        "todo": last.todo.model_dump() if last else None,
+        "todo": on_line.model_dump() if last else None,
         "still_failing": state.still_failing(),
         "flaky": state.flaky_checks(),
         "tokens": state.tokens_used(),
@@ -249,7 +251,7 @@ def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None)
     ui.say(f"  laps        {state.counted_laps()} of max {summary['max_laps']}{also}")
     ui.say(f"  stagnation  {summary['without_progress']} of {summary['stagnation']} laps without progress")
     if last:
-        ui.say(f"  TODO        {last.todo.done} done, {last.todo.open} open (after lap {last.lap})")
+        ui.say(f"  TODO        {on_line.done} done, {on_line.open} open (on the green line)")
     for line in [] if done else what_is_left(top, state):
         ui.say(f"  left        {ui.safe(line)}")
     by_slot, under_way = _laps_by_slot(state), claims.under_way(top, state.name)

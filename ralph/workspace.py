@@ -286,12 +286,15 @@ class Workspace:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
         self._index_as_checked_out()
-        # A .gitignore the lap left untracked may ignore itself and what it sits beside (a
-        # conftest.py): such files would be in no commit yet survive for the checks.
-        # (Those setup made, a venv's own, stay.)
-        self._git_usable("clean", "-ffdxq", *_excluded(self.kept), "--", ":(glob)**/.gitignore")
-        kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
-        staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
+        # The lap's files are staged by the ignore rules of the commit it started from, then by
+        # its own: a rule it wrote (a new .gitignore, a line added to one) cannot keep a file it
+        # made out of the commit while the checks still find it in the tree, and one it took
+        # out lets in what it no longer ignores.
+        lap_rules = self._ignore_rules_apart(parent)
+        staged = self._add_all(timeout)
+        if staged.ok and lap_rules:
+            self._put_back(lap_rules)
+            staged = self._add_all(timeout)
         crashpoint.reached("add")
         refusal = None
         if not staged.ok or _UNLISTABLE in staged.stderr:  # (git skips a folder it cannot list)
@@ -299,15 +302,50 @@ class Workspace:
             self.git("read-tree", parent)
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
 
-    def _unignored(self, paths: tuple[str, ...]) -> list[str]:
-        """Those of `paths` that the tree's ignore rules (as the lap left them) do not ignore: an
-        ignored one named in `git add` fails it, an unignored one not excluded would be staged."""
+    def _add_all(self, timeout: float) -> proc.Completed:
+        kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
+        return self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
+
+    def _ignore_rules_apart(self, parent: str) -> dict[str, bytes | None]:
+        """Put the `.gitignore` files back as `parent` has them; return the lap's own (bytes, or
+        None where it deleted one). A folder that ignores itself (its own new .gitignore says
+        `*`: pytest's, mypy's, ruff's caches, a venv the lap made) is a tool's cache: what it
+        holds that `parent`'s rules do not ignore is deleted, never committed."""
+        new = self._untracked_listed("--", ":(glob)**/.gitignore")
+        changed = self.git("diff", "--name-only", "-z", "--", ":(glob)**/.gitignore").output.split("\0")
+        paths = [path for path in [*new, *changed] if path and not os.path.islink(self.tree / path)]
+        hidden = set(self._ignored(new))  # a .gitignore that its own rules ignore
+        rules = {path: _bytes_or_none(self.tree / path) for path in paths if path not in hidden}
+        for path in new:
+            remove_path(self.tree / path)
+        if changed != [""]:
+            self.git("checkout", "-f", "--", *[path for path in changed if path])
+        caches = [str(Path(path).parent) for path in hidden if Path(path).parent != Path(".")]
+        if caches:
+            self._git_usable("clean", "-ffdq", *_excluded(self.kept), "--", *caches)
+        return rules
+
+    def _put_back(self, rules: dict[str, bytes | None]) -> None:
+        for path, data in rules.items():
+            target = self.tree / path
+            remove_path(target)
+            if data is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+
+    def _ignored(self, paths: list[str]) -> list[str]:
+        """Those of `paths` the tree's ignore rules, as they are now, ignore."""
         if not paths:
             return []
         done = self.git("check-ignore", "-z", "--stdin", input="".join(f"{path}\0" for path in paths), check=False)
         if done.exit_code not in (0, 1):
             raise git.GitFailed(["check-ignore"], done)
-        ignored = set(done.output.split("\0"))
+        return [path for path in done.output.split("\0") if path]
+
+    def _unignored(self, paths: tuple[str, ...]) -> list[str]:
+        """Those of `paths` that the tree's ignore rules do not ignore: an ignored one named in
+        `git add` fails it, an unignored one not excluded would be staged."""
+        ignored = set(self._ignored(list(paths)))
         return [path for path in paths if path not in ignored]
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
@@ -503,6 +541,13 @@ class Workspace:
 def _patterns(paths: tuple[str, ...]) -> list[str]:
     """Exclude patterns for exactly these paths: anchored, every pattern character escaped."""
     return ["/" + "".join("\\" + char if char in "*?[]\\!# " else char for char in path) for path in paths]
+
+
+def _bytes_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except OSError:
+        return None
 
 
 def _excluded(paths: tuple[str, ...]) -> list[str]:

@@ -128,15 +128,27 @@ def test_a_check_that_cannot_run_on_the_base_commit_stops_the_run_before_lap_1(
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""  # nothing recorded as green
 
 
-def test_a_module_that_fails_to_import_is_a_red_start_not_a_check_that_could_not_run(tmp_path: Path):
-    # The job: tests for code that does not exist yet. pytest ran and reported the module.
+def test_a_module_that_fails_to_import_is_a_red_start_and_the_rest_is_still_judged(tmp_path: Path):
+    # The job: tests for code that does not exist yet. pytest ran and reported the module, and
+    # ran the other modules too (it would stop at collection and run nothing): the lap that
+    # breaks `add` is red for it.
     repo = repo_with(
-        tmp_path, [PYTEST], {"tests/test_new.py": "from newmod import f\n\ndef test_f():\n    assert f()\n"}
+        tmp_path,
+        [PYTEST],
+        {"tests/test_new.py": "from newmod import f\n\ndef test_f():\n    assert f()\n"},
+        script="c = pathlib.Path('calc.py'); c.write_text(c.read_text().replace('a + b', '0'))\n" + TICK,
     )
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 3, result.stderr  # max_laps: the run ran
     baseline = json.loads(git(repo, "cat-file", "blob", "refs/ralph/r/run"))["baseline"][0]
     assert baseline["could_not_run"] == "" and "tests/test_new.py::<collection>" in baseline["tests"]["failing_ids"]
+    assert baseline["tests"]["passed_ids"] == ["tests/test_calc.py::test_add"]
+    assert (
+        "1 test file(s) fail to import on the base commit (tests/test_new.py: No module named 'newmod')"
+        in result.stderr
+    )
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "red" and "tests that passed now fail: tests/test_calc.py::test_add" in lap["reason"]
 
 
 def test_a_lap_that_breaks_how_its_check_runs_is_red_and_the_next_lap_is_told(tmp_path: Path):
@@ -158,6 +170,8 @@ def test_a_lap_that_breaks_how_its_check_runs_is_red_and_the_next_lap_is_told(tm
     assert laps[0]["done"] is False
     assert git(repo, "rev-parse", "ralph/r") == git(repo, "rev-parse", "refs/ralph/r/base")
     assert "check could not run: `sh ./run-tests.sh`" in (repo / ".git/ralph/r/lap-2/prompt.md").read_text()
+    # Its ticks are not the run's: status counts the TODO on the green line.
+    assert "TODO        0 done, 1 open (on the green line)" in ralph(repo, "status").stdout
 
 
 def test_a_check_red_at_the_base_without_per_test_results_is_named_and_what_is_left_is_said(tmp_path: Path):

@@ -532,27 +532,28 @@ todo.write_text(todo.read_text().replace("- [ ] Make test_b pass", "- [x] Make t
 """
 
 
-@needs_node
-def test_a_run_holds_junit_tests_to_the_ratchet(tmp_path: Path):
+def node_job(tmp_path: Path, agent_source: str, files: dict[str, str], tests: str) -> Path:
+    """A repository whose check runs node's test runner on `tests`, its JUnit report declared."""
     agent = tmp_path / "agent.py"
-    agent.write_text(AGENT)
-    command = "mkdir -p reports && " + " ".join(NODE[:4]) + " test/lib.test.js"
+    agent.write_text(agent_source)
     config = {
         "goal": "Make every test pass",
         "agent": {"kind": "command", "command": f"{sys.executable} {agent}"},
-        "checks": [{"run": command, "junit": "reports/*.xml"}],
+        "checks": [{"run": "mkdir -p reports && " + " ".join(NODE[:4]) + f" {tests}", "junit": "reports/*.xml"}],
         "limits": {"max_laps": 2},
     }
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "lib.js": LIB.format(a=1, b=0),
-            "test/lib.test.js": LIB_TESTS,
-            ".gitignore": "reports/\n",
-            "TODO.md": "# TODO\n- [ ] Make test_b pass\n",
-            "ralph.yaml": json.dumps(config),
-        },
-    )
+    files = {**files, ".gitignore": "reports/\n", "ralph.yaml": json.dumps(config)}
+    return make_repo(tmp_path / "repo", files)
+
+
+@needs_node
+def test_a_run_holds_junit_tests_to_the_ratchet(tmp_path: Path):
+    files = {
+        "lib.js": LIB.format(a=1, b=0),
+        "test/lib.test.js": LIB_TESTS,
+        "TODO.md": "# TODO\n- [ ] Make test_b pass\n",
+    }
+    repo = node_job(tmp_path, AGENT, files, "test/lib.test.js")
 
     result = ralph(repo, "run", "--name", "t")
 
@@ -565,35 +566,23 @@ def test_a_run_holds_junit_tests_to_the_ratchet(tmp_path: Path):
 @needs_node
 def test_a_test_file_that_could_not_load_at_the_start_may_vanish_once_it_loads_and_passes(tmp_path: Path):
     # The job starts with tests for a module not written yet: node reports the file as one
-    # failing testcase named by its path. The lap writes the module; that id goes, its tests pass.
-    # Lap 1 writes a module that exits as it loads: node then reports the file as one passing
-    # testcase, none of its tests having run. Lap 2 writes it for real.
-    agent = tmp_path / "agent.py"
-    agent.write_text(
+    # failing testcase named by its path. Lap 1 writes a module that exits as it loads: node then
+    # reports the file as one passing testcase, none of its tests having run. Lap 2 writes it
+    # for real: that id goes, its tests pass.
+    agent = (
         "import os, pathlib\nlap = os.environ['RALPH_LAP']\n"
         "pathlib.Path('more.js').write_text('process.exit(0);\\n' if lap == '1' else 'exports.c = () => 1;\\n')\n"
         "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n"
     )
-    command = "mkdir -p reports && " + " ".join(NODE[:4]) + " test/"
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": f"{sys.executable} {agent}"},
-        "checks": [{"run": command, "junit": "reports/*.xml"}],
-        "limits": {"max_laps": 2},
-    }
     more_tests = "const { test } = require('node:test');\nconst assert = require('node:assert');\n"
     more_tests += "const more = require('../more.js');\ntest('test_c', () => { assert.strictEqual(more.c(), 1); });\n"
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "lib.js": LIB.format(a=1, b=1),
-            "test/lib.test.js": LIB_TESTS,
-            "test/more.test.js": more_tests,
-            ".gitignore": "reports/\n",
-            "TODO.md": "- [ ] Write more.js\n",
-            "ralph.yaml": json.dumps(config),
-        },
-    )
+    files = {
+        "lib.js": LIB.format(a=1, b=1),
+        "test/lib.test.js": LIB_TESTS,
+        "test/more.test.js": more_tests,
+        "TODO.md": "- [ ] Write more.js\n",
+    }
+    repo = node_job(tmp_path, agent, files, "test/")
     result = ralph(repo, "run", "--name", "t")
     baseline = json.loads(git(repo, "cat-file", "blob", "refs/ralph/t/run"))["baseline"][0]
     assert baseline["could_not_run"] == "" and any(

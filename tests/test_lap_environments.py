@@ -325,6 +325,7 @@ def test_init_asks_uv_for_a_test_group_that_is_not_dev(tmp_path: Path):
         ({"scripts": {"test": "vitest"}}, "reports/junit.xml"),
         ({"scripts": {"test": "jest"}, "devDependencies": {"jest-junit": "^16"}}, "reports/junit.xml"),
         ({"scripts": {"test": "jest"}}, None),  # no reporter installed: the exit code alone
+        ({"scripts": {"test": "node --test && tsd"}}, None),  # commander.js: the runner alone would drop tsd
     ],
 )
 def test_init_writes_the_junit_report_for_the_node_runners_it_recognises(tmp_path: Path, package, junit):
@@ -583,3 +584,47 @@ def test_folders_nested_deeper_than_python_recurses_do_not_crash_the_run(tmp_pat
     assert result.returncode == 0 and "internal error" not in result.stderr, result.stdout + result.stderr
     assert lap_notes(repo, "deep")[0]["removed_before_checks"] == [".venv"]
     assert ralph_workspaces(repo) == []
+
+
+# Lap 1 writes ignore rules of its own: a new docs/.gitignore, and a line in the root one that
+# would hide the module its code imports. Lap 2 finds pytest's cache, which ignores itself.
+IGNORING_AGENT = r"""
+import os, pathlib
+todo = pathlib.Path("TODO.md")
+if os.environ["RALPH_LAP"] == "1":
+    pathlib.Path("docs").mkdir()
+    pathlib.Path("docs/.gitignore").write_text("_build/\n")
+    pathlib.Path(".gitignore").write_text(pathlib.Path(".gitignore").read_text() + "helper.py\n")
+    pathlib.Path("helper.py").write_text("def double(x):\n    return 2 * x\n")
+    pathlib.Path("app.py").write_text("from helper import double\n")
+    todo.write_text(todo.read_text().replace("- [ ] a", "- [x] a"))
+else:
+    pathlib.Path("notes.txt").write_text("b\n")
+    todo.write_text(todo.read_text().replace("- [ ] b", "- [x] b"))
+"""
+
+
+def test_the_laps_own_ignore_rules_neither_hide_its_files_nor_let_tool_caches_in(tmp_path: Path):
+    agent = agent_command(tmp_path, IGNORING_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] a\n- [ ] b\n",
+            ".gitignore": "*.log\n",
+            "tests/test_app.py": "def test_app():\n    import app\n    assert app.double(2) == 4\n",
+            "app.py": "raise SystemExit('not yet')\n",
+            # pytest's cache on: it makes .pytest_cache/ with a .gitignore of its own saying `*`
+            "ralph.yaml": config(agent, [f"{PY} -m pytest -q"], limits={"max_laps": 2}),
+        },
+    )
+    result = ralph(repo, "run", "--name", "ign")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = lap_notes(repo, "ign")
+    assert first["status"] == second["status"] == "green"
+    tree = git(repo, "ls-tree", "-r", "--name-only", "ralph/ign").split("\n")
+    # The module its code imports is in the commit the checks judged, and so are its rules.
+    assert "helper.py" in tree and "docs/.gitignore" in tree
+    assert git(repo, "show", "ralph/ign:.gitignore") == "*.log\nhelper.py"
+    for lap in (first, second):
+        files = git(repo, "show", "--name-only", "--format=", lap["commit"]).split("\n")
+        assert not [path for path in files if path.startswith(".pytest_cache")], files

@@ -638,8 +638,10 @@ def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_ch
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
-    # What the checks saw is in the commit: the marker, not the .gitignore that hid it.
-    assert lap["status"] == "green" and git(repo, "ls-tree", "--name-only", "-r", lap["commit"], "sub") == "sub/marker"
+    # A folder that ignores itself is a tool's cache: what it held is in no commit, and so the
+    # checks do not see it either (the check needs the marker now: red).
+    assert lap["status"] == "red" and "check regressed" in lap["reason"], lap["reason"]
+    assert git(repo, "ls-tree", "--name-only", "-r", lap["commit"], "sub") == ""
 
 
 def test_ralph_run_re_executes_the_installed_ralph_not_a_folder_named_ralph_in_the_repository(tmp_path: Path):
