@@ -116,9 +116,8 @@ def _run_one(
     tests, unreadable = pytest_results.read(report), None
     if spec.junit and tests is None:  # pytest's own report, where pytest ran, says more
         tests, unreadable = _junit_results(spec.junit, worktree)
+    _refuse_outside_causes(spec.run, done, worktree, jail)
     why = None if done.timed_out else could_not_run.reason(spec.run, done.exit_code, done.output, tests, unreadable)
-    if why:
-        _refuse_outside_causes(spec.run, done, worktree, jail)
     return CheckResult(
         command=spec.run,
         exit_code=done.exit_code,
@@ -145,6 +144,8 @@ def _refuse_outside_causes(command: str, done: proc.Completed, worktree: Path, j
     """A check that could not run for a cause outside the lap stops the run: the sandbox could
     not start (bubblewrap's own error, and it cannot start `true` either, so a lap that prints
     bubblewrap's words cannot fake it), or the disk is full."""
+    if done.ok:
+        return
     first = next((line.strip() for line in done.output.splitlines() if line.strip()), "")
     if jail is not None and first.startswith("bwrap: ") and not proc.run("true", worktree, jail=jail, timeout=60).ok:
         raise RalphError(

@@ -90,11 +90,13 @@ class Jail:
 
 def _tops(private: Path, paths: tuple[Path, ...]) -> list[str]:
     """What to bind back of `private` for `paths`: in /tmp the top folder holding each, elsewhere
-    each path itself (a folder on PATH under /run/user must not bring back the user's D-Bus)."""
-    inside = [path for path in paths if private in path.parents]
+    each path itself (a folder on PATH under /run/user must not bring back the user's D-Bus),
+    but none inside another: bound with it already (binding a venv's `bin/python3`, a link,
+    again inside the venv's folder makes bubblewrap fail)."""
+    inside = {path for path in paths if private in path.parents}
     if private == Path("/tmp"):
-        inside = [private / path.relative_to(private).parts[0] for path in inside]
-    return sorted({str(path) for path in inside})
+        inside = {private / path.relative_to(private).parts[0] for path in inside}
+    return sorted(str(path) for path in inside if not any(other in path.parents for other in inside))
 
 
 def _dns_config() -> Path:

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -721,3 +722,21 @@ def test_adding_a_submodule_needs_an_item_that_names_gitmodules(tmp_path: Path, 
     assert lap["status"] == status, lap["reason"]
     if status == "red":
         assert "protected files changed: .gitmodules (added)" in lap["reason"]
+
+
+@needs_bwrap
+def test_a_venv_under_var_tmp_named_by_the_checks_is_there_in_the_sandbox(tmp_path: Path):
+    # A clone under /var/tmp (private in the sandbox, so what the checks name is bound back):
+    # the venv's folder and its bin/python3, a link inside it, both named. Binding the link again
+    # inside the bound folder made bubblewrap fail, and every check with it.
+    venv = Path(tempfile.mkdtemp(dir="/var/tmp")) / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        check = f"{venv}/bin/python3 -c 'print(1)' && test -d {venv}"
+        config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"}}
+        config |= {"checks": [check], "sandbox": "required"}
+        repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+        result = ralph(repo, "run", "--name", "r")
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        shutil.rmtree(venv.parent, ignore_errors=True)
