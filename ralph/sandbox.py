@@ -106,7 +106,8 @@ def _dns_config() -> Path:
 
 def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:
     """What a sandboxed command needs to see: the given paths, the absolute paths its commands
-    name, the folders on PATH, Python's prefixes and HOME."""
+    name, the folders on PATH, Python's prefixes, ralph's own package (its pytest plugin, which
+    every check loads, lies there: outside the venv when ralph is installed editable) and HOME."""
     named = [Path(word) for command in commands for word in words(command) if word.startswith("/")]
     found = [
         *paths,
@@ -114,6 +115,7 @@ def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Pa
         *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
         Path(sys.prefix),
         Path(sys.base_prefix),
+        Path(__file__).parent,
         Path.home(),
     ]
     return tuple(dict.fromkeys(Path(os.path.abspath(path)) for path in found if path.is_absolute()))
