@@ -5,8 +5,9 @@ script that no longer runs the tests), so they are protected like test configura
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import PurePosixPath
+
+from ralph.sandbox import words
 
 _MAKE = ["Makefile", "makefile", "GNUmakefile", "*.mk"]
 _NODE = [
@@ -59,7 +60,7 @@ def patterns(commands: list[str]) -> list[str]:
     found: list[str] = []
     for command in commands:
         for segment in re.split(r"&&|\|\||[;|&\n]", command):
-            found += _of_segment(_words(segment))
+            found += _of_segment(words(segment))
     return list(dict.fromkeys(found))
 
 
@@ -82,13 +83,6 @@ def _of_segment(words: list[str]) -> list[str]:
         if script and _SCRIPT.search(script) and _in_tree(script):
             found.append(_anchored(script))
     return found
-
-
-def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment)
-    except ValueError:  # an unbalanced quote: the words as they stand
-        return segment.split()
 
 
 def _in_tree(word: str) -> bool:

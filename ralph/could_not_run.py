@@ -14,9 +14,9 @@ like a failing test."""
 from __future__ import annotations
 
 import re
-import shlex
 
 from ralph.pytest_results import PLUGIN, TestResults
+from ralph.sandbox import words
 
 # What shells, make, env, python and npm say, each in its own words, when the program or script
 # a check runs is missing or not executable (exit 127/126 when the shell is the check itself).
@@ -70,16 +70,14 @@ def reason(
         if runs_pytest(command):
             return f"pytest wrote no report (its session did not reach its end): {cause(output)}"
         return None
+    if {"--co", "--collect-only"} & set(words(command)):
+        return None  # a check that only collects: judged by its exit code
     return "pytest collected no tests (or deselected them all)"
 
 
 def runs_pytest(command: str) -> bool:
     """Does the command run pytest by name (`pytest`, `py.test`, `python -m pytest`, a venv's)?"""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    return any(word.rsplit("/", 1)[-1] in ("pytest", "py.test") for word in words)
+    return any(word.rsplit("/", 1)[-1] in ("pytest", "py.test") for word in words(command))
 
 
 def cause(output: str) -> str:

@@ -171,7 +171,7 @@ class RunContext:
         if missing_extra and "missing extra" not in self.warned:  # pip only warns: the tests' tools may be missing
             self.warned.add("missing extra")
             ui.warn(
-                f"setup: {ui.one_line(missing_extra.strip(), 200)} — name an extra or dependency group the project "
+                f"setup: {ui.one_line(missing_extra, 200)} — name an extra or dependency group the project "
                 "has (README: Lap environments)"
             )
 

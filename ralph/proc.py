@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ralph.sandbox import Jail
 
 OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
+MARKED_GRACE = 2.0  # seconds an orphan of a killed run has, after TERM, to end itself before KILL
 KILL_GRACE = 2.0  # seconds between TERM and KILL
 DRAIN_GRACE = 1.0  # seconds to keep reading after the command exited (grandchildren)
 TOKEN_VAR = "RALPH_PROC_TOKEN"
@@ -439,13 +440,26 @@ def kill_marked(name: str, value: str) -> int:
     that left the process group are found) and a per-run mark (so processes orphaned
     by a `kill -9` of ralph are found when the run resumes).
     """
-    pids = _pids_with(f"{name}={value}".encode())
+    needle = f"{name}={value}".encode()
+    pids = _pids_with(needle)
+    found = len(pids)
+    # TERM first, KILL what is left: a git ended by TERM removes its lock files (packed-refs.lock
+    # left by a KILL mid-update stops every later ref deletion until a person removes it).
+    _signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + MARKED_GRACE
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pids = [pid for pid in _pids_with(needle) if pid in pids]
+    _signal_all(pids, signal.SIGKILL)
+    return found
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-    return len(pids)
 
 
 def _pids_with(needle: bytes) -> list[int]:

@@ -286,15 +286,10 @@ class Workspace:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
         self._index_as_checked_out()
-        # The lap's files are staged by the ignore rules of the commit it started from, then by
-        # its own: a rule it wrote (a new .gitignore, a line added to one) cannot keep a file it
-        # made out of the commit while the checks still find it in the tree, and one it took
-        # out lets in what it no longer ignores.
-        lap_rules = self._ignore_rules_apart(parent)
-        staged = self._add_all(timeout)
-        if staged.ok and lap_rules:
-            self._put_back(lap_rules)
-            staged = self._add_all(timeout)
+        self._remove_stray_git_folders()
+        self._remove_what_its_own_rules_hide()
+        kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
+        staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
         if not staged.ok or _UNLISTABLE in staged.stderr:  # (git skips a folder it cannot list)
@@ -302,36 +297,66 @@ class Workspace:
             self.git("read-tree", parent)
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
 
-    def _add_all(self, timeout: float) -> proc.Completed:
-        kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
-        return self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
+    def _remove_stray_git_folders(self) -> None:
+        """Delete every folder named `.git` below the top that is no repository: git never lists,
+        stages or cleans what is in one, so a module there would reach the checks in no commit.
+        (A repository made inside the tree is staged as a gitlink, which makes the lap red.)"""
+        top, kept = str(self.tree), {str(self.tree / path) for path in self.kept}
+        for folder, folders, _ in walk(self.tree):
+            if folder != top and ".git" in folders:
+                found = Path(folder, ".git")
+                if not all((found / name).exists() for name in ("HEAD", "objects", "refs")):
+                    remove_path(found)
+            folders[:] = [name for name in folders if name != ".git" and os.path.join(folder, name) not in kept]
 
-    def _ignore_rules_apart(self, parent: str) -> dict[str, bytes | None]:
-        """Put the `.gitignore` files back as `parent` has them; return the lap's own (bytes, or
-        None where it deleted one). A folder that ignores itself (its own new .gitignore says
-        `*`: pytest's, mypy's, ruff's caches, a venv the lap made) is a tool's cache: what it
-        holds that `parent`'s rules do not ignore is deleted, never committed."""
-        new = self._untracked_listed("--", ":(glob)**/.gitignore")
-        changed = self.git("diff", "--name-only", "-z", "--", ":(glob)**/.gitignore").output.split("\0")
-        paths = [path for path in [*new, *changed] if path and not os.path.islink(self.tree / path)]
-        hidden = set(self._ignored(new))  # a .gitignore that its own rules ignore
-        rules = {path: _bytes_or_none(self.tree / path) for path in paths if path not in hidden}
-        for path in new:
-            remove_path(self.tree / path)
-        if changed != [""]:
-            self.git("checkout", "-f", "--", *[path for path in changed if path])
-        caches = [str(Path(path).parent) for path in hidden if Path(path).parent != Path(".")]
-        if caches:
-            self._git_usable("clean", "-ffdq", *_excluded(self.kept), "--", *caches)
-        return rules
+    def _remove_what_its_own_rules_hide(self) -> None:
+        """Delete what the lap's own ignore rules (a new .gitignore, a line added to one) hide and
+        the checked-out commit's do not: a module its code imports, a venv or a build it made, a
+        tool's cache that ignores itself (pytest's, mypy's). Such files would be in no commit, yet
+        the checks would find them in the tree; the rules themselves are committed."""
+        rules = self._lap_rules()
+        if not rules:
+            return
+        seen_by_lap = set(self._untracked_listed("--exclude-standard"))
+        aside = self.root / "rules-aside"
+        remove_path(aside)
+        aside.mkdir()
+        for number, path in enumerate(rules):
+            if os.path.lexists(self.tree / path):
+                os.rename(self.tree / path, aside / str(number))
+        tracked = [path for path in rules if self.git("ls-files", "--", f":(literal){path}").output]
+        try:
+            if tracked:
+                self.git("--literal-pathspecs", "checkout", "-f", "--", *tracked)
+            seen_by_commit = set(self._untracked_listed("--exclude-standard"))
+        finally:
+            for number, path in enumerate(rules):
+                remove_path(self.tree / path)
+                if os.path.lexists(aside / str(number)):
+                    os.rename(aside / str(number), self.tree / path)
+            remove_path(aside)
+        for path in sorted(seen_by_commit - seen_by_lap):
+            if not _under(path, self.kept):
+                remove_path(self.tree / path)
 
-    def _put_back(self, rules: dict[str, bytes | None]) -> None:
-        for path, data in rules.items():
-            target = self.tree / path
-            remove_path(target)
-            if data is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+    def _lap_rules(self) -> list[str]:
+        """The `.gitignore` files the lap added, changed or deleted: plain files (or gone) in plain
+        folders, none of setup's (a venv's own)."""
+        added = self._untracked_listed("--", ":(glob)**/.gitignore")
+        listing = self.git("-c", "core.quotePath=true", "diff", "--name-only", "--", ":(glob)**/.gitignore").output
+        changed = [_unquoted(line) for line in listing.splitlines() if line]
+        return [path for path in dict.fromkeys([*added, *changed]) if not _under(path, self.kept) and self._plain(path)]
+
+    def _plain(self, path: str) -> bool:
+        """A regular file, or nothing, under folders none of which is a link (a lap's link to a
+        folder elsewhere: ralph, unsandboxed, must not move files there)."""
+        folder = self.tree
+        for part in Path(path).parts[:-1]:
+            folder = folder / part
+            if not folder.is_dir() or folder.is_symlink():
+                return False
+        target = self.tree / path
+        return not os.path.lexists(target) or (target.is_file() and not target.is_symlink())
 
     def _ignored(self, paths: list[str]) -> list[str]:
         """Those of `paths` the tree's ignore rules, as they are now, ignore."""
@@ -541,13 +566,6 @@ class Workspace:
 def _patterns(paths: tuple[str, ...]) -> list[str]:
     """Exclude patterns for exactly these paths: anchored, every pattern character escaped."""
     return ["/" + "".join("\\" + char if char in "*?[]\\!# " else char for char in path) for path in paths]
-
-
-def _bytes_or_none(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
-        return None
 
 
 def _excluded(paths: tuple[str, ...]) -> list[str]:

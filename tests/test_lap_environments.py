@@ -525,7 +525,8 @@ def test_setup_that_rewrites_a_tracked_file_is_undone_for_laps_and_checks(tmp_pa
 
 
 # Lap 1 hides a module behind a rule of its own while setup runs again before its checks (a setup
-# input changed); lap 2 lifts the rule and imports it: no commit holds the module.
+# input changed); lap 2 lifts the rule and imports it: no commit holds the module, so no later
+# lap's tree does either.
 UNIGNORING_AGENT = r"""
 import os, pathlib
 todo = pathlib.Path("TODO.md")
@@ -559,9 +560,9 @@ def test_a_laps_ignored_file_never_counts_as_setups(tmp_path: Path):
     )
     result = ralph(repo, "run", "--name", "u")
     notes = lap_notes(repo, "u")
-    # Lap 2's helper.py is its own: committed (so the check judges what the commit holds).
-    assert "helper.py" in git(repo, "ls-tree", "-r", "--name-only", "refs/ralph/u/laps/2").split()
-    assert notes[1]["checks"][0]["exit_code"] == 0, result.stdout + result.stderr
+    # Lap 1's hidden helper.py was deleted, not kept as an ignored file: lap 2's import of it fails.
+    assert "helper.py" not in git(repo, "ls-tree", "-r", "--name-only", "refs/ralph/u/laps/2").split()
+    assert notes[1]["checks"][0]["exit_code"] == 1, result.stdout + result.stderr
 
 
 def test_folders_nested_deeper_than_python_recurses_do_not_crash_the_run(tmp_path: Path):
@@ -586,25 +587,28 @@ def test_folders_nested_deeper_than_python_recurses_do_not_crash_the_run(tmp_pat
     assert ralph_workspaces(repo) == []
 
 
-# Lap 1 writes ignore rules of its own: a new docs/.gitignore, and a line in the root one that
-# would hide the module its code imports. Lap 2 finds pytest's cache, which ignores itself.
+# Lap 1 writes ignore rules of its own: a new docs/.gitignore, and lines in the root one that
+# hide the module its code imports and the build it made. Lap 2 writes the code where the
+# commit holds it, and finds pytest's cache, which ignores itself, left by lap 1's checks.
 IGNORING_AGENT = r"""
 import os, pathlib
 todo = pathlib.Path("TODO.md")
 if os.environ["RALPH_LAP"] == "1":
     pathlib.Path("docs").mkdir()
     pathlib.Path("docs/.gitignore").write_text("_build/\n")
-    pathlib.Path(".gitignore").write_text(pathlib.Path(".gitignore").read_text() + "helper.py\n")
+    pathlib.Path(".gitignore").write_text(pathlib.Path(".gitignore").read_text() + "helper.py\ndist/\n")
     pathlib.Path("helper.py").write_text("def double(x):\n    return 2 * x\n")
+    pathlib.Path("dist").mkdir()
+    pathlib.Path("dist/bundle.js").write_text("built\n")
     pathlib.Path("app.py").write_text("from helper import double\n")
     todo.write_text(todo.read_text().replace("- [ ] a", "- [x] a"))
 else:
-    pathlib.Path("notes.txt").write_text("b\n")
+    pathlib.Path("app.py").write_text("def double(x):\n    return 2 * x\n")
     todo.write_text(todo.read_text().replace("- [ ] b", "- [x] b"))
 """
 
 
-def test_the_laps_own_ignore_rules_neither_hide_its_files_nor_let_tool_caches_in(tmp_path: Path):
+def test_what_the_laps_own_ignore_rules_hide_is_in_no_commit_and_not_judged(tmp_path: Path):
     agent = agent_command(tmp_path, IGNORING_AGENT)
     repo = make_repo(
         tmp_path / "repo",
@@ -620,11 +624,42 @@ def test_the_laps_own_ignore_rules_neither_hide_its_files_nor_let_tool_caches_in
     result = ralph(repo, "run", "--name", "ign")
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = lap_notes(repo, "ign")
-    assert first["status"] == second["status"] == "green"
-    tree = git(repo, "ls-tree", "-r", "--name-only", "ralph/ign").split("\n")
-    # The module its code imports is in the commit the checks judged, and so are its rules.
-    assert "helper.py" in tree and "docs/.gitignore" in tree
-    assert git(repo, "show", "ralph/ign:.gitignore") == "*.log\nhelper.py"
+    # Lap 1's module is in no commit, so the checks did not find it either: its test still fails.
+    assert first["status"] == "green" and first["done"] is False
+    assert "tests/test_app.py::test_app" in first["checks"][0]["tests"]["failing_ids"]
+    lap_one = git(repo, "ls-tree", "-r", "--name-only", first["commit"]).split("\n")
+    assert "helper.py" not in lap_one and "dist/bundle.js" not in lap_one
+    assert "docs/.gitignore" in lap_one  # its rules are committed
+    assert git(repo, "show", f"{first['commit']}:.gitignore") == "*.log\nhelper.py\ndist/"
+    assert second["status"] == "green" and second["done"] is True
     for lap in (first, second):
         files = git(repo, "show", "--name-only", "--format=", lap["commit"]).split("\n")
         assert not [path for path in files if path.startswith(".pytest_cache")], files
+
+
+# An honest lap's rules: a folder that ignores all but its modules, and a rule taken out so a
+# log fixture can be committed.
+ALLOWING_AGENT = r"""
+import pathlib
+pathlib.Path("plugins").mkdir()
+pathlib.Path("plugins/.gitignore").write_text("*\n!*.py\n")
+pathlib.Path("plugins/extra.py").write_text("VALUE = 42\n")
+pathlib.Path("plugins/scratch.tmp").write_text("x\n")
+pathlib.Path(".gitignore").write_text("")
+pathlib.Path("fixture.log").write_text("a fixture\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+def test_an_honest_laps_own_ignore_rules_keep_what_they_let_in(tmp_path: Path):
+    agent = agent_command(tmp_path, ALLOWING_AGENT)
+    check = f"{PY} -c 'import plugins.extra'"
+    repo = make_repo(
+        tmp_path / "repo",
+        {"TODO.md": "- [ ] a\n", ".gitignore": "*.log\n", "ralph.yaml": config(agent, [check], limits={"max_laps": 1})},
+    )
+    result = ralph(repo, "run", "--name", "allow")
+    assert result.returncode == 0, result.stdout + result.stderr
+    tree = git(repo, "ls-tree", "-r", "--name-only", "ralph/allow").split("\n")
+    assert "plugins/extra.py" in tree and "fixture.log" in tree and "plugins/scratch.tmp" not in tree

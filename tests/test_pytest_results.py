@@ -66,3 +66,13 @@ def test_tests_the_session_never_reached_have_no_verdict_and_count_as_failing(tm
     results = pytest_results.read(report)
     assert results is not None and results.passed_ids == ["test_calc.py::test_exists"]
     assert "test_calc.py::test_neg" in results.failing_ids  # never reached
+
+
+def test_a_collect_only_session_runs_no_test_and_fails_none(tmp_path: Path):
+    write_files(tmp_path, {"test_calc.py": "def test_a():\n    pass\n"})
+    report = tmp_path / "report.jsonl"
+    env = pytest_results.check_env({"PATH": "/usr/bin:/bin"}, report)
+    args = [sys.executable, "-m", "pytest", "-q", "--co", "-p", "no:cacheprovider"]
+    assert subprocess.run(args, cwd=tmp_path, env=env, capture_output=True).returncode == 0
+    results = pytest_results.read(report)
+    assert results is not None and results.failing_ids == [] and results.counts.ran == 0

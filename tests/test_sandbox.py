@@ -740,3 +740,20 @@ def test_a_venv_under_var_tmp_named_by_the_checks_is_there_in_the_sandbox(tmp_pa
         assert result.returncode == 0, result.stdout + result.stderr
     finally:
         shutil.rmtree(venv.parent, ignore_errors=True)
+
+
+def test_a_folder_named_git_cannot_hide_a_module_from_the_commit(tmp_path: Path):
+    # git never stages what is in a `.git` folder: a module there would reach the checks in no commit.
+    agent = (
+        "mkdir -p sub/.git && echo 'OK = 1' > sub/.git/helper.py && "
+        "printf 'import sys\\nsys.path.insert(0, \"sub/.git\")\\nimport helper\\n' > app.py && "
+        "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "limits": {"max_laps": 1}}
+    config["checks"] = [f"{sys.executable} -c 'import app'"]
+    repo = make_repo(
+        tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "app.py": "raise SystemExit(1)\n"}
+    )
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["done"] is False and lap["checks"][0]["exit_code"] == 1, lap["reason"]

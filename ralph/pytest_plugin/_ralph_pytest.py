@@ -107,6 +107,8 @@ def pytest_collection_finish(session):
     """Every test the session means to run: one that never reports (the code under test ended
     the session early, with `pytest.exit` or an interrupt) ran no verdict."""
     with _guarded("pytest_collection_finish"):
+        if getattr(session.config.option, "collectonly", False):
+            return  # --collect-only: it means to run none
         for item in session.items:
             _write({"collected": item.nodeid})
 
