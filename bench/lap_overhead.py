@@ -49,10 +49,10 @@ class LapClock:
         self.current: dict | None = None
         run_lap, run_process = ralph.loop.run_lap, proc.run
 
-        def timed_lap(ctx, state, number):
+        def timed_lap(ctx, state, number, *more):  # more: which agent, as the loop passes it
             bare, bare_reset = before_lap(ctx.top)  # the control, just before the lap
             self.current = {"git_n": 0, "git_s": 0.0, "add_s": 0.0}
-            seconds, record = timed(run_lap, ctx, state, number)
+            seconds, record = timed(run_lap, ctx, state, number, *more)
             self.laps.append(dict(self.current, wall=seconds, bare=bare, bare_reset=bare_reset))
             self.current = None
             return record
