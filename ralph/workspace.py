@@ -286,7 +286,7 @@ class Workspace:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
         self._index_as_checked_out()
-        self._remove_stray_git_folders()
+        self._remove_what_git_cannot_see()
         self._remove_what_its_own_rules_hide()
         kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
         staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
@@ -297,16 +297,21 @@ class Workspace:
             self.git("read-tree", parent)
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
 
-    def _remove_stray_git_folders(self) -> None:
+    def _remove_what_git_cannot_see(self) -> None:
         """Delete every folder named `.git` below the top that is no repository: git never lists,
-        stages or cleans what is in one, so a module there would reach the checks in no commit.
-        (A repository made inside the tree is staged as a gitlink, which makes the lap red.)"""
+        stages or cleans what is in one, so a module there would reach the checks in no commit
+        (a repository made inside the tree is staged as a gitlink, which makes the lap red).
+        And any `.gitignore`, `.gitattributes` or `.gitmodules` that is no file (a FIFO): git
+        would wait on it for ever."""
         top, kept = str(self.tree), {str(self.tree / path) for path in self.kept}
-        for folder, folders, _ in walk(self.tree):
+        for folder, folders, files in walk(self.tree):
             if folder != top and ".git" in folders:
                 found = Path(folder, ".git")
                 if not all((found / name).exists() for name in ("HEAD", "objects", "refs")):
                     remove_path(found)
+            for name in _GIT_READS.intersection(files):
+                if not os.path.islink(os.path.join(folder, name)) and not os.path.isfile(os.path.join(folder, name)):
+                    remove_path(Path(folder, name))
             folders[:] = [name for name in folders if name != ".git" and os.path.join(folder, name) not in kept]
 
     def _remove_what_its_own_rules_hide(self) -> None:
@@ -615,6 +620,9 @@ def _input_spec(pattern: str) -> str:
 
 def _shown(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
+
+
+_GIT_READS = frozenset({".gitignore", ".gitattributes", ".gitmodules"})  # files git opens in the work tree
 
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -757,3 +758,15 @@ def test_a_folder_named_git_cannot_hide_a_module_from_the_commit(tmp_path: Path)
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
     assert lap["done"] is False and lap["checks"][0]["exit_code"] == 1, lap["reason"]
+
+
+def test_a_fifo_named_gitignore_does_not_hang_the_commit(tmp_path: Path):
+    # git opens every .gitignore it meets: a FIFO there would block it until check_timeout.
+    agent = "mkdir sub && mkfifo sub/.gitignore && echo work > notes.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"]}
+    config["limits"] = {"max_laps": 1, "check_timeout": 60}
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    started = time.monotonic()
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0 and time.monotonic() - started < 30, result.stdout + result.stderr
+    assert git(repo, "show", "ralph/r:notes.txt") == "work"
