@@ -38,19 +38,18 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
     result = Comparison()
     for check in now:
         before = before_by_command.get(check.command)
-        if check.could_not_run:  # no verdict at all, whatever it was before: never green
-            result.unrun.append(f"check could not run: `{check.command}`: {check.could_not_run}")
+        why = check.could_not_run  # no verdict at all, whatever it was before: never green
+        if not why and before is not None and before.tests and not check.tests and not check.timed_out:
+            # A session that crashed wrote no report: nothing was judged, its passing tests unaccounted for.
+            why = (
+                f"its pytest session wrote no report, as it did on the last green commit "
+                f"({before.tests.counts.passed} passing tests unaccounted for)"
+            )
+        if why:
+            result.unrun.append(f"check could not run: `{check.command}`: {why}")
             result.failing_output = result.failing_output or check.output_tail
             continue
         if before is None:
-            continue
-        if before.tests and not check.tests and not check.timed_out:
-            # A session that crashed wrote no report: nothing was judged, its passing tests unaccounted for.
-            result.unrun.append(
-                f"check could not run: `{check.command}`: its pytest session wrote no report, as it did on "
-                f"the last green commit ({before.tests.counts.passed} passing tests unaccounted for)"
-            )
-            result.failing_output = result.failing_output or check.output_tail
             continue
         count = len(result.problems)
         if before.passed and not check.passed:

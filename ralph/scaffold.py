@@ -125,9 +125,17 @@ def _project(top: Path) -> dict:
         return {}
 
 
+def _table(data: object, *keys: str) -> dict:
+    """`data[key][key]…` where each is a table; {} wherever one is missing or not a table (the
+    file is the user's, and may hold anything)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
 def _test_group(project: dict) -> str | None:
     """The dependency group (PEP 735) that holds the tests' tools, by its usual names."""
-    groups = project.get("dependency-groups") or {}
+    groups = _table(project, "dependency-groups")
     return next((name for name in TEST_NAMES if name in groups), None)
 
 
@@ -136,7 +144,7 @@ def python_setup(top: Path) -> str:
     group or extra where it has one, else pytest (pip only warns about a missing extra, and
     the checks then cannot run)."""
     project = _project(top)
-    extras = (project.get("project") or {}).get("optional-dependencies") or {}
+    extras = _table(project, "project", "optional-dependencies")
     venv = "python -m venv .venv && .venv/bin/pip install -q"
     group = _test_group(project)
     if group:  # pip reads groups from 25.1 on
@@ -158,9 +166,8 @@ def node_check(top: Path) -> str:
         package = json.loads((top / "package.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         package = {}
-    package = package if isinstance(package, dict) else {}
-    script = str((package.get("scripts") or {}).get("test", ""))
-    installed = {**(package.get("dependencies") or {}), **(package.get("devDependencies") or {})}
+    script = str(_table(package, "scripts").get("test", ""))
+    installed = {**_table(package, "dependencies"), **_table(package, "devDependencies")}
     for runner, reporter, command in NODE_RUNNERS:
         if runner in script and (reporter is None or reporter in installed):
             if re.search(r"&&|\|\||[;|&]", script):  # more than the runner: its rest would go unchecked

@@ -310,6 +310,22 @@ def test_init_installs_the_projects_test_dependencies_by_their_group_or_extra(tm
     assert setup.startswith("python -m venv .venv && .venv/bin/pip install -q") and setup.endswith(installs)
 
 
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"pyproject.toml": 'project = "p"\ndependency-groups = ["test"]\n'},
+        {"pyproject.toml": "[project\n"},
+        {"package.json": '{"scripts": ["node --test"], "devDependencies": 3}'},
+        {"package.json": "[1, 2]"},
+    ],
+)
+def test_init_reads_a_manifest_of_any_shape_without_crashing(tmp_path: Path, files):
+    repo = make_repo(tmp_path / "repo", files)
+    result = ralph(repo, "init")
+    assert result.returncode == 0 and "internal error" not in result.stderr, result.stderr
+    assert load_config(repo / "ralph.yaml").check_commands  # a suggestion all the same
+
+
 def test_init_asks_uv_for_a_test_group_that_is_not_dev(tmp_path: Path):
     # itsdangerous's layout: `dev` holds ruff and tox, `tests` holds pytest; uv sync brings dev alone.
     groups = '[dependency-groups]\ndev = ["ruff"]\ntests = ["pytest"]\n'
