@@ -35,6 +35,7 @@ _NO_RUNNER = re.compile(r"No module named '?(pytest|_pytest|py\.test)\b(?![\w.])
 _PYTEST_STOPPED = re.compile(
     r"^(INTERNALERROR>|ERROR: usage:|ERROR: file or directory not found|ImportError while loading conftest)"
 )
+_INTERNAL = re.compile(r"^INTERNALERROR>")
 _PYTEST_SAID = re.compile(
     r"pytest: error: |^ERROR: file or directory not found|^INTERNALERROR> \w*(Error|Exception)\b|^E +\w+"
 )
@@ -51,9 +52,13 @@ def reason(
         return junit_problem
     if tests is not None and tests.plugin_errors:
         return f"ralph's pytest plugin failed: {tests.plugin_errors[0]}"
+    lines = [line.strip() for line in output.splitlines()]
+    if tests is not None and tests.counts.not_run and (exit_code == 3 or any(_INTERNAL.match(line) for line in lines)):
+        # pytest itself broke before it reached them (a lap that broke pluggy breaks pytest too)
+        said = [line for line in lines if _PYTEST_SAID.search(line)]
+        return f"pytest stopped on an internal error: {(said[-1] if said else cause(output))[:200]}"
     if tests is not None and tests.counts.ran:
         return None  # its report shows tests ran: whatever they printed is theirs, not the shell's
-    lines = [line.strip() for line in output.splitlines()]
     missing = _NO_RUNNER.search(output)
     if missing and exit_code != 0:
         return f"the test runner is missing: No module named {missing.group(1)}"

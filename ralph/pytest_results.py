@@ -30,6 +30,7 @@ class TestCounts(BaseModel):
     skipped: int = 0
     xfailed: int = 0
     deselected: int = 0
+    not_run: int = 0  # collected, but the session ended before them: failing, with no verdict of their own
 
     @property
     def ran(self) -> int:
@@ -108,7 +109,7 @@ def read(report: Path) -> TestResults | None:
     results = _fold(outcomes, xfail, collect_errors, len(deselected), setups)
     results.counts.skipped += len(skipped_modules)
     never_ran = sorted(collected - outcomes.keys())  # the session ended before them: no verdict
-    results.counts.errors += len(never_ran)
+    results.counts.not_run = len(never_ran)
     results.failing_ids = sorted({*results.failing_ids, *never_ran})
     return results.model_copy(update={"skipped_modules": sorted(skipped_modules), "plugin_errors": plugin_errors[:5]})
 

@@ -72,6 +72,14 @@ BASELINE_CASES = [
     ),
     pytest.param(
         [PYTEST],
+        # After collection: the tests it collected never ran, and are no red start to beat.
+        {"conftest.py": "def pytest_runtest_protocol(item):\n    raise RuntimeError('broken runner')\n"},
+        [],
+        ["pytest stopped on an internal error", "RuntimeError: broken runner"],
+        id="pytest-internal-error-after-collection",
+    ),
+    pytest.param(
+        [PYTEST],
         {"conftest.py": "import no_such_module\n"},
         [],
         ["pytest stopped before running tests", "No module named 'no_such_module'"],
