@@ -107,7 +107,9 @@ def test_node_runner_ids_and_outcomes(tmp_path: Path):
         f"{first}{test}" for test in ["test::passes", "outer::test::works", "outer::inner::test::works"]
     )
     assert results.failing_ids == sorted(f"{first}{test}" for test in ["test::fails", "outer::inner::test::breaks"])
-    assert results.counts.model_dump() == dict(passed=3, failed=2, errors=0, skipped=2, xfailed=0, deselected=0, not_run=0)
+    assert results.counts.model_dump() == dict(
+        passed=3, failed=2, errors=0, skipped=2, xfailed=0, deselected=0, not_run=0
+    )
 
 
 @needs_node
@@ -320,7 +322,9 @@ def test_ids_fold_as_pytests_do(tmp_path: Path):
     results = junit.read([a, b])
     assert results is not None
     assert (results.passed_ids, results.failing_ids) == (["s::c"], ["s::a", "s::d"])
-    assert results.counts.model_dump() == dict(passed=1, failed=1, errors=1, skipped=1, xfailed=0, deselected=0, not_run=0)
+    assert results.counts.model_dump() == dict(
+        passed=1, failed=1, errors=1, skipped=1, xfailed=0, deselected=0, not_run=0
+    )
 
 
 def test_a_namespace_and_a_byte_order_mark_change_nothing(tmp_path: Path):
