@@ -208,7 +208,14 @@ class SandboxConfig(Section):
         "required: refuse to run without it; off: never.",
     )
     writable: list[str] = Field(
-        default_factory=list, description="More paths laps may write (an agent CLI's config or cache); ~ expanded."
+        default_factory=list,
+        description="More existing paths laps may write, in every phase (agent, setup, hooks, checks), and what "
+        "they write there stays: never one that anything outside the sandbox runs (README: The sandbox); ~ expanded.",
+    )
+    readable: list[str] = Field(
+        default_factory=list,
+        description="Paths under /tmp, /var/tmp or /run that laps may read (the sandbox empties those "
+        "folders): a local hook repository, a tool installed there; ~ expanded.",
     )
     home: str | None = Field(
         None,
@@ -216,6 +223,12 @@ class SandboxConfig(Section):
         "read-only unless it or paths in it are listed in `writable`.",
     )
     network: bool = Field(True, description="false: checks and setup run without network (agents keep it).")
+    sockets: list[str] = Field(
+        default_factory=list,
+        description="Unix sockets laps may connect to (a socket, or a folder whose sockets all are); ~ expanded. "
+        "Every other socket under HOME and the runtime dir, and every one the environment or ssh's config "
+        "names, is out of their reach.",
+    )
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -226,8 +239,14 @@ class SandboxConfig(Section):
     def writable_paths(self) -> list[Path]:
         return [Path(path).expanduser().resolve() for path in self.writable]
 
+    def readable_paths(self) -> list[Path]:
+        return [Path(path).expanduser().resolve() for path in self.readable]
+
     def home_path(self) -> Path | None:
         return Path(self.home).expanduser().resolve() if self.home else None
+
+    def socket_paths(self) -> list[Path]:
+        return [Path(path).expanduser().resolve() for path in self.sockets]
 
 
 class Price(Section):

@@ -19,9 +19,10 @@ from ralph.pytest_results import PLUGIN, TestResults
 from ralph.sandbox import words
 
 # What shells, make, env, python and npm say, each in its own words, when the program or script
-# a check runs is missing or not executable (exit 127/126 when the shell is the check itself).
+# a check runs is missing or not executable (exit 127/126 when the shell is the check itself; a
+# shell script's own name before the line number when it is a script: a git hook).
 _NOT_FOUND = re.compile(
-    r"^(?:/\S+/)?(?:ba|da|z|k)?sh: (?:line )?\d+: .+: (?:command not found|not found|Permission denied)$"
+    r"^\S+: (?:line )?\d+: (?:exec: )?.+: (?:command not found|not found|Permission denied)$"
     r"|^(?:/\S+/)?(?:ba|z)?sh: \S+: (?:command not found|No such file or directory|Permission denied)$"
     r"|^(?:/\S+/)?(?:ba|da)?sh: \d+: cannot open .*: No such file$"
     r"|^make(?:\[\d+\])?: \*\*\* .*Error 12[67]$"

@@ -219,7 +219,11 @@ def _run_in(repo: Path, model: str, base_url: str, limits: DemoLimits) -> Exit:
     git.run(repo, "add", "-A")
     git.run(repo, "commit", "-q", "-m", "ralph demo: the job")
     code = run(RunOptions(cwd=repo, name="demo"))
-    ui.say(f"\nlook around: cd {ui.safe(shlex.quote(str(repo)))} && ralph log && git log --stat ralph/demo")
+    where = f"cd {ui.safe(shlex.quote(str(repo)))} && ralph log"
+    if code != Exit.DONE:
+        ui.say(f"\n[bold]demo: the run did not end done (exit {int(code)})[/]: see why with {where}")
+    else:
+        ui.say(f"\nlook around: {where} && git log --stat ralph/demo")
     return code
 
 

@@ -1,62 +1,167 @@
-"""Deleting what ralph made, safely: never through a link, never stopped by a read-only folder."""
+"""Deleting what ralph made, safely: never through a link, never stopped by a read-only folder,
+nor by one nested deeper than Python recurses or than a path can name (PATH_MAX)."""
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included: Linux's, and git's own limit
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def remove_path(path: Path) -> None:
-    """Delete a file or folder ralph made, never following a link: a link is removed, not its target."""
+    """Delete a file or folder ralph made, never following a link: a link is removed, not its
+    target; a folder however deep (a lap's, on purpose), and one left read-only (Go's module
+    cache, a lap's chmod -R a-w) made writable, never a link's target."""
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+        parent, name = _open_parent(path)
+    except (FileNotFoundError, NotADirectoryError):  # no folder that could hold it
         return
-    if stat.S_ISDIR(info.st_mode):
-        # rmtree removes links inside a folder, never what they point at. A folder left read-only
-        # (Go's module cache, a lap's chmod -R a-w) is made writable, never a link's target.
+    try:
         try:
-            shutil.rmtree(path, onerror=_writable_and_again)
-        except RecursionError:  # folders nested deeper than Python recurses: a lap's, on purpose
-            _remove_deep(path)
-    else:
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            _remove_folder(parent, name)
+        else:
+            _in_writable(parent, os.unlink, name)
+    finally:
+        os.close(parent)
+
+
+def remove_contents(folder: Path) -> None:
+    """Everything in `folder` deleted as remove_path deletes, the folder itself kept (ralph knows
+    the folders it made by what they are, not only by their paths)."""
+    parent, name = _open_parent(folder)
+    try:
+        fd = _open_folder(parent, name)
+    finally:
+        os.close(parent)
+    try:
+        for inner in _files_deleted(fd):
+            _remove_folder(fd, inner)
+    finally:
+        os.close(fd)
+
+
+def _open_parent(path: Path) -> tuple[int, str]:
+    """The folder holding `path`, open, and the name in it. A path too long to name whole is
+    opened part by part, none of the parts past the PATH_MAX mark a link."""
+    text = os.fsencode(os.path.abspath(path))
+    folder, _, name = text.rpartition(b"/")
+    head = folder or b"/"
+    rest: list[bytes] = []  # the parts past the mark, the last first
+    while len(head) >= PATH_MAX:
+        head, _, part = head.rpartition(b"/")
+        rest.append(part)
+    fd = os.open(head or b"/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in reversed(rest):
         try:
-            os.unlink(path)
-        except PermissionError as error:
-            _writable_and_again(os.unlink, str(path), error)
+            inner = os.open(part, _FOLDER, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = inner
+    return fd, os.fsdecode(name)
 
 
-def _writable_and_again(function: Callable[..., object], path: str, _error: object) -> None:
-    parent = os.path.dirname(path)
-    if not os.path.islink(parent):
-        os.chmod(parent, stat.S_IRWXU)
-    if function is os.rmdir or function is os.unlink:
-        function(path)
-    elif function is os.scandir or function is os.open:  # a folder it could not list
-        os.chmod(path, stat.S_IRWXU)
-        shutil.rmtree(path, onerror=_writable_and_again)
+@dataclass
+class _Level:
+    """A folder open on the way down: its name in the one above, what it is, the folders in it
+    still to delete."""
+
+    name: str
+    identity: tuple[int, int]
+    folders: list[str]
 
 
-def _remove_deep(path: Path) -> None:
-    """rmtree without recursion: the folders' modes first (unreadable ones), then deepest first."""
-    make_usable(path)
-    folders = [str(path)]
-    for folder, _, _ in walk(path):
-        folders.append(folder)
-    for folder in reversed(folders):
-        for entry in os.scandir(folder) if os.path.isdir(folder) else ():
-            if not entry.is_dir(follow_symlinks=False):
-                os.unlink(entry.path)
-        if os.path.isdir(folder):
-            os.rmdir(folder)
+def _remove_folder(parent: int, name: str) -> None:
+    """rmtree of `name` in the folder open as `parent`, by folder descriptors: at any depth,
+    without recursion and without paths, never through a link. Two descriptors at a time: a
+    folder is opened again from the one below it by "..", and must be the folder it was (a
+    folder moved meanwhile stops it: it would lead elsewhere)."""
+    fd = _open_folder(parent, name)
+    chain = [_Level(name, _identity(fd), _files_deleted(fd))]
+    try:
+        while chain:
+            level = chain[-1]
+            if level.folders:
+                child = level.folders.pop()
+                try:
+                    inner = _open_folder(fd, child)
+                except OSError as error:  # swapped for a file or a link, or gone: not a folder to enter
+                    if error.errno not in (errno.ENOTDIR, errno.ELOOP, errno.ENOENT):
+                        raise
+                    _in_writable(fd, _unlink_if_there, child)
+                    continue
+                os.close(fd)
+                fd = inner
+                chain.append(_Level(child, _identity(fd), _files_deleted(fd)))
+                continue
+            chain.pop()
+            up = os.open("..", _FOLDER, dir_fd=fd) if chain else os.dup(parent)
+            os.close(fd)
+            fd = up
+            if chain and _identity(fd) != chain[-1].identity:
+                raise OSError(errno.ESTALE, "a folder was moved while ralph deleted it", level.name)
+            _in_writable(fd, os.rmdir, level.name)
+    finally:
+        os.close(fd)
+
+
+def _open_folder(parent: int, name: str) -> int:
+    try:
+        return os.open(name, _FOLDER, dir_fd=parent)
+    except PermissionError:  # a folder it cannot list: made so by its owner, who may undo it
+        os.chmod(name, stat.S_IRWXU, dir_fd=parent)
+        return os.open(name, _FOLDER, dir_fd=parent)
+
+
+def _files_deleted(fd: int) -> list[str]:
+    """Delete everything in the open folder but folders (made writable first); their names."""
+    mode = os.fstat(fd).st_mode
+    if mode & stat.S_IRWXU != stat.S_IRWXU:
+        os.fchmod(fd, mode | stat.S_IRWXU)
+    folders = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                _unlink_if_there(entry.name, fd)
+    return folders
+
+
+def _unlink_if_there(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def _in_writable(fd: int, delete: Callable[..., None], name: str) -> None:
+    """`delete(name)` in the open folder, once more after making it writable if it was not."""
+    try:
+        delete(name, dir_fd=fd)
+    except PermissionError:
+        os.fchmod(fd, os.fstat(fd).st_mode | stat.S_IRWXU)
+        delete(name, dir_fd=fd)
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
 
 
 def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk, top-down, links not followed, without recursion (a tree may be nested deeper than
-    Python recurses), and making each folder it cannot list readable to its owner (a lap's chmod)."""
+    Python recurses), and making each folder it cannot list readable to its owner (a lap's chmod).
+    A folder whose path is too long to name (PATH_MAX) is listed, never entered."""
     stack = [str(top)]
     while stack:
         folder = stack.pop()
@@ -73,12 +178,18 @@ def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
 
 
 def make_usable(top: Path) -> None:
-    """Every folder under `top` readable, writable and searchable by its owner: a lap's chmod
-    must not hide files from git's staging and cleaning, nor stop them."""
-    for folder, _, _ in walk(top):
+    """Every folder under `top` readable, writable and searchable by its owner, and nothing
+    deeper than a path can name: a lap's chmod must not hide files from git's staging and
+    cleaning, nor stop them, and git can neither stage nor clean what lies past PATH_MAX (so no
+    commit holds it: only a lap's own folders reach there), which is deleted."""
+    for folder, folders, files in walk(top):
         mode = os.lstat(folder).st_mode
         if mode & stat.S_IRWXU != stat.S_IRWXU:
             os.chmod(folder, mode | stat.S_IRWXU)
+        beyond = [name for name in (*folders, *files) if len(os.fsencode(os.path.join(folder, name))) >= PATH_MAX]
+        for name in beyond:
+            remove_path(Path(folder, name))
+        folders[:] = [name for name in folders if name not in beyond]
 
 
 BYTECODE = (":(glob)**/*.py[co]", ":(glob)**/__pycache__/**")  # pathspecs of what Python may run in place of a source
@@ -92,14 +203,29 @@ def remove_bytecode(root: Path, untracked: list[str]) -> None:
     spared: dict[Path, bool] = {}
 
     def in_environment(folder: Path) -> bool:
-        if folder not in spared:
-            spared[folder] = folder != root and (
-                folder.name in ("node_modules", ".git")
-                or (folder / "pyvenv.cfg").is_file()
-                or in_environment(folder.parent)
-            )
-        return spared[folder]
+        """Looked up from the folder to `root` (without recursion: paths may be deep), each
+        folder on the way remembered."""
+        on_the_way = []
+        while folder not in spared:
+            if folder == root or folder == folder.parent:
+                spared[folder] = False
+            elif folder.name in ("node_modules", ".git") or _is_file(folder / "pyvenv.cfg"):
+                spared[folder] = True
+            else:
+                on_the_way.append(folder)
+                folder = folder.parent
+        for below in on_the_way:
+            spared[below] = spared[folder]
+        return spared[on_the_way[0]] if on_the_way else spared[folder]
 
     for path in untracked:
         if not in_environment((root / path).parent):
             remove_path(root / path)
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file, False too for a path too long to name."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False

@@ -51,13 +51,15 @@ def run(
     env: dict[str, str] | None = None,
     jail: Jail | None = None,
     cap: int | None = None,
+    spill: Path | None = None,
 ) -> proc.Completed:
     """Run git, stdout and stderr apart; raise GitFailed on a non-zero exit when `check`.
 
     `hooks` marks commands that run the repository's own code, so stray processes
     they leave are swept like any check's; give those the run's `env` (no secrets) and,
     when laps are sandboxed, the `jail` they run in. Their output is for people, capped;
-    git's own output is what ralph parses, kept whole (unless `cap` says how much is shown).
+    git's own output is what ralph parses, kept whole (unless `cap` says how much is shown);
+    `spill` keeps a hook's whole output in a file, for what ralph reads of it.
     """
     cap = cap or (proc.OUTPUT_CAP if hooks else WHOLE)
     result = proc.run(
@@ -70,6 +72,7 @@ def run(
         stderr_apart=not hooks,
         sweep=hooks,
         jail=jail,
+        spill=spill,
     )
     if check and not result.ok:
         raise GitFailed(list(args), result)
@@ -194,17 +197,16 @@ _SHOWN_LARGEST = 1 << 20  # characters: a larger text is read again when asked f
 
 
 def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = None) -> str | None:
-    """A file's text at a commit (`""`: the index), None when it is not there. What a full
+    """A file's text at a commit (`""`: the index), None when no file is there. What a full
     object id holds never changes: those reads are kept (a few, none large)."""
     key = (cwd, commit, path)
     if key in _SHOWN:
         return _SHOWN[key]
-    # `--`: git takes the argument as a revision without first trying it as a file name, which
-    # fails for a path as long as the file system allows (and would read as "no such file").
-    result = run(cwd, "show", f"{commit}:{path}", "--", check=False, env=env)
+    # A blob only: a folder (or a submodule) there is no file, whatever its listing would read as.
+    result = run(cwd, "cat-file", "blob", f"{commit}:{path}", check=False, env=env)
     text = result.output if result.ok else None
-    # Kept: a text, or that the path is not there; never a failure of another kind (a timeout).
-    known = result.ok or "bad revision" in result.stderr
+    # Kept: a text, or that no file is there; never a failure of another kind (a timeout).
+    known = result.ok or "does not exist" in result.stderr or "bad file" in result.stderr
     immutable = len(commit) == 40 and all(char in "0123456789abcdef" for char in commit)
     if known and immutable and len(text or "") <= _SHOWN_LARGEST:
         if len(_SHOWN) >= _SHOWN_ENTRIES:
@@ -401,16 +403,31 @@ def remove_note(cwd: Path, commit: str) -> None:
 def credential_files(cwd: Path) -> tuple[Path, ...]:
     """Where git finds credentials for this repository's remotes: the config files that set a
     helper, an askpass program, an http header (actions/checkout's token) or a URL with a user
-    in it (a token as the user, or a password: `url.<with-token>.insteadOf` included), the
-    file or socket a `store` or `cache` helper names, and the usual places (~/.git-credentials,
-    ~/.ssh, the cache helper's socket, the GitHub CLI's)."""
-    keys = r"^(credential\..*|core\.askpass|http\..*extraheader|remote\..*\.(push)?url|url\..*\.(push)?insteadof)$"
+    in it (a token as the user, or a password: `url.<with-token>.insteadOf` and a proxy's
+    included), the file or socket a `store` or `cache` helper names, the files `http.cookieFile`,
+    `http.sslKey`, `http.sslCert` and `core.sshCommand -i` name, and the usual places (~/.git-credentials,
+    ~/.ssh, the cache helper's socket, the GitHub CLI's). Every config file of the repository
+    counts, not only those git reads here: its submodules' (which actions/checkout gives the
+    token too) and its worktrees' (`config.worktree`)."""
+    keys = (
+        r"^(credential\..*|core\.askpass|core\.sshcommand|http\..*(extraheader|cookiefile|sslkey|sslcert|proxy)"
+        r"|remote\..*\.(push)?url|remote\..*\.proxy|url\..*\.(push)?insteadof)$"
+    )
     listing = run(cwd, "config", "--show-origin", "--get-regexp", keys, check=False).output
+    common = Path(cwd, out(cwd, "rev-parse", "--git-common-dir"))
+    for config in _config_files(common):
+        reading = ("config", "--file", str(config), "--includes", "--show-origin", "--get-regexp", keys)
+        listing += run(cwd, *reading, check=False).output
     found: set[Path] = set()
     for line in listing.splitlines():
         origin, _, setting = line.partition("\t")
         key, _, value = setting.partition(" ")
-        if "url" in key and not re.search(r"://[^/@\s]+@", setting):  # no user, token or password in it
+        if ("url" in key or "proxy" in key) and not re.search(r"://[^/@\s]+@", setting):  # no user in it
+            continue
+        if key.endswith(("cookiefile", "sslkey", "sslcert", "sshcommand")):  # it names the secret: a file
+            named = re.search(r"-i\s*(\S+)", value) if key == "core.sshcommand" else None
+            if named or key != "core.sshcommand":
+                found.add(Path(cwd, os.path.expanduser(named[1] if named else value)))
             continue
         if origin.startswith("file:"):
             found.add(Path(cwd, origin.removeprefix("file:")))
@@ -423,6 +440,23 @@ def credential_files(cwd: Path) -> tuple[Path, ...]:
     found |= {home / ".git-credentials", home / ".ssh", config / "git" / "credentials", config / "gh"}
     found |= {cache / "git" / "credential", home / ".git-credential-cache"}  # the cache helper's socket
     return tuple(sorted({Path(os.path.abspath(path)) for path in found}))
+
+
+def _config_files(git_dir: Path) -> list[Path]:
+    """The config files of a git dir, its worktrees' and its submodules' (modules/<name>, a name
+    may hold slashes; a submodule's own submodules are in its modules/), at any depth."""
+    found = [git_dir / "config", git_dir / "config.worktree", *git_dir.glob("worktrees/*/config.worktree")]
+    folders = [git_dir / "modules"]
+    while folders:
+        folder = folders.pop()
+        for entry in folder.iterdir() if folder.is_dir() and not folder.is_symlink() else ():
+            if entry.is_symlink():  # git makes none here; one could lead back up, for ever
+                continue
+            if (entry / "HEAD").is_file():
+                found += _config_files(entry)
+            elif entry.is_dir():
+                folders.append(entry)
+    return [path for path in found if path.is_file()]
 
 
 # --- refs kept on a remote (`ralph run --remote`) -----------------------------------------

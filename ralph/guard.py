@@ -17,8 +17,9 @@ import fnmatch
 import json
 import re
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import pathspec
@@ -62,12 +63,21 @@ class GuardReport:
 
     def allows(self, name: str) -> bool:
         """Does an item this lap ticked, open since the run started, ask for a change to this file?"""
-        return bool(name) and any(_asks_to_change(item, name) for item in self.grants)
+        return _named_in(name, self._asking[0])
 
     def allows_setup(self, name: str) -> bool:
         """A change to how pytest runs needs an item that names the file and says what it is
         (a plugin, a conftest, pytest's configuration), not one that names it in passing."""
-        return bool(name) and any(_asks_to_change(item, name) and _SETUP_WORDS.search(item) for item in self.grants)
+        return _named_in(name, self._asking[1])
+
+    @cached_property
+    def _asking(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The words of the grants' clauses that ask for a change, of them all and of those that
+        name pytest's set-up: asked once per file, so a lap that ticks many items and changes
+        many files costs their sum, not their product. `grants` is set before the first question."""
+        asking = {item: _asking_words(item) for item in self.grants}
+        setup = [words for item, words in asking.items() if _SETUP_WORDS.search(item)]
+        return frozenset().union(*asking.values()), frozenset().union(*setup)
 
 
 # .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
@@ -133,6 +143,7 @@ def check_lap(
     # already ticked (a lap could untick it, then tick it again).
     users_items = {item.text for item in todo.parse(git.show_file(cwd, base, todo_name)) if not item.done}
     report.grants = [item for item in ticked if item in users_items]
+    report.problems += _not_files(changes, [todo_name, progress_name])
     report.problems += todo_problems(before, after)
     if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
         report.idle_ticks = (
@@ -162,6 +173,19 @@ def check_lap(
         verb = ", ".join(f"{path} ({what.get(statuses[path], 'modified')})" for path in report.protected_touched)
         report.problems.append(f"protected files changed: {verb}")
     return report
+
+
+def _not_files(changes: dict[str, tuple[str, str]], names: list[str]) -> list[str]:
+    """The TODO or PROGRESS file made a folder or a submodule: ralph reads the job's items and
+    the handoff from them as files, and writes them when it puts a lap onto a moved line (a
+    folder's listing is no checklist, and no file can be written over it)."""
+    problems = []
+    for name in names:
+        inside = any(path.startswith(name + "/") and status != "D" for path, (status, _) in changes.items())
+        kind = "a folder" if inside else "a submodule" if changes.get(name, ("", ""))[1] == "160000" else ""
+        if kind:
+            problems.append(f"{name} is {kind} in the lap's commit, not a file: ralph reads and writes it as one")
+    return problems
 
 
 def is_config(name: str) -> bool:
@@ -219,14 +243,15 @@ def _leaves_repository(path: str, target: str) -> bool:
 
 
 def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
-    """Open items may be ticked, never deleted or reworded; new items are fine."""
-    remaining = [item.text for item in after]
+    """Open items may be ticked, never deleted or reworded; new items are fine, and so is a new
+    order. Counted by text, so an item listed twice is kept twice."""
+    remaining = Counter(item.text for item in after)
     lost = []
     for item in before:
         if item.done:
             continue
-        if item.text in remaining:
-            remaining.remove(item.text)
+        if remaining[item.text] > 0:
+            remaining[item.text] -= 1
         else:
             lost.append(item.text)
     if not lost:
@@ -272,19 +297,17 @@ def _table(text: str | None, path: str, name: str) -> object:
     return dict(parser[name]) if parser.has_section(name) else None
 
 
-def _asks_to_change(item: str, path: str) -> bool:
-    """Does a clause of the item, goal clauses aside, name the file with a word that asks for a
-    change, and none that says to leave it be?"""
+def _asking_words(item: str) -> set[str]:
+    """The words (paths, file names) of the item's clauses, goal clauses aside, that have a word
+    asking for a change and none saying to leave it be: the files it asks to change."""
     clauses = _CLAUSE_BREAKS.split(_GOAL_CLAUSES.sub(" ", item))
-    return any(
-        _names(clause, path) and _CHANGE_WORDS.search(clause) and not _LEAVE_BE.search(clause) for clause in clauses
-    )
+    asking = [clause for clause in clauses if _CHANGE_WORDS.search(clause) and not _LEAVE_BE.search(clause)]
+    return {word for clause in asking for word in re.findall(r"[\w./-]+", clause)}
 
 
-def _names(item: str, path: str) -> bool:
-    """Does a TODO item's text name this file, by its path or its file name?"""
-    words = set(re.findall(r"[\w./-]+", item))
-    return path in words or path.rsplit("/", 1)[-1] in words
+def _named_in(path: str, words: frozenset[str]) -> bool:
+    """Is the file named among these words, by its path or its file name?"""
+    return bool(path) and (path in words or path.rsplit("/", 1)[-1] in words)
 
 
 def spec_of(patterns: list[str]) -> pathspec.GitIgnoreSpec:

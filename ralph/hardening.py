@@ -35,7 +35,7 @@ def harden(argv: list[str]) -> None:
 
 
 def _reexec_without_secrets(argv: list[str]) -> None:
-    secrets = {name: value for name, value in os.environ.items() if proc.is_secret(name)}
+    secrets = {name: value for name, value in os.environ.items() if proc.is_secret(name, value)}
     if not secrets or not hasattr(os, "memfd_create"):
         return
     fd = os.memfd_create("ralph-secrets", 0)

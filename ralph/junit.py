@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from ralph.files import walk
 from ralph.pytest_results import REPORT_MAX_BYTES, TestCounts, TestResults, _regular_file
 
 OUTCOMES = ("failure", "error", "skipped", "passed")  # the first found of a testcase's is its outcome
@@ -62,10 +63,9 @@ def matching(worktree: Path, pattern: str) -> list[Path]:
     a linked folder or .git, so never anything outside the work tree."""
     wanted = validate_pattern(pattern).split("/")
     found = []
-    for folder, folders, files in os.walk(worktree):
+    for folder, folders, files in walk(worktree):  # links are among the files: listed, never entered
         here = Path(folder).relative_to(worktree).parts
-        links = [name for name in folders if os.path.islink(os.path.join(folder, name))]
-        found += [Path(folder, name) for name in files + links if _matches((*here, name), wanted)]
+        found += [Path(folder, name) for name in files if _matches((*here, name), wanted)]
         folders[:] = [name for name in folders if name != ".git" and _may_hold((*here, name), wanted)]
     return sorted(found)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import re
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -13,19 +15,20 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
-from ralph import claims, crashpoint, events, git, ledger, prompt, ratchet, todo, ui, user_state
+from ralph import claims, commit_hooks, crashpoint, events, git, ledger, prompt, ratchet, todo, ui, user_state
 from ralph import guard as guard_module
 from ralph.agents.base import Agent, AgentResult, LapTask
 from ralph.agents.mcp_tools import McpTools
-from ralph.checks import CheckResult, all_pass, passing_tests, run_checks
+from ralph.checks import DISK_LOW, CheckResult, all_pass, passing_tests, run_checks
 from ralph.checks import done as checks_done
+from ralph.commit_hooks import commit_message
 from ralph.config import Config
 from ralph.errors import Interrupted, RalphError
 from ralph.judge import Judge, material, next_lap_text, signals
 from ralph.ledger import JudgeRecord, LapRecord, RunState, TestChanges
-from ralph.sandbox import Jail, agent_sockets, needed
-from ralph.text import printable
-from ralph.workspace import CopyFailed, SetupFailed, Workspace, hook_cache
+from ralph.sandbox import Jail, needed
+from ralph.sockets import unreachable
+from ralph.workspace import CopyFailed, SetupFailed, Workspace, WorkspaceTampered, workspaces_root
 
 LOST_CLAIMS = (
     "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
@@ -58,15 +61,22 @@ class RunContext:
     def jail(self, phase: str, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
         """The sandbox for one phase of a lap; None when laps are not sandboxed."""
         if not self.sandboxed:
+            self.workspace.unchecked = True  # (Workspace.jail says so itself)
             return None
         sandbox = self.config.sandbox
+        writable = (*sandbox.writable_paths(), *writable)
+        allowed = tuple(sandbox.socket_paths())
+        keep = (*self.keep, *allowed)  # a listed socket in /run or /tmp is bound back there
+        # Looked for anew each phase: a socket made since the last one is hidden too. ralph's own
+        # folder (the laps' workspaces, the hooks' cache) holds no socket of the user's.
+        skip = (workspaces_root().parent, self.workspace.root, *self.credentials)
         return self.workspace.jail(
             phase,
             network=network,
-            writable=[*sandbox.writable_paths(), *writable],
+            writable=writable,
             home=sandbox.home_path(),
-            keep=self.keep,
-            hide=(*agent_sockets(self.keep), *self.credentials),
+            keep=keep,
+            hide=(*self.credentials, *unreachable(keep, writable, allowed, skip)),
         )
 
     @cached_property
@@ -79,8 +89,11 @@ class RunContext:
     def keep(self) -> tuple[Path, ...]:
         agents = [agent.shell_command for agent in self.config.agents if agent.kind == "command"]
         commands = [*agents, *self.config.check_commands]
-        home = self.config.sandbox.home_path()
-        return needed(self.top, self.repo.common_dir, self.workspace.root, *([home] if home else []), commands=commands)
+        sandbox = self.config.sandbox
+        home, readable = sandbox.home_path(), sandbox.readable_paths()
+        return needed(
+            self.top, self.repo.common_dir, self.workspace.root, *readable, *([home] if home else []), commands=commands
+        )
 
     def check(self, log_dir: Path) -> list[CheckResult]:
         """The checks on the workspace's files as they are now."""
@@ -221,6 +234,10 @@ def run_lap(
             f"{failed.reason} on the last green commit {state.green[:10]}, before lap {number}: "
             f"{ui.one_line(failed.output, 300)} — fix it (a network outage?), then `ralph run` resumes"
         ) from None
+    except (RalphError, OSError) as failed:
+        if not _disk_full(ctx, failed):
+            raise
+        raise RalphError(f"{_full_disk(ctx)}, before lap {number} — free some space, then `ralph run`") from None
     prepare_s = round(time.monotonic() - started, 3)
     crashpoint.reached("workspace")
     files, limits = ctx.config.files, ctx.config.limits
@@ -263,9 +280,7 @@ def run_lap(
         )
     with watching_the_repository(ctx, number) as tampered_later:
         events.emit("phase_changed", phase="committing")
-        commit, ticked, counts, refusal = _commit(ctx, state, number, agent, todo.parse(todo_before))
-        crashpoint.reached("commit")
-        judged = _judge_lap(ctx, state, number, log_dir, commit, agent, refusal, ticked)
+        commit, ticked, counts, judged = _commit_and_judge(ctx, state, number, log_dir, agent, todo.parse(todo_before))
     tampered += tampered_later
     stray = [item for item in ticked if item not in items] if slot is not None else []
     if stray and judged.status == "green":  # another lap may be doing it right now
@@ -287,6 +302,8 @@ def run_lap(
     if record.status not in ("error", "limited"):  # an agent that never worked heard nothing: tell the next
         for ref in told:
             git.delete_ref(ctx.top, ref)
+    if judged.stop:  # recorded first: `ralph run` goes on from the next lap, never this one again
+        raise RalphError(judged.stop)
     # The line advances in the same swap that lets go of the lap's claims, which must still be
     # its own: a lap of a worker taken for dead (its items given to others) does not land.
     claimed = [claims.claim_ref(ctx.run_name, item) for item in items] if held_by else []
@@ -329,6 +346,51 @@ def watching_the_repository(ctx: RunContext, number: int) -> Iterator[list[str]]
     finally:
         tampered += user_state.put_back(ctx.top, ctx.repo.common_dir, before, f"lap {number}")
         saved.unlink(missing_ok=True)
+
+
+def _commit_and_judge(
+    ctx: RunContext, state: RunState, number: int, log_dir: Path, agent: AgentResult, items_before: list[todo.Item]
+) -> tuple[str, list[str], todo.Counts, Judged]:
+    """The lap committed and judged. Where that fails on a full disk, a red lap: of its commit,
+    or (none made yet) of the last green tree, nothing of the lap trusted; its files deleted."""
+    made = None
+    try:
+        made = _commit(ctx, state, number, agent, items_before)
+        crashpoint.reached("commit")
+        commit, ticked, counts, refusal = made
+        return commit, ticked, counts, _judge_lap(ctx, state, number, log_dir, commit, agent, refusal, ticked)
+    except (RalphError, OSError) as failed:
+        if isinstance(failed, WorkspaceTampered) or not _disk_full(ctx, failed):
+            raise
+        cause = ui.one_line(str(failed), 300)
+    commit, ticked, counts = made[:3] if made else (_unjudged(ctx, state, number, agent), [], todo.count(items_before))
+    ctx.workspace.delete_the_laps_files()
+    if not _disk_full(ctx):
+        reason = f"the lap filled the disk of its workspace; its files were deleted, and {_free(ctx)} is free again"
+        return commit, ticked, counts, Judged("red", reason, cause)
+    full = _full_disk(ctx)
+    stop = f"{full}, and not with lap {number}'s files (deleted) — free some space, then `ralph run` goes on"
+    return commit, ticked, counts, Judged("red", f"{full}, not with the lap's files", cause, stop=stop)
+
+
+def _unjudged(ctx: RunContext, state: RunState, number: int, agent: AgentResult) -> str:
+    """The lap's commit when its files could not be staged: the last green tree, nothing of the lap's."""
+    message = commit_message(ctx.run_name, number, [], agent)
+    return ctx.workspace.commit_tree(f"{state.green}^{{tree}}", state.green, message)
+
+
+def _disk_full(ctx: RunContext, failed: BaseException | None = None) -> bool:
+    """Is the disk of the workspace full (below checks.DISK_LOW free), or did `failed` say so?"""
+    said = isinstance(failed, OSError) and failed.errno in (errno.ENOSPC, errno.EDQUOT)
+    return said or shutil.disk_usage(ctx.workspace.root).free < DISK_LOW
+
+
+def _free(ctx: RunContext) -> str:
+    return f"{shutil.disk_usage(ctx.workspace.root).free / (1 << 20):.0f} MB"
+
+
+def _full_disk(ctx: RunContext) -> str:
+    return f"the disk that holds the lap workspace ({ctx.workspace.root.parent}) is full: {_free(ctx)} free"
 
 
 @dataclass(frozen=True)
@@ -468,16 +530,28 @@ def progress_with(theirs: str, mine: str, slot: int) -> str:
     written = list(_sections(mine, slot))
     if not written:
         return theirs
-    section = written[-1].group(0)
+    start, end = written[-1]
+    section = mine[start:end] if mine[start:end].endswith(("\n", "\r")) else mine[start:end] + "\n"
     current = next(_sections(theirs, slot), None)
     if current is not None:
-        return theirs[: current.start()] + section + theirs[current.end() :]
-    return theirs + ("" if not theirs or theirs.endswith("\n") else "\n") + "\n" + section
+        return theirs[: current[0]] + section + theirs[current[1] :]
+    return theirs + ("" if not theirs or theirs.endswith(("\n", "\r")) else "\n") + "\n" + section
 
 
-def _sections(text: str, slot: int) -> Iterator[re.Match]:
-    """Each stretch from the slot's heading to the next heading of that level, or the end."""
-    return re.finditer(rf"^{re.escape(slot_heading(slot))}[ \t]*\n(?:(?!## ).*\n?)*", text, re.MULTILINE)
+def _sections(text: str, slot: int) -> Iterator[tuple[int, int]]:
+    """Where each stretch from the slot's heading to the next heading of that level, or the
+    end, starts and ends; by lines as todo.lines has them (a CRLF file's heading is one too)."""
+    heading, start, at = slot_heading(slot), None, 0
+    for line in todo.lines(text):
+        bare = line.rstrip("\r\n")
+        if start is not None and bare.startswith("## "):
+            yield start, at
+            start = None
+        if start is None and bare.rstrip(" \t") == heading:
+            start = at
+        at += len(line)
+    if start is not None:
+        yield start, at
 
 
 def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:
@@ -499,6 +573,7 @@ class Judged:
     comparison: ratchet.Comparison = field(default_factory=ratchet.Comparison)
     removed: list[str] = field(default_factory=list)
     judge: JudgeRecord | None = None
+    stop: str = ""  # why the run cannot go on after this lap (a disk that stays full): the error it stops with
 
 
 def _judge_lap(
@@ -676,8 +751,11 @@ def _commit(
     workspace.verify()
     refusal = None
     if ctx.config.commit.verify and workspace.has_hooks():  # the hooks see the message the commit will have
-        ticked, _ = _ticked(ctx, items_before, workspace.stage(state.green, timeout)[0])
-        refusal = _run_commit_hooks(ctx, state.green, commit_message(ctx.run_name, number, ticked, agent))
+        staged = workspace.stage(state.green, timeout)[0]
+        ticked, _ = _ticked(ctx, items_before, staged)
+        message = commit_message(ctx.run_name, number, ticked, agent)
+        log_dir = ledger.lap_dir(ctx.run_dir, number)
+        refusal = commit_hooks.run_on_lap(ctx, state.record.base, state.green, staged, message, log_dir)
     tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
@@ -689,51 +767,6 @@ def _commit(
 def _ticked(ctx: RunContext, before: list[todo.Item], tree: str) -> tuple[list[str], todo.Counts]:
     after = todo.parse(git.show_file(ctx.top, tree, ctx.config.files.todo))
     return todo.newly_ticked(before, after), todo.count(after)
-
-
-def _run_commit_hooks(ctx: RunContext, head: str, message: str) -> tuple[str, str] | None:
-    """`git commit` in the lap's own git dir, so the repository's hooks judge the lap as they
-    would a person's commit; hooks that fix files (formatters) get one re-add and retry, as
-    people do by hand. None when the hooks accept."""
-    workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
-    cache = hook_cache(ctx.repo.common_dir)
-    cache.mkdir(parents=True, exist_ok=True)
-    env = dict(ctx.env, GIT_EDITOR="true", PRE_COMMIT_HOME=str(cache))
-    refusal = None
-    for _ in range(2):
-        workspace.fresh_lap_git(head)
-        jail = ctx.jail("commit", writable=(cache,))
-        done = git.run(workspace.tree, "add", "-A", timeout=timeout, check=False, hooks=True, env=env, jail=jail)
-        if done.ok:
-            done = git.run(
-                workspace.tree,
-                "commit",
-                "--allow-empty",
-                "-q",
-                "-F",
-                "-",
-                input=message,
-                timeout=timeout,
-                check=False,
-                hooks=True,
-                env=env,
-                jail=jail,
-            )
-        if done.ok:
-            return None
-        refusal = ("the repository's commit hooks rejected the lap", done.output or f"exit {done.exit_code}")
-    return refusal
-
-
-def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult) -> str:
-    subject = "; ".join(ticked) if ticked else f"ralph lap {number}"
-    if len(subject) > 72:
-        subject = subject[:71].rstrip() + "…"
-    body = f"{agent.summary.strip()}\n\n" if agent.summary.strip() else ""
-    trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.name or agent.kind}\n"
-    message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {agent.model}\n" if agent.model else "")
-    # An agent's output may hold NULs (git refuses them) or terminal escapes (shown by git log).
-    return printable(message)
 
 
 def last_failure(ctx: RunContext, state: RunState, items: Sequence[str] = ()) -> prompt.LastFailure | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ralph import (
     checks,
+    commit_hooks,
     could_not_run,
     events,
     git,
@@ -234,7 +235,7 @@ def _judge(cfg: config_module.Config) -> Judge | None:
 def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config) -> bool:
     """Whether laps run in bubblewrap; `auto` without it says so once and goes on unsandboxed."""
     sandbox.refuse_unsafe_writable(
-        cfg.sandbox.writable_paths(), [repo.top.resolve(), repo.common_dir, workspaces_root()]
+        cfg.sandbox.writable_paths(), [repo.top.resolve(), repo.common_dir, workspaces_root().parent]
     )
     sandboxed = sandbox.decide(cfg.sandbox.mode)
     if not sandboxed and cfg.sandbox.mode == "auto":
@@ -321,6 +322,11 @@ def _resume(ctx: RunContext, state: RunState) -> RunState:
     if ctx.worker is None:
         state = _finish_interrupted_advance(ctx, state)
     _run_started(ctx, state.record.base, state)
+    if commit_hooks.to_try(ctx) and not state.is_done:  # before this ralph's first lap too, on the base
+        log_dir = ctx.run_dir / "resumed"
+        log_dir.mkdir(exist_ok=True)
+        ctx.prepare(state.record.base, 0, log_dir)
+        commit_hooks.try_out(ctx, state.record.base, log_dir)
     return state
 
 
@@ -355,6 +361,7 @@ def _start(ctx: RunContext) -> RunState:
     _refuse_reports_over_tracked_files(ctx, base)
     _warn_outside_environments(ctx)
     ctx.prepare(base, 0, log_dir)
+    commit_hooks.try_out(ctx, base, log_dir)
     baseline = ctx.check(log_dir)
     _refuse_unjudged_baseline(baseline, log_dir)
     record = RunRecord(

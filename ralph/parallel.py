@@ -170,7 +170,8 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
         if crew is not None:
             crew.remote.sync(ctx.top)
         state = ledger.load(ctx.top, ctx.run_name) or state
-        done = [item for item in items if item not in _open_items(ctx, state) and item != CHECKS_ITEM]
+        still_open = set(_open_items(ctx, state))  # read once: a TODO may hold 100,000 items
+        done = [item for item in items if item not in still_open and item != CHECKS_ITEM]
         claims.release_items(ctx.top, ctx.run_name, done, mine)
         items = [item for item in items if item not in done]
         if not items:

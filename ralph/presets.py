@@ -3,7 +3,11 @@ runs non-interactively in the lap's work tree, the credential variables it is gi
 says it hit a usage or rate limit, and how it reports tokens and cost.
 
 Each command reads the lap's prompt from stdin or from $RALPH_PROMPT_FILE, as the tool takes
-it. `written_for` is the version of the tool whose documentation the preset follows."""
+it. `written_for` is the version of the tool whose documentation the preset follows.
+
+A tool logs in by its variables, not by the user's HOME: each phase of a lap gets a private
+HOME, and what a lap writes to the user's (a hook in ~/.claude/settings.json, an MCP server in
+~/.claude.json) would run outside the sandbox the next time the user starts the tool."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ class Preset:
     limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
     reports: Literal["text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text"]
     written_for: str
+    login: str = ""  # how to log the tool in without the user's HOME, when more than a key of `credentials`
 
 
 COSTED = ("claude-json", "opencode-jsonl", "aider-text")  # the outputs that tell a lap's cost
@@ -58,6 +63,7 @@ PRESETS = {
             ),
             "claude-json",
             "Claude Code 2.1",
+            "CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
         ),
         Preset(
             "codex",

@@ -43,14 +43,19 @@ GIT_LOCAL_VARS = frozenset(
     GIT_COMMON_DIR GIT_INTERNAL_SUPER_PREFIX""".split()
 )
 # ASKPASS: GIT_ASKPASS and SSH_ASKPASS name programs that hand out a password when run.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ASKPASS", re.IGNORECASE)
+# PASS: PASSWORD, PASSWD, DB_PASS, a PASSPHRASE; _PWD: MYSQL_PWD (not PWD, OLDPWD: folders).
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD$|CREDENTIAL|ASKPASS", re.IGNORECASE)
 
 
-_URL_WITH_PASSWORD = re.compile(r"://[^/@\s:]+:[^/@\s]+@")  # https://user:token@host: a push credential
+# https://user:token@host (a push credential), redis://:password@host (a password, no user),
+# https://token@github.com and a Sentry DSN (a token as the user): any URL with a user in it.
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
 
 
-def is_secret(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK"
+def is_secret(name: str, value: str = "") -> bool:
+    """Whether a variable is kept from what ralph runs: by its name, or by its value (a URL with
+    a user or password in it, whatever the variable is called)."""
+    return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK" or bool(_URL_WITH_PASSWORD.search(value))
 
 
 def clean_env(
@@ -63,7 +68,7 @@ def clean_env(
     """
     env = {}
     for name, value in os.environ.items():
-        secret = is_secret(name) or name in secrets or bool(_URL_WITH_PASSWORD.search(value))
+        secret = is_secret(name, value) or name in secrets
         if name in allow or not (secret or name in GIT_LOCAL_VARS):
             env[name] = value
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")

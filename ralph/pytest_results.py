@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -19,6 +21,7 @@ REPORT_MAX_BYTES = 256 << 20  # a report is read whole or not at all
 COLLECTION = "<collection>"  # the id suffix of a module that failed to import: not a test
 PLUGIN = "_ralph_pytest"
 PLUGIN_DIR = Path(__file__).parent / "pytest_plugin"
+_BEFORE_COLONS, _BEFORE_SLASH = re.compile(r"(?=::)"), re.compile("/")  # where a test id's parents end
 
 
 class TestCounts(BaseModel):
@@ -146,12 +149,13 @@ def _fold(
     setup or teardown, an error), and so does a collection error of its module; a skip is an
     xfail when pytest says the test was expected to fail."""
     counts = TestCounts(errors=len(collect_errors), deselected=deselected)
+    in_errored = _errored(collect_errors)
     passed, failing = [], [f"{node}::{COLLECTION}" for node in collect_errors]
     for test, phases in outcomes.items():
         if "failed" in phases.get("call", ()):
             counts.failed += 1
             failing.append(test)
-        elif any("failed" in found for found in phases.values()) or _in_errored(test, collect_errors):
+        elif any("failed" in found for found in phases.values()) or in_errored(test):
             counts.errors += 1
             failing.append(test)
         elif any("skipped" in found for found in phases.values()):
@@ -163,11 +167,22 @@ def _fold(
     return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing), setup=_merged(setups))
 
 
-def _in_errored(test: str, collect_errors: set[str]) -> bool:
-    """Is the test inside a module or folder that failed to collect? Its outcome cannot be."""
-    return any(
-        test.startswith(node + "::") or test.startswith(node.rstrip("/") + "/") for node in collect_errors if node
-    )
+def _errored(collect_errors: set[str]) -> Callable[[str], bool]:
+    """Is a test inside a module or folder that failed to collect? Its outcome cannot be. Each
+    test is looked up by its own prefixes (before a `::`, before a `/`) of an error's length, so
+    the cost grows with the tests, never with tests × errors."""
+    modules = {node for node in collect_errors if node}
+    folders = {node.rstrip("/") for node in modules}
+    lengths = {len(node) for node in modules | folders}
+
+    def inside(test: str) -> bool:
+        if not lengths:
+            return False
+        prefixes = [(at.start(), modules) for at in _BEFORE_COLONS.finditer(test)]
+        prefixes += [(at.start(), folders) for at in _BEFORE_SLASH.finditer(test)]
+        return any(at in lengths and test[:at] in found for at, found in prefixes)
+
+    return inside
 
 
 def _merged(setups: list[dict]) -> PytestSetup | None:

@@ -79,25 +79,27 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     assert old is not None and new is not None  # compared only where both ran pytest
     # An id that passes in one place and fails in another (two tests claiming one id) is failing;
     # a test file a JUnit runner reports as one passing testcase ran none of its tests (its code
-    # exited as it loaded): nothing passed.
-    now_passing = {test for test in new.passed_ids if not _LOAD_FAILURE.search(test)} - set(new.failing_ids)
-    lost = [test for test in old.passed_ids if test not in now_passing and not _LOAD_FAILURE.search(test)]
+    # exited as it loaded): nothing passed. Sets and one look per test: a lap's judging grows
+    # with its tests as n log n (their sorting), never as the product of two lists.
     failing_now = set(new.failing_ids)
+    now_passing = {test for test in new.passed_ids if not _LOAD_FAILURE.search(test)} - failing_now
+    lost = [test for test in old.passed_ids if test not in now_passing and not _LOAD_FAILURE.search(test)]
     broken = [test for test in lost if test in failing_now]
-    missing = [test for test in lost if test not in failing_now]
-    allowed = [test for test in missing if granted(file_of(test))]
-    missing = [test for test in missing if test not in allowed]
+    gone = [test for test in lost if test not in failing_now]
+    allowed = [test for test in gone if granted(file_of(test))]
+    missing = [test for test in gone if not granted(file_of(test))]
     # A failing test goes away only by passing, grant or none; a module that failed to import,
     # only when its file now collects and something in it passes (not by a module-level skip);
     # a file a JUnit runner could not load (its testcase named by the file's path), only when
     # some test passes that did not before.
-    newly_passing = sorted(now_passing - set(old.passed_ids))
+    newly_passing = sorted(now_passing.difference(old.passed_ids))
+    passing_files = {file_of(test) for test in now_passing}
     vanished = [
         test
         for test in old.failing_ids
         if test not in now_passing
         and test not in failing_now
-        and not (test.endswith(COLLECTION) and _passes_in(file_of(test), now_passing))
+        and not (test.endswith(COLLECTION) and file_of(test) in passing_files)
         and not (_LOAD_FAILURE.search(test) and newly_passing)
     ]
     result.newly_failing += broken
@@ -114,10 +116,6 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
         was, now_count = getattr(old.counts, kind), getattr(new.counts, kind)
         if now_count > was:
             result.problems.append(f"{kind} tests rose {was} → {now_count}")
-
-
-def _passes_in(path: str, passing: set[str]) -> bool:
-    return any(file_of(test) == path for test in passing)
 
 
 def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted: Callable[[str], bool]) -> list[str]:

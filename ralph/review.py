@@ -7,7 +7,7 @@ import shutil
 from contextlib import nullcontext
 from pathlib import Path
 
-from ralph import claims, git, ledger, proc, todo, ui, user_state, workers
+from ralph import claims, git, hook_code, ledger, proc, todo, ui, user_state, workers
 from ralph.errors import Exit, RalphError
 from ralph.files import remove_path
 from ralph.ledger import JudgeRecord, RunState
@@ -371,6 +371,43 @@ def _refuse_unsafe_landing(repo: git.RepoInfo, state: RunState) -> None:
         raise RalphError(
             f"the run changed your git hooks ({', '.join(touched[:5])} in core.hooksPath {hooks}) — "
             f"review them, then merge ralph/{state.name} by hand"
+        )
+    _refuse_running_the_runs_code(repo, state, since)
+    _refuse_choosing_your_drivers(repo, state, since, landing)
+
+
+# Config keys naming a command git runs on a file its attributes choose (git-lfs's own are safe).
+_DRIVERS = r"^(filter\.[^.]+\.(clean|smudge|process)|diff\.[^.]+\.(textconv|command)|merge\.[^.]+\.driver)$"
+
+
+def _refuse_choosing_your_drivers(repo: git.RepoInfo, state: RunState, since: str, landing: list[str]) -> None:
+    """A `.gitattributes` the run changed chooses which of the drivers the user's git config
+    defines (a filter, a textconv, a merge driver) git runs on which files, as the user, from
+    this checkout on: one whose command is a script of the tree then runs the run's code."""
+    attributes = [path for path in landing if Path(path).name == ".gitattributes"]
+    if not attributes:
+        return
+    listing = git.run(repo.top, "config", "--get-regexp", _DRIVERS, check=False).output
+    drivers = [line.split(" ", 1)[0] for line in listing.splitlines() if not line.startswith("filter.lfs.")]
+    if drivers:
+        raise RalphError(
+            f"the run changed {attributes[0]}, which chooses the files your git config's {drivers[0]} runs on, "
+            f"as you — review it (git diff {since[:10]} ralph/{state.name} -- {attributes[0]}), "
+            f"then merge ralph/{state.name} by hand"
+        )
+
+
+def _refuse_running_the_runs_code(repo: git.RepoInfo, state: RunState, since: str) -> None:
+    """Landing commits through the user's hooks, as the user, outside any sandbox (their
+    ssh-agent too): not when those hooks would run a file the run changed (ralph/hook_code.py)."""
+    changed = list(git.changes(repo.top, since, state.green))
+    run_by = hook_code.touched(changed, hook_code.what_hooks_run(repo.top, repo.common_dir, state.green))
+    if run_by:
+        path, runs = run_by[0]
+        what = f"{runs.hook} {runs.why} (the run changed {path})" if runs.why else f"{path}, which {runs.hook}"
+        raise RalphError(
+            f"your git hooks would run what the run changed, as you, outside any sandbox: {what} — review it "
+            f"(git diff {since[:10]} ralph/{state.name} -- {path}), then merge ralph/{state.name} by hand"
         )
 
 

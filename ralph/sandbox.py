@@ -1,7 +1,8 @@
 """Where a lap's code runs: inside bubblewrap, which makes the user's repository unreachable.
 
 Everything on the machine stays readable but /tmp, /var/tmp and /run, where sockets live
-(only what the lap needs is bound back there); what is writable is exactly the lap's work
+(only what the lap needs is bound back there), and what `hide` names (git's credentials, and
+every other socket of the user's: ralph/sockets.py); what is writable is exactly the lap's work
 tree, its own git dir, a private /tmp and HOME, and what the user lists. A private PID
 namespace hides every process outside it (ralph's /proc included) and takes every
 process inside it down when its first one ends or when ralph dies. Capabilities are
@@ -23,6 +24,7 @@ from ralph.errors import RalphError
 
 BWRAP = "bwrap"
 PRIVATE = (Path("/tmp"), Path("/var/tmp"), Path("/run"))  # empty in the sandbox but for what a lap needs
+FRESH = (Path("/dev"), Path("/proc"))  # made anew in the sandbox: nothing of the machine's shows there
 # /proc and /dev are fresh per sandbox; the PID namespace makes /proc show only its own.
 _BASE = [
     "--ro-bind",
@@ -52,7 +54,7 @@ class Jail:
     network: bool = True
     chdir: Path | None = None
     keep: tuple[Path, ...] = ()  # paths that stay readable though in a private folder: the repository, a script
-    hide: tuple[Path, ...] = ()  # paths made empty: the ssh-agent's socket (or its folder), git's credentials
+    hide: tuple[Path, ...] = ()  # paths made empty: git's credentials, the user's sockets (or their folders)
     blank: Path | None = None  # an empty file, read-only here: what a hidden file reads as
 
     def argv(self, command: str | list[str]) -> list[str]:
@@ -66,11 +68,10 @@ class Jail:
         # lap needs from them (the repository, the workspace, a virtualenv, a script its commands
         # name, the DNS configuration) is bound back read-only: from /tmp the top folder holding
         # it (a script beside the repository), from /var/tmp and /run that path alone.
-        for private in PRIVATE:
-            if private.is_dir() and not private.is_symlink():
-                args += ["--bind", str(self.tmp), "/tmp"] if private == Path("/tmp") else ["--tmpfs", str(private)]
-                for entry in _tops(private, (*self.keep, _dns_config())):
-                    args += ["--ro-bind-try", entry, entry]
+        for private in _private_folders():
+            args += ["--bind", str(self.tmp), "/tmp"] if private == Path("/tmp") else ["--tmpfs", str(private)]
+            for entry in _tops(private, (*self.keep, _dns_config())):
+                args += ["--ro-bind-try", entry, entry]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
         for path in self.hide:
@@ -86,6 +87,15 @@ class Jail:
         if self.chdir is not None:
             args += ["--chdir", str(self.chdir)]
         return [*args, "--", *inner]
+
+
+def _private_folders() -> list[Path]:
+    return [private for private in PRIVATE if private.is_dir() and not private.is_symlink()]
+
+
+def shown_of_private(keep: tuple[Path, ...]) -> list[Path]:
+    """What the sandbox binds back of its private folders for a lap that needs `keep`."""
+    return [Path(entry) for private in _private_folders() for entry in _tops(private, (*keep, _dns_config()))]
 
 
 def _tops(private: Path, paths: tuple[Path, ...]) -> list[str]:
@@ -126,18 +136,6 @@ def words(command: str) -> list[str]:
         return shlex.split(command)
     except ValueError:
         return command.split()
-
-
-def agent_sockets(keep: tuple[Path, ...] = ()) -> tuple[Path, ...]:
-    """The ssh-agent's socket to hide: its whole folder when that folder is the agent's own
-    (holding nothing the lap needs), else the socket alone."""
-    socket = os.environ.get("SSH_AUTH_SOCK")
-    if not socket or not os.path.isabs(socket):
-        return ()
-    folder = Path(os.path.abspath(socket)).parent
-    shared = {Path("/"), Path("/tmp"), Path("/run"), Path("/var/run"), Path.home()}
-    holds_needed = any(folder == path or folder in path.parents for path in keep)
-    return (Path(socket),) if folder in shared or holds_needed or len(folder.parts) < 3 else (folder,)
 
 
 def _bwrap() -> str:

@@ -41,10 +41,12 @@ commit:
   verify: true                   # run this repository's git hooks on lap commits
 
 sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux): auto | required | off
+# Sandboxed, each phase of a lap gets a fresh private HOME, so the agent logs in by
+#   {login}
+# in your environment, not by your ~ (README: Presets). A path in sandbox.writable is the laps' to
+# write, and stays written: never list one that anything outside the sandbox runs (README: The sandbox).
 # sandbox:
 #   mode: auto
-#   home: "~"                    # HOME inside (default: a fresh private one); read-only unless listed below
-#   writable: ["~/.claude", "~/.claude.json"]   # what your agent CLI writes: its config and cache
 #   network: true                # false: the checks run without network
 
 # mcp:                           # MCP servers' read-only tools for the built-in agent (README: External tools)
@@ -201,6 +203,13 @@ def _command(line: str) -> str:
     return f'"{command}"' + (f"   # {comment}" if comment else "")
 
 
+def _login(preset: str) -> str:
+    """How the preset's tool logs in inside the sandbox: by its variables, not the user's HOME."""
+    chosen = PRESETS[preset]
+    shown = ", ".join(chosen.credentials[:3]) + (", …" if len(chosen.credentials) > 3 else "")
+    return chosen.login or f"its variables ({shown})"
+
+
 PROGRESS_TEMPLATE = """\
 # Progress
 
@@ -210,7 +219,8 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 
 def init(cwd: Path, preset: str = "claude") -> Exit:
     top = git.open_repo(cwd).top
-    config = CONFIG_TEMPLATE.format(environment=environment(top), preset=preset, presets=" | ".join(PRESETS))
+    names = " | ".join(PRESETS)
+    config = CONFIG_TEMPLATE.format(environment=environment(top), preset=preset, presets=names, login=_login(preset))
     for name, text in (("ralph.yaml", config), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
         path = top / name
         if path.exists():

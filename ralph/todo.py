@@ -18,8 +18,12 @@ from pydantic import BaseModel
 # Blocks only: an item's text is its paragraph's source, so the inline phase (two thirds of the
 # time) is skipped.
 _MARKDOWN = MarkdownIt("commonmark").disable("inline")
-CACHED_CHARS = 1 << 20
+CACHED_CHARS = 8 << 20  # a TODO of 100,000 items is 4 MB; a lap reads its few texts several times
 _BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
+# Where a line ends, as markdown-it counts lines (its item line numbers index these lines): \n,
+# \r\n or a lone \r; never U+2028, U+2029, \x85, \v, \f or \x1c-\x1e, where str.splitlines()
+# also splits, so that a lap's U+2028 above the items would shift every line number by one.
+_LINE_END = re.compile(r"\r\n?|\n")
 
 
 @dataclass(frozen=True)
@@ -28,24 +32,59 @@ class Item:
     done: bool
 
 
+@dataclass(frozen=True)
+class _Found:
+    item: Item
+    box_line: int  # the line its box is on (the paragraph's first: "-" may stand alone above it)
+    start: int  # its lines: [start, end), up to the first item inside it, blank lines at its end left out
+    end: int
+
+
+def lines(text: str) -> list[str]:
+    """The text's lines, each with its line end: the one definition of a line for TODO.md and
+    PROGRESS.md, markdown-it's."""
+    found, at = [], 0
+    for end in _LINE_END.finditer(text):
+        found.append(text[at : end.end()])
+        at = end.end()
+    return found + [text[at:]] if at < len(text) else found
+
+
 def parse(text: str | None) -> list[Item]:
     """Every checkbox item, in order: a list item whose first paragraph starts with a box."""
-    text = text or ""
+    return [found.item for found in _scan(text or "")]
+
+
+def _scan(text: str) -> tuple[_Found, ...]:
     # A lap reads the same few texts several times; a huge one (a lap can write any TODO.md)
     # is parsed each time rather than kept.
-    return list(_parse(text) if len(text) <= CACHED_CHARS else _parse.__wrapped__(text))
+    return _scanned(text) if len(text) <= CACHED_CHARS else _scanned.__wrapped__(text)
 
 
 @lru_cache(maxsize=8)
-def _parse(text: str) -> tuple[Item, ...]:
+def _scanned(text: str) -> tuple[_Found, ...]:
     tokens = _MARKDOWN.parse(text)
-    items = []
+    found: list[_Found] = []
     for at, token in enumerate(tokens[:-2]):
-        if token.type == "list_item_open" and tokens[at + 1].type == "paragraph_open":
+        paragraph = tokens[at + 1]
+        if token.type == "list_item_open" and paragraph.type == "paragraph_open" and token.map and paragraph.map:
             match = _BOX.match(tokens[at + 2].content)
             if match:
-                items.append(Item(" ".join(match["text"].split()), match[1] != " "))
-    return tuple(items)
+                item = Item(" ".join(match["text"].split()), match[1] != " ")
+                found.append(_Found(item, paragraph.map[0], token.map[0], token.map[1]))
+    return tuple(_own_lines(found, lines(text)))
+
+
+def _own_lines(found: list[_Found], text_lines: list[str]) -> list[_Found]:
+    """Each item's lines end where the next item starts inside it (a nested one has lines of
+    its own) and before the blank lines at its end."""
+    kept = []
+    for at, item in enumerate(found):
+        end = min(item.end, found[at + 1].start) if at + 1 < len(found) else item.end
+        while end > item.box_line + 1 and not text_lines[end - 1].strip(" \t\r\n"):
+            end -= 1
+        kept.append(_Found(item.item, item.box_line, item.start, end))
+    return kept
 
 
 class Counts(BaseModel):
@@ -65,17 +104,13 @@ def count(items: list[Item]) -> Counts:
 
 
 def sources(text: str) -> list[tuple[Item, int, str]]:
-    """Every item with the line it starts on and its source lines (a wrapped item's all)."""
-    lines = text.splitlines(keepends=True)
+    """Every item with the line its box is on and its own source lines (a wrapped item's all,
+    not those of the items inside it), ending with a line end."""
+    text_lines = lines(text)
     found = []
-    tokens = _MARKDOWN.parse(text)
-    for at, token in enumerate(tokens[:-2]):
-        if token.type == "list_item_open" and tokens[at + 1].type == "paragraph_open" and token.map:
-            match = _BOX.match(tokens[at + 2].content)
-            if match:
-                item = Item(" ".join(match["text"].split()), match[1] != " ")
-                source = "".join(lines[token.map[0] : token.map[1]]).rstrip("\n") + "\n"  # no blank line after
-                found.append((item, token.map[0], source))
+    for item in _scan(text):
+        source = "".join(text_lines[item.start : item.end])
+        found.append((item.item, item.box_line, _ended(source)))
     return found
 
 
@@ -84,13 +119,19 @@ def combined(text: str, ticked: list[str], added: list[str]) -> str:
     is named) and the `added` items' source appended: what a lap did to its TODO, put onto
     another version of it (laps run side by side)."""
     wanted = Counter(ticked)
-    lines = text.splitlines(keepends=True)
-    for item, first, _ in sources(text):
+    text_lines = lines(text)
+    for found in _scan(text):
+        item = found.item
         if not item.done and wanted[item.text] > 0:
             wanted[item.text] -= 1
-            lines[first] = lines[first].replace("[ ]", "[x]", 1)
-    tail = "" if not lines or lines[-1].endswith("\n") else "\n"
-    return "".join(lines) + tail + "".join(source if source.endswith("\n") else source + "\n" for source in added)
+            text_lines[found.box_line] = text_lines[found.box_line].replace("[ ]", "[x]", 1)
+    kept = "".join(text_lines)
+    return (_ended(kept) if kept else "") + "".join(map(_ended, added))
+
+
+def _ended(text: str) -> str:
+    """The text, with a line end after its last line if it has none."""
+    return text if text.endswith(("\n", "\r")) else text + "\n"
 
 
 def newly_ticked(before: list[Item], after: list[Item]) -> list[str]:

@@ -3,23 +3,29 @@
     <cache>/ralph/workspaces/<run>-<id>/
         tree/      the lap's files; tree/.git names git/
         git/       the lap's own git dir, made anew for every phase: HEAD detached at the lap's
-                   start, objects borrowed read-only from the repository (alternates). The
-                   agent's commits, stash, branches, hooks and config land here and die here.
+                   start, the repository's tags, objects borrowed read-only from the repository
+                   (alternates). The agent's commits, stash, branches, hooks and config land
+                   here and die here.
+        own.git/   ralph's git dir for its own commands on tree/: a config only ralph writes
         index      ralph's index of tree/ against the repository's object store
         scratch/   a fresh /tmp and HOME for each sandboxed phase
 
 Only tree/, git/ and the scratch folders are writable inside the sandbox. ralph's own git
-commands read tree/ as plain files into the repository's object store (`--git-dir` and
-`--work-tree` named, its own index, plumbing only: no hooks, no fsmonitor), so nothing a lap
-planted in its tree or its git dir runs outside the sandbox, and the lap commit holds exactly
-the files the checks then judge. The folder sits outside the repository, so no configuration
-planted in a parent folder of the repository is found by a tool searching upward from tree/.
+commands read tree/ as plain files into the repository's object store through own.git: no
+system, global or repository config is read, so no filter, textconv or diff driver, fsmonitor,
+hook or include exists for a lap's `.gitattributes` to name, and no command of ralph's enters a
+submodule (whose git dir the lap writes): a submodule's commit is read from its HEAD as data.
+Nothing a lap planted in its tree or its git dirs runs outside the sandbox, and the lap commit
+holds exactly the files the checks then judge. The folder sits outside the repository, so no
+configuration planted in a parent folder of the repository is found by a tool searching upward
+from tree/.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 from dataclasses import dataclass, field
@@ -27,26 +33,46 @@ from pathlib import Path
 
 from ralph import crashpoint, git, proc
 from ralph.errors import RalphError
-from ralph.files import BYTECODE, make_usable, remove_bytecode, remove_path, walk
+from ralph.files import BYTECODE, PATH_MAX, make_usable, remove_bytecode, remove_contents, remove_path, walk
 from ralph.sandbox import Jail
 
-# ralph's git on the lap's files: the stat data in its own index is trusted only with ctime,
-# which a lap cannot set back; the user's fsmonitor and sparse patterns are for their checkout.
-# submodule.recurse: ralph's checkout must not reach into submodules (the user's own git dirs).
-_SAFE = [
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.trustctime=true",
-    "-c",
-    "core.checkStat=default",
-    "-c",
-    "core.sparseCheckout=false",
-    "-c",
-    "core.untrackedCache=false",
-    "-c",
-    "submodule.recurse=false",
-]
+# ralph's own git on the lap's files reads this config and no other (GIT_CONFIG_NOSYSTEM, an
+# empty global one, own.git's own). The stat data in its index is trusted only with ctime, which
+# a lap cannot set back; no fsmonitor, sparse patterns or untracked cache (the user's, for their
+# checkout); never into a submodule.
+_OWN_CONFIG = """[core]
+\trepositoryformatversion = {version}
+\tbare = false
+\tfilemode = true
+\tfsmonitor = false
+\ttrustctime = true
+\tcheckStat = default
+\tsparseCheckout = false
+\tuntrackedCache = false
+{excludes}[submodule]
+\trecurse = false
+[diff]
+\tignoreSubmodules = all
+[gc]
+\tauto = 0
+[maintenance]
+\tauto = false
+[user]
+\tname = {name}
+\temail = {email}
+{extensions}{lfs}"""
+# The one driver ralph's git runs: git-lfs's, as `git lfs install` defines it, when the user has
+# it, on the repository's own LFS objects and no server (a lap's `.lfsconfig` gives git-lfs no
+# command to run, it reads only a list of safe keys, and this config's lfs.url comes first).
+_LFS = """[lfs]
+\tstorage = {storage}
+\turl = http://127.0.0.1:9/none
+[filter "lfs"]
+\tclean = git-lfs clean -- %f
+\tsmudge = git-lfs smudge -- %f
+\tprocess = git-lfs filter-process
+\trequired = true
+"""
 
 
 def workspaces_root() -> Path:
@@ -61,8 +87,10 @@ def folder_for(common_dir: Path, run: str) -> Path:
 def hook_cache(common_dir: Path) -> Path:
     """pre-commit's cache for the hooks that judge this repository's laps: kept across runs so
     hook environments install once, and never the user's own, which code a lap's hook runs
-    could otherwise plant a program in for the user's next commit."""
-    return workspaces_root().parent / "pre-commit" / _repo_id(common_dir)
+    could otherwise plant a program in for the user's next commit. Written only by the hooks'
+    try-out on a run's base commit, read-only to laps (ralph/commit_hooks.py); `-2`: the
+    folders before it were the laps' to write, and a stub one left there is never run again."""
+    return workspaces_root().parent / "pre-commit" / f"{_repo_id(common_dir)}-2"
 
 
 def _repo_id(common_dir: Path) -> str:
@@ -108,6 +136,11 @@ class Workspace:
     setup_at: str | None = None  # the commit setup last ran on; None: not since the tree was emptied
     setup_for_lap: bool = False  # ... before a lap's checks, and that lap has not become the green commit
     _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
+    # The repository's tags as packed-refs lines: versions that setuptools-scm, hatch-vcs and
+    # versioneer read with `git describe` in setup and checks.
+    tags: str = ""
+    # Code of a lap's may have run in tree/ since ralph last made it safe for its own git.
+    unchecked: bool = True
 
     @property
     def kept(self) -> tuple[str, ...]:
@@ -125,6 +158,10 @@ class Workspace:
     def index(self) -> Path:
         return self.root / "index"
 
+    @property
+    def own_git(self) -> Path:
+        return self.root / "own.git"
+
     # --- lifetime ---------------------------------------------------------------------
 
     @classmethod
@@ -136,7 +173,34 @@ class Workspace:
         root.parent.mkdir(parents=True, exist_ok=True)
         for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
             workspace._mkdir(folder)
+        workspace._make_own_git(top)
+        workspace.tags = "".join(f"{sha} {ref}\n" for ref, sha in sorted(git.refs(top, "refs/tags/").items()))
         return workspace
+
+    def _make_own_git(self, top: Path) -> None:
+        """own.git: the config above; the user's ignore rules (their excludes file, the
+        repository's info/exclude) copied, since they decide what a commit of the user's holds."""
+        own = self.own_git
+        for folder in ("info", "refs", "objects"):
+            (own / folder).mkdir(parents=True)
+        (own / "HEAD").write_text("ref: refs/heads/none\n")
+        exclude = self.common_dir / "info" / "exclude"
+        if exclude.is_file():
+            shutil.copyfile(exclude, own / "info" / "exclude")
+        excludes = git.run(top, "config", "--path", "--get", "core.excludesFile", check=False).output.strip()
+        object_format = git.run(top, "config", "--get", "extensions.objectFormat", check=False).output.strip()
+        lfs = git.run(top, "config", "--get", "filter.lfs.process", check=False).output.startswith("git-lfs ")
+        name, email = self.identity
+        (own / "config").write_text(
+            _OWN_CONFIG.format(
+                version=1 if object_format else 0,
+                excludes=f"\texcludesFile = {_quoted(excludes)}\n" if excludes else "",
+                name=_quoted(name),
+                email=_quoted(email),
+                extensions=f"[extensions]\n\tobjectFormat = {_quoted(object_format)}\n" if object_format else "",
+                lfs=_LFS.format(storage=_quoted(str(self.common_dir / "lfs"))) if lfs else "",
+            )
+        )
 
     def remove(self) -> None:
         remove_path(self.root)
@@ -169,15 +233,24 @@ class Workspace:
     def git(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float | None = 600
     ) -> proc.Completed:
+        """ralph's own git on tree/: own.git's config and no other, objects into the repository's store."""
         self.verify()
-        env = proc.clean_env(extra={"GIT_INDEX_FILE": str(self.index)})
+        if self.unchecked:
+            self._make_safe_for_git()
+        env = proc.clean_env(
+            extra={
+                "GIT_INDEX_FILE": str(self.index),
+                "GIT_OBJECT_DIRECTORY": str(self.common_dir / "objects"),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_CONFIG_GLOBAL": os.devnull,
+            }
+        )
         return git.run(
             self.tree,
             "--git-dir",
-            str(self.common_dir),
+            str(self.own_git),
             "--work-tree",
             str(self.tree),
-            *_SAFE,
             *args,
             input=input,
             check=check,
@@ -192,6 +265,7 @@ class Workspace:
         removed but ignored ones and `kept`, and, with `bytecode`, the bytecode Python could run
         in place of a source. Costs in proportion to what changed. Returns what was deleted."""
         self._index_as_checked_out()
+        (self.own_git / "HEAD").write_text(commit + "\n")  # what `changed` compares the index with
         if not self.git("read-tree", "-u", "--reset", commit, check=False).ok:
             make_usable(self.tree)  # a folder a lap made read-only
             self.git("read-tree", "-u", "--reset", commit)
@@ -220,6 +294,15 @@ class Workspace:
     def empty(self) -> None:
         """Every untracked file gone, ignored ones too: nothing setup or a lap made is trusted."""
         self._git_usable("clean", "-ffdxq")
+        self.trusted, self.setup_at, self.setup_made = {}, None, ()
+
+    def delete_the_laps_files(self) -> None:
+        """Everything a lap can write here (tree/, git/, the phases' /tmp and HOME), which the
+        next lap's checkout and setup make anew: on a disk it filled, git could not even write
+        its index. Setup's files are then known to be gone: it runs again."""
+        self.verify()  # its own folders, not links a lap put in their place
+        for folder in (self.tree, self.lap_git, self.root / "scratch"):
+            remove_contents(folder)
         self.trusted, self.setup_at, self.setup_made = {}, None, ()
 
     def _git_usable(self, *args: str) -> proc.Completed:
@@ -286,33 +369,67 @@ class Workspace:
         """Every file in tree/ as a tree object; returns it and, when some files could not be
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
         self._index_as_checked_out()
-        self._remove_what_git_cannot_see()
+        self._make_safe_for_git()
         self._remove_what_its_own_rules_hide()
-        kept = [f":(exclude,literal){path}" for path in self._unignored(self.kept)]
-        staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *kept, timeout=timeout, check=False)
+        submodules = self._submodule_heads()
+        spared = [*self._unignored(self.kept), *submodules]
+        excluded = [f":(exclude,literal){path}" for path in spared]
+        staged = self.git(*git.DURABLE, "add", "-A", "--", ".", *excluded, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
         if not staged.ok or _UNLISTABLE in staged.stderr:  # (git skips a folder it cannot list)
             refusal = (staged.stderr or staged.output).strip() or f"exit {staged.exit_code}"
             self.git("read-tree", parent)
+        else:
+            moved = "".join(f"160000 {head}\t{path}\n" for path, head in submodules.items() if head)
+            self.git("update-index", "--index-info", input=moved)
         return self.git(*git.DURABLE, "write-tree").output.strip(), refusal
 
-    def _remove_what_git_cannot_see(self) -> None:
-        """Delete every folder named `.git` below the top that is no repository: git never lists,
-        stages or cleans what is in one, so a module there would reach the checks in no commit
-        (a repository made inside the tree is staged as a gitlink, which makes the lap red).
-        And any `.gitignore`, `.gitattributes` or `.gitmodules` that is no file (a FIFO): git
-        would wait on it for ever."""
-        top, kept = str(self.tree), {str(self.tree / path) for path in self.kept}
+    def _submodule_heads(self) -> dict[str, str | None]:
+        """The submodules checked out in tree/ (gitlinks of ralph's index with a folder there),
+        each with the commit its HEAD names now (None: none can be read; the gitlink stays).
+
+        `git add` would ask each submodule's own git whether it changed (`git status` there),
+        which reads the submodule's git dir: the lap's to write (a clean filter, an fsmonitor
+        command, an include there would run outside the sandbox). So ralph's `add` leaves
+        submodules out and reads their HEAD itself, as data."""
+        listing = self.git("ls-files", "-s", "-z").output
+        found = {}
+        for entry in listing.split("\0"):
+            if entry.startswith("160000 "):
+                path = entry.split("\t", 1)[1]
+                if _is_folder(self.tree / path):
+                    found[path] = _repository_head(self.tree / path, (self.tree, self.lap_git))
+        return found
+
+    def _make_safe_for_git(self) -> None:
+        """What a lap's code may have left in tree/ that ralph's git must not meet, deleted:
+        - a folder named `.git` below the top that is no repository: git never lists, stages or
+          cleans what is in one, so a module there would reach the checks in no commit;
+        - the `.git` of a repository (a submodule's, one the lap made) that leads outside tree/
+          and git/, or through a file that is no regular one: git, reading its HEAD or refs,
+          would wait on a FIFO for ever (the folder is then plain files to git, or, for a
+          submodule, one not checked out: its gitlink stays);
+        - a `.gitignore`, `.gitattributes` or `.gitmodules` that is no file (a FIFO), likewise;
+        - whatever lies deeper than a path can name (PATH_MAX), which ralph cannot look into.
+        A repository that stays is staged as a gitlink (the lap is red for one it made)."""
+        self.unchecked = False
+        top, within = str(self.tree), (self.tree, self.lap_git)
         for folder, folders, files in walk(self.tree):
-            if folder != top and ".git" in folders:
+            # What ralph cannot name it cannot look at (git, from the top, may reach it): gone.
+            beyond = {name for name in (*folders, *files) if len(os.fsencode(os.path.join(folder, name))) >= PATH_MAX}
+            for name in beyond:
+                remove_path(Path(folder, name))
+            folders[:] = [name for name in folders if name not in beyond]
+            if folder != top and (".git" in folders or ".git" in files):
                 found = Path(folder, ".git")
-                if not all((found / name).exists() for name in ("HEAD", "objects", "refs")):
+                layout = not found.is_dir() or all((found / name).exists() for name in ("HEAD", "objects", "refs"))
+                if not layout or _repository_head(Path(folder), within) is None:
                     remove_path(found)
             for name in _GIT_READS.intersection(files):
                 if not os.path.islink(os.path.join(folder, name)) and not os.path.isfile(os.path.join(folder, name)):
                     remove_path(Path(folder, name))
-            folders[:] = [name for name in folders if name != ".git" and os.path.join(folder, name) not in kept]
+            folders[:] = [name for name in folders if name != ".git"]
 
     def _remove_what_its_own_rules_hide(self) -> None:
         """Delete what the lap's own ignore rules (a new .gitignore, a line added to one) hide and
@@ -348,7 +465,9 @@ class Workspace:
         """The `.gitignore` files the lap added, changed or deleted: plain files (or gone) in plain
         folders, none of setup's (a venv's own)."""
         added = self._untracked_listed("--", ":(glob)**/.gitignore")
-        listing = self.git("-c", "core.quotePath=true", "diff", "--name-only", "--", ":(glob)**/.gitignore").output
+        listing = self.git(
+            "-c", "core.quotePath=true", "diff", "--name-only", "--ignore-submodules=all", "--", ":(glob)**/.gitignore"
+        ).output
         changed = [_unquoted(line) for line in listing.splitlines() if line]
         return [path for path in dict.fromkeys([*added, *changed]) if not _under(path, self.kept) and self._plain(path)]
 
@@ -444,12 +563,14 @@ class Workspace:
             if not done.ok:
                 why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
                 raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
+        self.unchecked = True  # (the commands ran in a jail made before the listing above)
         made = [path.rstrip("/") for path in self._untracked_listed("--directory", *spared) if path not in before]
         self.setup_made = tuple(dict.fromkeys([*self.setup_made, *made]))
         self.setup_at, self.setup_for_lap = commit, for_lap
         if remember:
             self.trusted = self.untracked()
-        rewrote = self.git("diff-files", "--name-only", "-z").output  # (written anew, even if the same)
+        # Written anew counts, even if the same bytes.
+        rewrote = self.git("diff-files", "--name-only", "--ignore-submodules=all", "-z").output
         return "\n".join(outputs), [path for path in rewrote.split("\0") if path]
 
     def write_excludes(self) -> None:
@@ -477,6 +598,7 @@ class Workspace:
             (lap_git / folder).mkdir(parents=True)
         (lap_git / "HEAD").write_text(head + "\n")
         (lap_git / "objects/info/alternates").write_text(f"{self.common_dir / 'objects'}\n")
+        (lap_git / "packed-refs").write_text(self.tags)
         (lap_git / "config").write_text(self._lap_config())
         self.write_excludes()
         shallow = self.common_dir / "shallow"
@@ -550,6 +672,7 @@ class Workspace:
         """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
         `home` names a HOME of the user's choosing, which stays read-only but for `writable`)."""
         self.verify()
+        self.unchecked = True
         scratch = self.root / "scratch" / phase
         remove_path(scratch)
         (scratch / "tmp").mkdir(parents=True)
@@ -627,6 +750,61 @@ _GIT_READS = frozenset({".gitignore", ".gitattributes", ".gitmodules"})  # files
 
 def _under(path: str, folders: tuple[str, ...]) -> bool:
     return any(path == folder or path.startswith(folder + "/") for folder in folders)
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def _repository_head(folder: Path, within: tuple[Path, ...]) -> str | None:
+    """The commit `folder`'s repository has checked out, read from its files as git would (a
+    `.git` file naming the git dir, HEAD, a symbolic ref through loose refs or packed-refs),
+    executing nothing. None when that leads nowhere, outside `within`, or through a file git
+    would open that is no regular file (on a FIFO git, and ralph, would wait for ever)."""
+    dot_git = folder / ".git"
+    if os.path.isdir(dot_git):
+        git_dir = Path(os.path.realpath(dot_git))
+    else:
+        named = _regular_text(dot_git)
+        if named is None or not named.startswith("gitdir:"):
+            return None
+        git_dir = Path(os.path.realpath(folder / named.removeprefix("gitdir:").strip()))
+    if not any(git_dir == top or top in git_dir.parents for top in within) or os.path.lexists(git_dir / "commondir"):
+        return None
+    read = {name: _regular_text(git_dir / name) for name in ("HEAD", "config", "packed-refs")}
+    if any(text is None and os.path.lexists(git_dir / name) for name, text in read.items()):
+        return None
+    value = (read["HEAD"] or "").strip()
+    for _ in range(5):  # git follows symbolic refs as deep
+        if _OBJECT_ID.fullmatch(value):
+            return value
+        ref = value.removeprefix("ref:").strip()
+        if not ref.startswith("refs/") or ".." in ref.split("/"):
+            return None
+        if os.path.lexists(git_dir / ref):
+            value = (_regular_text(git_dir / ref) or "").strip()
+        else:
+            lines = (read["packed-refs"] or "").splitlines()
+            value = next((line.split(" ", 1)[0] for line in lines if line.endswith(" " + ref)), "")
+    return None
+
+
+def _regular_text(path: Path, most: int = 64 << 20) -> str | None:
+    """A regular file's text (its first `most` bytes); None for anything else, or nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(most).decode(errors="replace")
 
 
 def _real_folders(root: Path, relative: Path) -> bool:

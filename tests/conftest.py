@@ -75,7 +75,8 @@ def ralph(
 ) -> subprocess.CompletedProcess:
     """`ralph ARGS` as the user would run it: its exit code and output; a real process for
     `run` and `demo` (and whenever the test sets the environment or stdin)."""
-    secrets = any(is_secret(name) for name in os.environ)  # `run` would re-execute itself without them
+    # `run` would re-execute itself without them
+    secrets = any(is_secret(name, value) for name, value in os.environ.items())
     if args and args[0] in IN_PROCESS and env is None and input is None and not secrets:
         return _ralph_in_process(cwd, list(args))
     return subprocess.run(
@@ -166,6 +167,9 @@ LONGEST = (
     "test_a_check_that_imports_the_users_checkout",
     "test_remote.py",
     "test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks",
+    "test_demo.py",
+    "test_the_files_that_define_how_a_check_runs_are_protected",
+    "test_a_ralph_killed_mid_run_is_resumed",
 )
 
 

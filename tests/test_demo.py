@@ -16,7 +16,7 @@ def test_demo_runs_real_laps_offline_and_ends_done(tmp_path: Path):
     folder = tmp_path / "demo"
     result = ralph(tmp_path, "demo", str(folder), timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "the model is scripted" in result.stdout
+    assert "the model is scripted" in result.stdout and "look around" in result.stdout
     # The person watching sees what the agent does within a lap.
     lines = result.stdout.splitlines()
     assert "  · view textkit/words.py" in lines
@@ -73,6 +73,7 @@ def test_demo_limits_are_options(tmp_path: Path):
             "2",
         )
     assert result.returncode == 3 and "max_laps (1) reached" in result.stdout, result.stdout + result.stderr
+    assert "demo: the run did not end done (exit 3)" in result.stdout and "look around" not in result.stdout
     config = json.loads((tmp_path / "d" / "ralph.yaml").read_text())
     assert config["limits"]["lap_timeout"] == 30 and config["agent"]["max_turns"] == 2
     assert len(server.requests) == 2  # the lap's two model calls (the endpoint check is answered apart)

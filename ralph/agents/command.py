@@ -103,7 +103,7 @@ class CommandAgent:
 
 def _withheld_hint(env: dict[str, str]) -> str:
     """Why an agent CLI may fail or hang without a word: its login was named like a secret."""
-    withheld = sorted(name for name in os.environ if proc.is_secret(name) and name not in env)
+    withheld = sorted(name for name, value in os.environ.items() if proc.is_secret(name, value) and name not in env)
     if not withheld:
         return ""
     names = ", ".join(withheld[:8]) + (", …" if len(withheld) > 8 else "")

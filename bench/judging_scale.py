@@ -1,0 +1,221 @@
+"""ralph's own judging work per lap, by the number of tests and TODO items (issue 26).
+
+    python bench/judging_scale.py                           # 1,000 / 10,000 / 100,000, 3 reps
+    python bench/judging_scale.py --against /tmp/old        # and an older ralph beside it
+
+What a lap costs ralph beyond running the checks, piece by piece, in-process and without git:
+n tests in n/10 files, n TODO items. The last green commit's tests: 1% failing, and the tests
+of n/1000 files that failed to import. The lap's: those files collect and pass, 1% of the tests
+that passed now fail, the tests of n/1000 files its ticked items name are gone (granted). Its
+TODO: every item kept but in reverse order, one in ten ticked, each ticked item asking to
+update a file the lap changed.
+
+- pytest report: reading the lap's report of its pytest session (ralph/pytest_results.py)
+- JUnit report: reading a JUnit XML report of n testcases (ralph/junit.py)
+- ratchet: the lap's tests against the last green commit's (ralph/ratchet.py)
+- note: the lap's check result written as JSON and read back (its note, the next lap's state)
+- TODO read: the lap's TODO parsed (the base's and the green commit's are kept from earlier laps) (ralph/todo.py)
+- TODO rules: no item lost or reworded, which were ticked (ralph/guard.py, ralph/todo.py)
+- grants: does a ticked item ask for each changed file's change (ralph/guard.py)
+- rebase: the lap's ticks and new items put onto a TODO that moved (laps side by side)
+
+Each size is measured in the same run, and "growth" is the exponent k in time ∝ n^k between
+two sizes: 1 is linear, 2 quadratic. With --against DIR, the same script runs in a process
+whose PYTHONPATH starts with DIR (a folder holding another `ralph` package) for the sizes of
+--against-sizes (an older ralph may take hours at 100,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import median, table, timed  # common isolates HOME first
+
+from ralph import guard, junit, pytest_results, ratchet, todo
+from ralph.checks import CheckResult
+
+PIECES = ("pytest report", "JUnit report", "ratchet", "note", "TODO read", "TODO rules", "grants", "rebase")
+
+
+def test_ids(n: int) -> list[str]:
+    return [f"tests/test_f{number // 10:06d}.py::test_{number}" for number in range(n)]
+
+
+def file_of_test(number: int) -> str:
+    return f"tests/test_f{number // 10:06d}.py"
+
+
+def lap_tests(n: int) -> tuple[CheckResult, CheckResult, list[str]]:
+    """The last green commit's check result, the lap's, and the files whose tests it removed."""
+    ids = test_ids(n)
+    files = n // 10
+    broken_import = {f"tests/test_e{number:06d}.py" for number in range(max(1, n // 1000))}
+    removed = {file_of_test(number * 10) for number in range(files - max(1, n // 1000), files)}
+    failing_before = ids[: n // 100]
+    before = _check(
+        ids[n // 100 :], [*failing_before, *(f"{path}::{pytest_results.COLLECTION}" for path in broken_import)]
+    )
+    kept = [test for test in ids if test.split("::")[0] not in removed]
+    newly_failing = set(kept[n // 100 : n // 50])
+    passing = [test for test in kept if test not in newly_failing] + [f"{path}::test_now" for path in broken_import]
+    return before, _check(passing, sorted(newly_failing)), sorted(removed)
+
+
+def _check(passed: list[str], failing: list[str]) -> CheckResult:
+    counts = pytest_results.TestCounts(passed=len(passed), failed=len(failing))
+    tests = pytest_results.TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
+    return CheckResult(command="pytest", exit_code=1, duration_s=1.0, tests=tests)
+
+
+def pytest_report(folder: Path, n: int) -> Path:
+    """What ralph's plugin writes for a session of n tests: each collected, then its three phases."""
+    lines: list[dict] = [{"session": "s", "parent": None}]
+    lines += [{"session": "s", "collect_error": f"tests/test_e{number}.py"} for number in range(max(1, n // 1000))]
+    lines += [{"session": "s", "collected": test} for test in test_ids(n)]
+    for test in test_ids(n):
+        lines += [{"session": "s", "test": test, "when": when, "outcome": "passed"} for when in PHASES]
+    lines.append({"session": "s", "setup": {"config": "pyproject.toml", "plugins": {}}})
+    report = folder / "report.jsonl"
+    report.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return report
+
+
+PHASES = ("setup", "call", "teardown")
+
+
+def junit_report(folder: Path, n: int) -> Path:
+    cases = "".join(f'<testcase classname="c{number // 10}" name="t{number}" file="f.py"/>' for number in range(n))
+    report = folder / "junit.xml"
+    report.write_text(f'<testsuites><testsuite name="s">{cases}</testsuite></testsuites>')
+    return report
+
+
+def checklists(n: int, targets: list[str]) -> tuple[str, str, str]:
+    """The base's TODO, the green commit's (the same items), and the lap's: reversed, one in ten
+    ticked, each ticked item asking to update one of `targets`."""
+    items = [
+        f"Update {targets[number // 10]} to the new API" if number % 10 == 0 else f"Item {number}"
+        for number in range(n)
+    ]
+    base = "# TODO\n\n" + "".join(f"- [ ] {item}\n" for item in items)
+    lap = "# TODO\n\n" + "".join(
+        f"- [{'x' if item.startswith('Update') else ' '}] {item}\n" for item in reversed(items)
+    )
+    return base, base + "\n", lap
+
+
+def measure(n: int, reps: int) -> dict[str, float]:
+    """Median seconds of each piece at size n."""
+    folder = Path(tempfile.mkdtemp(prefix="ralph-bench-scale-"))
+    before, now, removed = lap_tests(n)
+    changed = [*removed, *(f"src/module_{number}.py" for number in range(n))][: math.ceil(n / 10)]
+    base, green, lap = checklists(n, changed)
+    report, xml = pytest_report(folder, n), junit_report(folder, n)
+    found: dict[str, list[float]] = {piece: [] for piece in PIECES}
+    for _ in range(reps):
+        seconds = _one_lap(before, now, base, green, lap, report, xml, changed)
+        for piece in PIECES:
+            found[piece].append(seconds[piece])
+    return {piece: median(values) for piece, values in found.items()}
+
+
+def _one_lap(
+    before: CheckResult,
+    now: CheckResult,
+    base: str,
+    green: str,
+    lap: str,
+    report: Path,
+    xml: Path,
+    changed: list[str],
+) -> dict[str, float]:
+    seconds: dict[str, float] = {}  # and what each found, checked
+    seconds["pytest report"], read = timed(pytest_results.read, report)
+    seconds["JUnit report"], read_xml = timed(junit.read, [xml])
+    assert read is not None and read_xml is not None and read_xml.counts.passed == read_xml.counts.ran
+    cached = todo._scanned if hasattr(todo, "_scanned") else todo._parse  # an older ralph's cache
+    cached.cache_clear()
+    items_base, items_green = todo.parse(base), todo.parse(green)  # read by earlier laps, and kept
+    seconds["TODO read"], items_lap = timed(todo.parse, lap)
+    seconds["TODO rules"], (problems, ticked) = timed(
+        lambda: (guard.todo_problems(items_green, items_lap), todo.newly_ticked(items_green, items_lap))
+    )
+    assert problems == [] and len(ticked) == len(changed) and len(items_base) == len(items_lap)
+    grants = guard.GuardReport(grants=ticked)
+    seconds["grants"], allowed = timed(lambda: [grants.allows(path) or grants.allows_setup(path) for path in changed])
+    assert all(allowed)
+    seconds["ratchet"], comparison = timed(ratchet.compare, [before], [now], grants)
+    assert comparison.newly_failing and not comparison.unrun, comparison.problems
+    assert not any("gone" in problem for problem in comparison.problems), comparison.problems
+    seconds["note"], _ = timed(lambda: CheckResult.model_validate_json(now.model_dump_json()))
+    seconds["rebase"], rebased = timed(_rebase, green, lap, ticked)
+    assert rebased.count("- [x]") == len(ticked)
+    return seconds
+
+
+def _rebase(onto: str, lap: str, ticked: list[str]) -> str:
+    """The TODO half of lap.rebase_lap: the lap's items found with their lines, its ticks put on."""
+    todo.sources(lap)
+    return todo.combined(onto, ticked, [])
+
+
+def growth(sizes: list[int], times: list[float]) -> str:
+    """k of time ∝ n^k from each size to the next."""
+    pairs = itertools.pairwise(zip(sizes, times, strict=True))
+    return " / ".join(f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}" for (n1, t1), (n2, t2) in pairs)
+
+
+def measured(sizes: list[int], reps: int, against: str | None) -> dict[int, dict[str, float]]:
+    """Seconds per piece per size: here, or in a process whose ralph is the one in `against`."""
+    if against is None:
+        return {n: measure(n, reps) for n in sizes}
+    command = [sys.executable, __file__, "--sizes", ",".join(map(str, sizes)), "--reps", str(reps), "--json"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([against, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return {int(n): pieces for n, pieces in json.loads(done.stdout).items()}
+
+
+def report(title: str, results: dict[int, dict[str, float]]) -> str:
+    sizes = sorted(results)
+    rows = [
+        [piece, *(results[n][piece] * 1000 for n in sizes), growth(sizes, [results[n][piece] for n in sizes])]
+        for piece in PIECES
+    ]
+    totals = [sum(results[n].values()) for n in sizes]
+    rows.append(["**per lap**", *(total * 1000 for total in totals), growth(sizes, totals)])
+    return f"{title}\n\n" + table(["ms", *(f"{n:,}" for n in sizes), "growth"], [_shown(row) for row in rows])
+
+
+def _shown(row: list) -> list:
+    return [f"{cell:,.1f}" if isinstance(cell, float) else cell for cell in row]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="tests and items, comma-separated")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--against", help="a folder holding another ralph package, measured beside this one")
+    parser.add_argument("--against-sizes", default="1000,10000")
+    parser.add_argument("--json", action="store_true", help="print the seconds as JSON (how --against reads them)")
+    options = parser.parse_args()
+    sizes = [int(size) for size in options.sizes.split(",")]
+    if options.json:
+        print(json.dumps(measured(sizes, options.reps, None)))
+        return
+    print(report("this ralph", measured(sizes, options.reps, None)))
+    if options.against:
+        against_sizes = [int(size) for size in options.against_sizes.split(",")]
+        print()
+        print(report(f"ralph from {options.against}", measured(against_sizes, options.reps, options.against)))
+
+
+if __name__ == "__main__":
+    main()
