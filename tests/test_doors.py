@@ -257,3 +257,32 @@ def test_a_git_dir_that_would_make_git_wait_for_ever_is_cut_off(tmp_path: Path, 
     tree = git(repo, "ls-tree", "-r", "--name-only", lap["commit"]).split("\n")
     assert "nested/module.py" in tree and "fifo/module.py" in tree and "work.txt" in tree
     assert git(repo, "ls-tree", lap["commit"], "vendor/lib").split()[2] == git(library, "rev-parse", "HEAD")
+
+
+def test_an_unsandboxed_lap_that_removes_a_workspace_folder_stops_the_run_untouched(tmp_path: Path):
+    """ralph checks its workspace's folders are still its own before its git meets them: one a
+    lap deleted (or replaced by a link) stops the run in one line; ralph follows nothing."""
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": "rm -rf ../scratch && echo x > work.txt"},
+        "checks": ["true"],
+        "sandbox": "off",
+        "limits": {"max_laps": 1},
+    }
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 1 and "the lap replaced ralph's workspace folder" in result.stderr, result.stderr
+
+
+def test_a_long_item_makes_a_subject_git_log_shows_whole(tmp_path: Path):
+    item = "Rename every caller of the deprecated parse_legacy_config helper across the package " * 2
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "command": "echo x > work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"},
+        "checks": ["true"],
+        "limits": {"max_laps": 1},
+    }
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": f"- [ ] {item.strip()}\n"})
+    assert ralph(repo, "run", "--name", "r").returncode == 0
+    subject = git(repo, "log", "-1", "--format=%s", "ralph/r")
+    assert len(subject) == 72 and subject.endswith("…") and item.startswith(subject[:-1])

@@ -72,3 +72,9 @@ def test_a_configuration_that_is_no_yaml_runs_itself_and_nothing_else(tmp_path: 
     (repo / ".git" / "hooks" / "pre-commit").chmod(0o755)
     runs = hook_code.what_hooks_run(repo, repo / ".git", git(repo, "rev-parse", "HEAD"))
     assert hook_code.touched([".pre-commit-config.yaml", "src/app.py"], runs) == [(".pre-commit-config.yaml", runs[0])]
+
+
+def test_a_hooks_folder_that_is_not_there_runs_nothing(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"README.md": "x\n"})
+    git(repo, "config", "core.hooksPath", "no/such/folder")
+    assert hook_code.what_hooks_run(repo, repo / ".git", git(repo, "rev-parse", "HEAD")) == []

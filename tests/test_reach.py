@@ -289,3 +289,29 @@ def test_what_sandbox_sockets_lists_is_reachable_and_only_that(tmp_path: Path, m
     assert attempt.connections == {"docker": 1, "podman": 0, "run": 0}
     seen = json.loads((out / "seen.json").read_text())
     assert seen["S.gpg-agent.extra"] != "connected"  # beside a listed socket, the others stay hidden
+
+
+def test_the_look_on_disk_follows_links_to_folders_and_says_where_it_stopped(tmp_path: Path, monkeypatch, capsys):
+    """A socket in a folder HOME links to (a container's, shared there) is found through the
+    link; a look that runs out of its budget says where it stopped, once."""
+    from ralph import sockets
+
+    users = Path(tempfile.mkdtemp(prefix="look-"))
+    try:
+        (users / "home").mkdir()
+        (users / "vm" / "sock").mkdir(parents=True)
+        (users / "home" / ".lima").symlink_to(users / "vm")
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(users / "vm" / "sock" / "docker.sock"))
+        server.close()  # bound, then no one listens: only the look on disk can find it
+        monkeypatch.setenv("HOME", str(users / "home"))
+        monkeypatch.setattr(sockets, "_LOOKED", {})
+        shown = (users,)  # under /tmp, which the sandbox empties: bound back, as a repository there is
+        found = sockets.unreachable(shown, (), (), ())
+        assert users / "vm" / "sock" in found or users / "vm" / "sock" / "docker.sock" in found
+        monkeypatch.setattr(sockets, "_LOOKED", {})
+        monkeypatch.setattr(sockets, "SCAN_BUDGET", 1)
+        sockets.unreachable(shown, (), (), ())
+        assert "looked on disk for unix sockets in 1 entries and stopped at" in capsys.readouterr().err
+    finally:
+        shutil.rmtree(users)
