@@ -67,8 +67,8 @@ class RunContext:
         writable = (*sandbox.writable_paths(), *writable)
         allowed = tuple(sandbox.socket_paths())
         keep = (*self.keep, *allowed)  # a listed socket in /run or /tmp is bound back there
-        # Looked for anew each phase: a socket made since the last one is hidden too. ralph's own
-        # folder (the laps' workspaces, the hooks' cache) holds no socket of the user's.
+        # The kernel's list is read anew each phase (a socket bound since the last one is hidden
+        # too). ralph's own folder (the laps' workspaces, the hooks' cache) holds none of the user's.
         skip = (workspaces_root().parent, self.workspace.root, *self.credentials)
         return self.workspace.jail(
             phase,

@@ -43,6 +43,14 @@ plant() {{  # $1: a git dir, $2: its work tree
 """
 
 
+def one_lap(path: Path, agent: str, files: dict[str, str] | None = None, **settings: object) -> Path:
+    """A repository whose one lap runs the command agent `agent`; `settings` go into ralph.yaml
+    over one that checks `true` (a `protect` of [] lets the lap change git's own files)."""
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], **settings}
+    config["limits"] = {"max_laps": 1}
+    return make_repo(path, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", **(files or {})})
+
+
 @needs_bwrap
 def test_a_submodules_git_dir_runs_nothing_of_the_laps_outside_the_sandbox(tmp_path: Path):
     """The red team's door: a lap writes filters, an fsmonitor, hooks and an include into its
@@ -66,16 +74,7 @@ sed -i 's/\\[ \\]/[x]/' TODO.md
 """
     )
     library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": f"sh {agent}"},
-        "checks": ["true"],
-        "setup": ["true"],
-        "sandbox": "required",
-        "protect": [],
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
+    repo = one_lap(tmp_path / "repo", f"sh {agent}", {"main.txt": "\n"}, setup=["true"], sandbox="required", protect=[])
     for name in ("lib", "two"):
         git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), f"vendor/{name}")
     git(repo, "commit", "-qm", "submodules")
@@ -102,16 +101,7 @@ def test_the_laps_gitattributes_cannot_name_a_filter_of_the_users(tmp_path: Path
         "printf '* filter=mine diff=mine\\n' > .gitattributes && echo changed > main.txt && "
         "sed -i 's/\\[ \\]/[x]/' TODO.md"
     )
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": agent},
-        "checks": ["true"],
-        "setup": ["true"],
-        "sandbox": "required",
-        "protect": [],
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
+    repo = one_lap(tmp_path / "repo", agent, {"main.txt": "\n"}, setup=["true"], sandbox="required", protect=[])
     git(repo, "config", "filter.mine.clean", "./clean.sh")
     git(repo, "config", "filter.mine.smudge", f"sh -c 'touch {out}/smudge; cat'")
     git(repo, "config", "diff.mine.textconv", f"sh -c 'touch {out}/textconv; cat'")
@@ -134,14 +124,9 @@ def test_laps_setup_and_checks_see_the_repositorys_tags(tmp_path: Path):
     """setuptools-scm, hatch-vcs and versioneer version a package by `git describe`: without the
     user's tags a lap's build is 0.1.dev…, and a dependency resolver may pick ancient pins."""
     describe = "git describe --tags"
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": f"{describe} > agent.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"},
-        "setup": [describe],
-        "checks": [f"{describe} | grep -q '^v1.2.3-[12]-g'", f'test "$({describe} --abbrev=0)" = v1.2.3'],
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    checks = [f"{describe} | grep -q '^v1.2.3-[12]-g'", f'test "$({describe} --abbrev=0)" = v1.2.3']
+    agent = f"{describe} > agent.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    repo = one_lap(tmp_path / "repo", agent, setup=[describe], checks=checks)
     git(repo, "tag", "-a", "v1.2.3", "-m", "release")
     git(repo, "commit", "-q", "--allow-empty", "-m", "after the release")
     result = ralph(repo, "run", "--name", "r")
@@ -158,23 +143,9 @@ def test_git_lfs_files_reach_laps_and_lap_commits_as_lfs(tmp_path: Path, monkeyp
     and a file the lap adds under an LFS pattern is committed as a pointer, its object stored."""
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
     subprocess.run(["git", "lfs", "install", "--skip-repo"], check=True, capture_output=True)
-    config = {
-        "goal": "g",
-        "agent": {
-            "kind": "command",
-            "command": "cat data.bin > seen.txt && echo more > new.bin && sed -i 's/\\[ \\]/[x]/' TODO.md",
-        },
-        "checks": ["grep -qx 'real content' data.bin"],
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "ralph.yaml": json.dumps(config),
-            "TODO.md": "- [ ] x\n",
-            ".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n",
-        },
-    )
+    agent = "cat data.bin > seen.txt && echo more > new.bin && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    attributes = {".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n"}
+    repo = one_lap(tmp_path / "repo", agent, attributes, checks=["grep -qx 'real content' data.bin"])
     (repo / "data.bin").write_text("real content\n")
     git(repo, "add", "data.bin")
     git(repo, "commit", "-qm", "an LFS file")
@@ -195,15 +166,13 @@ def test_sandbox_readable_brings_back_a_path_the_sandbox_empties(tmp_path: Path)
     try:
         (kept / "tool.txt").write_text("a tool\n")
         for listed, code in (([str(kept)], 0), ([], 3)):
-            config = {
-                "goal": "g",
-                "agent": {"kind": "command", "command": "echo work > work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"},
-                "checks": ["grep -q 'a tool' \"$(cat where.txt)\""],  # (a path a command names is bound)
-                "sandbox": {"mode": "required", "readable": listed},
-                "limits": {"max_laps": 1},
-            }
-            files = {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "where.txt": f"{kept}/tool.txt\n"}
-            repo = make_repo(tmp_path / f"repo{code}", files)
+            repo = one_lap(
+                tmp_path / f"repo{code}",
+                "echo work > work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md",
+                {"where.txt": f"{kept}/tool.txt\n"},
+                checks=["grep -q 'a tool' \"$(cat where.txt)\""],  # (a path a command names is bound)
+                sandbox={"mode": "required", "readable": listed},
+            )
             result = ralph(repo, "run", "--name", "r")
             assert result.returncode == code, result.stdout + result.stderr
     finally:
@@ -238,16 +207,7 @@ def test_a_git_dir_that_would_make_git_wait_for_ever_is_cut_off(tmp_path: Path, 
     checkout would hang. Such a `.git` is removed first: the folder is plain files to git."""
     library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
     setup = "rm -rf made && git init -q made && git -C made commit -q --allow-empty -m x && rm made/.git/HEAD && mkfifo made/.git/HEAD"
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": f"sh {tmp_path / 'agent.sh'}"},
-        "setup": [setup],
-        "checks": ["true"],
-        "sandbox": sandbox,
-        "protect": [],
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = one_lap(tmp_path / "repo", f"sh {tmp_path / 'agent.sh'}", setup=[setup], sandbox=sandbox, protect=[])
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
     git(repo, "commit", "-qm", "a submodule")
     (tmp_path / "agent.sh").write_text(WAITING.format(outside=repo / ".git" / "modules" / "vendor" / "lib"))
@@ -262,27 +222,15 @@ def test_a_git_dir_that_would_make_git_wait_for_ever_is_cut_off(tmp_path: Path, 
 def test_an_unsandboxed_lap_that_removes_a_workspace_folder_stops_the_run_untouched(tmp_path: Path):
     """ralph checks its workspace's folders are still its own before its git meets them: one a
     lap deleted (or replaced by a link) stops the run in one line; ralph follows nothing."""
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": "rm -rf ../scratch && echo x > work.txt"},
-        "checks": ["true"],
-        "sandbox": "off",
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = one_lap(tmp_path / "repo", "rm -rf ../scratch && echo x > work.txt", sandbox="off")
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 1 and "the lap replaced ralph's workspace folder" in result.stderr, result.stderr
 
 
 def test_a_long_item_makes_a_subject_git_log_shows_whole(tmp_path: Path):
     item = "Rename every caller of the deprecated parse_legacy_config helper across the package " * 2
-    config = {
-        "goal": "g",
-        "agent": {"kind": "command", "command": "echo x > work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"},
-        "checks": ["true"],
-        "limits": {"max_laps": 1},
-    }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": f"- [ ] {item.strip()}\n"})
+    agent = "echo x > work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    repo = one_lap(tmp_path / "repo", agent, {"TODO.md": f"- [ ] {item.strip()}\n"})
     assert ralph(repo, "run", "--name", "r").returncode == 0
     subject = git(repo, "log", "-1", "--format=%s", "ralph/r")
     assert len(subject) == 72 and subject.endswith("…") and item.startswith(subject[:-1])
