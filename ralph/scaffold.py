@@ -98,6 +98,8 @@ ENVIRONMENTS = [
 
 
 TEST_NAMES = ("test", "tests", "testing", "dev")  # the extra or dependency group that brings pytest
+# Pinned test requirements, as pip-tools lays them out (the Pallets projects: requirements/tests.txt).
+TEST_REQUIREMENTS = tuple(f"{folder}{name}.txt" for name in TEST_NAMES for folder in ("requirements/", "requirements-"))
 # Node test runners that write JUnit XML, found in package.json's test script: the check that
 # writes the report beside the usual output, and where (README: Per-test results).
 JUNIT_NODE = "mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout " + (
@@ -143,8 +145,8 @@ def _test_group(project: dict) -> str | None:
 
 def python_setup(top: Path) -> str:
     """A venv in the workspace with the project and what its tests need: its test dependency
-    group or extra where it has one, else pytest (pip only warns about a missing extra, and
-    the checks then cannot run)."""
+    group or extra where it has one, or its pinned test requirements, else pytest (pip only
+    warns about a missing extra, and the checks then cannot run)."""
     project = _project(top)
     extras = _table(project, "project", "optional-dependencies")
     venv = "python -m venv .venv && .venv/bin/pip install -q"
@@ -152,7 +154,10 @@ def python_setup(top: Path) -> str:
     if group:  # pip reads groups from 25.1 on
         return f"{venv} -U pip && .venv/bin/pip install -q -e . --group {group}"
     extra = next((name for name in TEST_NAMES if name in extras), None)
-    return f"{venv} -e '.[{extra}]'" if extra else f"{venv} -e . pytest"
+    if extra:
+        return f"{venv} -e '.[{extra}]'"
+    pinned = next((path for path in TEST_REQUIREMENTS if (top / path).is_file()), None)
+    return f"{venv} -e . -r {pinned}" if pinned else f"{venv} -e . pytest"
 
 
 def uv_setup(top: Path) -> str:

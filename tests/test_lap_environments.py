@@ -301,10 +301,14 @@ def test_init_suggests_setup_and_checks_for_what_the_repository_is(tmp_path: Pat
         ('[dependency-groups]\ntest = ["pytest"]\n', "-e . --group test"),  # PEP 735
         ('[project]\nname = "p"\n[project.optional-dependencies]\ntests = ["pytest"]\n', "-e '.[tests]'"),
         ('[project]\nname = "p"\n', "-e . pytest"),  # no extra: '.[dev]' would only warn, and pytest be missing
+        ("REQUIREMENTS", "-e . -r requirements/tests.txt"),  # pip-tools' layout (itsdangerous, flask)
     ],
 )
 def test_init_installs_the_projects_test_dependencies_by_their_group_or_extra(tmp_path: Path, pyproject, installs):
-    repo = make_repo(tmp_path / "repo", {"pyproject.toml": pyproject})
+    files = {"pyproject.toml": pyproject}
+    if pyproject == "REQUIREMENTS":
+        files = {"pyproject.toml": '[project]\nname = "p"\n', "requirements/tests.txt": "pytest==8.3.3\n"}
+    repo = make_repo(tmp_path / "repo", files)
     assert ralph(repo, "init").returncode == 0
     (setup,) = load_config(repo / "ralph.yaml").setup
     assert setup.startswith("python -m venv .venv && .venv/bin/pip install -q") and setup.endswith(installs)
