@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import command_agent, git, make_repo, median, ralph_yaml, table, timed
 
-from ralph.files import BYTECODE
+from ralph.isolation.files import BYTECODE
 
 OPTIONS = {  # each with a worktree and an index of its own
     "default": ["-c", "core.untrackedCache=false"],

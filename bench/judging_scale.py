@@ -10,13 +10,13 @@ that passed now fail, the tests of n/1000 files its ticked items name are gone (
 TODO: every item kept but in reverse order, one in ten ticked, each ticked item asking to
 update a file the lap changed.
 
-- pytest report: reading the lap's report of its pytest session (ralph/pytest_results.py)
-- JUnit report: reading a JUnit XML report of n testcases (ralph/junit.py)
-- ratchet: the lap's tests against the last green commit's (ralph/ratchet.py)
+- pytest report: reading the lap's report of its pytest session (ralph/verdict/pytest_results.py)
+- JUnit report: reading a JUnit XML report of n testcases (ralph/verdict/junit.py)
+- ratchet: the lap's tests against the last green commit's (ralph/verdict/ratchet.py)
 - note: the lap's check result written as JSON and read back (its note, the next lap's state)
 - TODO read: the lap's TODO parsed (the base's and the green commit's are kept from earlier laps) (ralph/todo.py)
-- TODO rules: no item lost or reworded, which were ticked (ralph/guard.py, ralph/todo.py)
-- grants: does a ticked item ask for each changed file's change (ralph/guard.py)
+- TODO rules: no item lost or reworded, which were ticked (ralph/verdict/guard.py, ralph/todo.py)
+- grants: does a ticked item ask for each changed file's change (ralph/verdict/guard.py)
 - rebase: the lap's ticks and new items put onto a TODO that moved (laps side by side)
 
 Each size is measured in the same run, and "growth" is the exponent k in time ∝ n^k between
@@ -39,8 +39,9 @@ from pathlib import Path
 
 from common import median, table, timed  # common isolates HOME first
 
-from ralph import guard, junit, pytest_results, ratchet, todo
-from ralph.checks import CheckResult
+from ralph import todo
+from ralph.verdict import guard, junit, pytest_results, ratchet
+from ralph.verdict.checks import CheckResult
 
 PIECES = ("pytest report", "JUnit report", "ratchet", "note", "TODO read", "TODO rules", "grants", "rebase")
 

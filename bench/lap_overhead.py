@@ -6,8 +6,8 @@
 The agent only ticks one TODO item and appends a line to a file; the check is `true`.
 So nearly all of a lap's time is ralph's own: workspace, sandbox, commit, guard, notes, refs.
 
-Laps run in-process (`ralph.loop.run(RunOptions(...))`), with `ralph.loop.run_lap` and
-`ralph.proc.run` wrapped to time each lap from outside and to count the git processes
+Laps run in-process (`ralph.run.loop.run(RunOptions(...))`), with `ralph.run.loop.run_lap` and
+`ralph.isolation.proc.run` wrapped to time each lap from outside and to count the git processes
 it starts. The breakdown comes from the lap notes (`ledger.load` reads them back):
 in-note overhead = duration_s - agent.duration_s - sum(checks[].duration_s); the rest of a
 lap's wall time (the workspace's checkout, writing the note and refs) happens outside duration_s.
@@ -34,9 +34,11 @@ from pathlib import Path
 
 from common import TICK_ONE, command_agent, git, make_repo, median, ralph_yaml, table, timed
 
-import ralph.loop
-from ralph import ledger, proc, ui
-from ralph.loop import RunOptions
+import ralph.run.loop
+from ralph.git import ledger
+from ralph.isolation import proc
+from ralph.run.loop import RunOptions
+from ralph.show import ui
 
 BARE_NUMBERS = itertools.count()
 
@@ -47,7 +49,7 @@ class LapClock:
     def __init__(self, before_lap: Callable[[Path], tuple[float, float]]) -> None:
         self.laps: list[dict] = []
         self.current: dict | None = None
-        run_lap, run_process = ralph.loop.run_lap, proc.run
+        run_lap, run_process = ralph.run.loop.run_lap, proc.run
 
         def timed_lap(ctx, state, number, *more):  # more: which agent, as the loop passes it
             bare, bare_reset = before_lap(ctx.top)  # the control, just before the lap
@@ -65,13 +67,13 @@ class LapClock:
                 self.current["add_s"] += seconds if "read-tree" in command else 0.0
             return done
 
-        ralph.loop.run_lap, proc.run = timed_lap, counted_process
+        ralph.run.loop.run_lap, proc.run = timed_lap, counted_process
 
 
 def ralph_laps(clock: LapClock, repo: Path, name: str, laps: int) -> list[dict]:
     """Run `laps` laps in-process; each lap's clock readings merged with its note."""
     clock.laps = []
-    ralph.loop.run(RunOptions(cwd=repo, name=name, max_laps=laps))
+    ralph.run.loop.run(RunOptions(cwd=repo, name=name, max_laps=laps))
     notes = [lap.record for lap in ledger.load(repo, name).laps]
     assert all(note.status == "green" for note in notes), [note.reason for note in notes]
     for reading, note in zip(clock.laps, notes, strict=True):

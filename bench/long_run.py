@@ -4,13 +4,13 @@
     python bench/long_run.py --laps 20         # quick
     python bench/long_run.py --agent openai    # the built-in agent against the scripted server
 
-One in-process run (`ralph.loop.run(RunOptions(cwd=repo, name=..., max_laps=N))`) in the
+One in-process run (`ralph.run.loop.run(RunOptions(cwd=repo, name=..., max_laps=N))`) in the
 main thread, with the check `true` and an agent that ticks one TODO item a lap: a command
 agent (a shell one-liner), or the built-in openai agent talking to ralph's scripted server,
 which then runs in this process too (its sockets and request threads count).
 A background thread samples every 0.2 s: open fds (/proc/self/fd), descendant processes
 and how many of them are `git` or zombies (the /proc ppid chain leading to this process),
-threads (the sampler not counted) and RSS (/proc/self/status VmRSS). `ralph.loop.run_lap`
+threads (the sampler not counted) and RSS (/proc/self/status VmRSS). `ralph.run.loop.run_lap`
 is wrapped to take one more sample right after each lap, when nothing should be running:
 those give the first-vs-last-laps columns.
 """
@@ -28,10 +28,10 @@ from pathlib import Path
 from common import command_agent, make_repo, median, openai_agent, ralph_yaml, table
 from token_growth import SOURCE, next_step
 
-import ralph.loop
-from ralph import ui
-from ralph.loop import RunOptions
-from ralph.scripted import ScriptedServer
+import ralph.run.loop
+from ralph.agents.scripted import ScriptedServer
+from ralph.run.loop import RunOptions
+from ralph.show import ui
 
 METRICS = ["fds", "children", "git children", "zombies", "threads", "rss MB"]
 
@@ -80,7 +80,7 @@ class Sampler(threading.Thread):
 
 
 def sample_after_each_lap(after_lap: list[dict], between_laps: Callable[[], None]) -> None:
-    run_lap = ralph.loop.run_lap
+    run_lap = ralph.run.loop.run_lap
 
     def sampled_lap(ctx, state, number):
         record = run_lap(ctx, state, number)
@@ -88,7 +88,7 @@ def sample_after_each_lap(after_lap: list[dict], between_laps: Callable[[], None
         after_lap.append(sample())
         return record
 
-    ralph.loop.run_lap = sampled_lap
+    ralph.run.loop.run_lap = sampled_lap
 
 
 def measure(repo: Path, laps: int, between_laps: Callable[[], None]) -> tuple[int, dict, list, list, dict]:
@@ -97,7 +97,7 @@ def measure(repo: Path, laps: int, between_laps: Callable[[], None]) -> tuple[in
     sample_after_each_lap(after_lap, between_laps)
     before, sampler = sample(), Sampler()
     sampler.start()
-    code = ralph.loop.run(RunOptions(cwd=repo, name="long", max_laps=laps))
+    code = ralph.run.loop.run(RunOptions(cwd=repo, name="long", max_laps=laps))
     sampler.stop.set()
     sampler.join()
     return int(code), before, sampler.samples, after_lap, sample()

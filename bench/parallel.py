@@ -29,7 +29,7 @@ from pathlib import Path
 
 from common import git, table
 
-from ralph import ledger
+from ralph.git import ledger
 
 AGENT = r"""
 import os, pathlib, re, time

@@ -3,7 +3,7 @@
     python bench/sandbox_cost.py                  # sizes 10,1000; 3 runs of 10 laps per mode
     python bench/sandbox_cost.py --sizes 10000 --laps 5 --reps 1
 
-Per size, `ralph run` laps (in-process `ralph.loop.run`, command agent that ticks one item,
+Per size, `ralph run` laps (in-process `ralph.run.loop.run`, command agent that ticks one item,
 check `true`) with `sandbox: auto` (bubblewrap) and `sandbox: off`, the two modes taking turns
 run after run so both see the same machine. A lap runs two sandboxed commands (the agent and
 the check; the commit's `git add` and `git commit` too when the repository has commit hooks),
@@ -21,10 +21,10 @@ from pathlib import Path
 
 from common import command_agent, make_repo, median, table, timed
 
-import ralph.loop
-from ralph import ui
-from ralph.loop import RunOptions
-from ralph.sandbox import Jail
+import ralph.run.loop
+from ralph.isolation.sandbox import Jail
+from ralph.run.loop import RunOptions
+from ralph.show import ui
 
 
 def main() -> None:
@@ -75,18 +75,18 @@ def one_run(folder: Path, size: int, laps: int, mode: str) -> list[float]:
     )
     repo = make_repo(folder, config, items=laps + 1, filler=size)
     seconds: list[float] = []
-    run_lap = ralph.loop.run_lap
+    run_lap = ralph.run.loop.run_lap
 
     def timed_lap(ctx, state, number):
         spent, record = timed(run_lap, ctx, state, number)
         seconds.append(spent)
         return record
 
-    ralph.loop.run_lap = timed_lap
+    ralph.run.loop.run_lap = timed_lap
     try:
-        ralph.loop.run(RunOptions(repo, name="bench"))
+        ralph.run.loop.run(RunOptions(repo, name="bench"))
     finally:
-        ralph.loop.run_lap = run_lap
+        ralph.run.loop.run_lap = run_lap
     return seconds
 
 

@@ -5,7 +5,7 @@
 
 A real `ralph run` process (`[sys.executable, "-m", "ralph", "run", ...]`) drives the
 built-in `openai` agent against ralph's scripted OpenAI-compatible server on loopback
-(`ralph.scripted.ScriptedServer`). Each lap the scripted model views a source file,
+(`ralph.agents.scripted.ScriptedServer`). Each lap the scripted model views a source file,
 ticks the first open TODO item with str_replace, runs bash (appends to a file, rewrites
 PROGRESS.md, `git status`) and calls finish: four requests a lap.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 from common import git, make_repo, openai_agent, ralph_yaml, table
 
-from ralph import ledger
-from ralph.scripted import ScriptedServer, Step, bash, finish, tool_call
+from ralph.agents.scripted import ScriptedServer, Step, bash, finish, tool_call
+from ralph.git import ledger
 
 SOURCE = "".join(f"def handler_{n}(request):\n    return {{'status': {n}, 'body': request}}\n\n" for n in range(40))
 

@@ -14,14 +14,15 @@ from typing import Any, NoReturn
 
 import click
 
-from ralph import ui
+from ralph.agents.presets import PRESETS
 from ralph.errors import Exit, Interrupted, RalphError
-from ralph.presets import PRESETS
+from ralph.show import ui
 
 
 def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of --run: the runs of the repository here."""
-    from ralph import git, ledger
+    from ralph import git
+    from ralph.git import ledger
 
     try:
         names = ledger.run_names(git.open_repo(Path.cwd()).top)
@@ -76,7 +77,7 @@ def main() -> None:
 )
 def init(preset: str) -> None:
     """Write a commented ralph.yaml, TODO.md and PROGRESS.md (never overwrites)."""
-    from ralph.scaffold import init as do_init
+    from ralph.commands.init import init as do_init
 
     _call(do_init, Path.cwd(), preset)
 
@@ -115,10 +116,10 @@ def run(
 ) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
-    from ralph.hardening import harden
-    from ralph.loop import RunOptions
-    from ralph.loop import run as do_run
-    from ralph.view import console_for
+    from ralph.isolation.hardening import harden
+    from ralph.run.loop import RunOptions
+    from ralph.run.loop import run as do_run
+    from ralph.show.view import console_for
 
     def hardened(options: RunOptions) -> int:
         harden(sys.argv[1:])
@@ -150,7 +151,7 @@ def run(
 @click.option("--force", is_flag=True, help="Replace a TODO.md that already has items.")
 def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> None:
     """Turn the goal (ralph.yaml's, or GOAL) into TODO.md with a model that reads the repository."""
-    from ralph.plan import plan as do_plan
+    from ralph.commands.plan import plan as do_plan
 
     _call(do_plan, Path.cwd(), goal, config_path, yes, force)
 
@@ -161,7 +162,7 @@ def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> 
 @click.option("--remote", metavar="REMOTE", help="Tell a run this git remote keeps (`ralph run --remote`).")
 def tell(message: str, run_name: str | None, remote: str | None) -> None:
     """Leave MESSAGE for the run's next lap (shown once in its prompt, under "From the user")."""
-    from ralph.review import tell as do_tell
+    from ralph.commands.review import tell as do_tell
 
     _call(do_tell, Path.cwd(), message, run_name, remote)
 
@@ -171,7 +172,7 @@ def tell(message: str, run_name: str | None, remote: str | None) -> None:
 @JSON_OPTION
 def log(run_name: str | None, as_json: bool) -> None:
     """One row a lap: status, reason, duration, files changed, TODO."""
-    from ralph.review import log as do_log
+    from ralph.commands.review import log as do_log
 
     _call(do_log, Path.cwd(), run_name, as_json)
 
@@ -182,7 +183,7 @@ def log(run_name: str | None, as_json: bool) -> None:
 @JSON_OPTION
 def show(lap: int, run_name: str | None, as_json: bool) -> None:
     """A lap's record, diffstat and check output."""
-    from ralph.review import show as do_show
+    from ralph.commands.review import show as do_show
 
     _call(do_show, Path.cwd(), lap, run_name, as_json)
 
@@ -193,7 +194,7 @@ def show(lap: int, run_name: str | None, as_json: bool) -> None:
 @click.option("--remote", metavar="REMOTE", help="The run as this git remote has it, its workers too.")
 def status(run_name: str | None, as_json: bool, remote: str | None) -> None:
     """Last green, laps used, fuses, done or not."""
-    from ralph.review import status as do_status
+    from ralph.commands.review import status as do_status
 
     _call(do_status, Path.cwd(), run_name, as_json, remote)
 
@@ -205,7 +206,7 @@ def status(run_name: str | None, as_json: bool, remote: str | None) -> None:
 )
 def report(run_name: str | None, output: str | None) -> None:
     """One self-contained HTML page of the run: outcome, timeline, tokens, every lap and its diff."""
-    from ralph.report import report as do_report
+    from ralph.commands.report import report as do_report
 
     _call(do_report, Path.cwd(), run_name, output)
 
@@ -219,7 +220,7 @@ def report(run_name: str | None, output: str | None) -> None:
 def land(run_name: str | None, how: str, partial: bool) -> None:
     """Bring the green line onto your current branch (refuses a dirty work tree, a run that
     is not done without --partial, and a branch that moved since the run began unless --rebase)."""
-    from ralph.review import land as do_land
+    from ralph.commands.review import land as do_land
 
     _call(do_land, Path.cwd(), run_name, how, partial)
 
@@ -229,7 +230,7 @@ def land(run_name: str | None, how: str, partial: bool) -> None:
 @click.option("--refs", is_flag=True, help="Also delete the run's refs, branch, notes and logs.")
 def clean(run_name: str | None, refs: bool) -> None:
     """Remove a run's workspace (and with --refs, everything of it)."""
-    from ralph.review import clean as do_clean
+    from ralph.commands.review import clean as do_clean
 
     _call(do_clean, Path.cwd(), run_name, refs)
 
@@ -237,7 +238,7 @@ def clean(run_name: str | None, refs: bool) -> None:
 @main.command()
 def doctor() -> None:
     """What this machine and repository give a run: the sandbox, git, and each check tried once on HEAD."""
-    from ralph.doctor import doctor as do_doctor
+    from ralph.commands.doctor import doctor as do_doctor
 
     _call(do_doctor, Path.cwd())
 
@@ -264,8 +265,8 @@ def demo(
     max_turns: int,
 ) -> None:
     """Create a sample repository in FOLDER (default: a new temp folder) and run real laps on it."""
-    from ralph.demo import DemoLimits
-    from ralph.demo import demo as do_demo
+    from ralph.commands.demo import DemoLimits
+    from ralph.commands.demo import demo as do_demo
 
     _call(do_demo, folder, model, base_url, DemoLimits(max_laps, lap_timeout, max_turns))
 
@@ -279,7 +280,7 @@ def hook() -> None:
 @click.option("--todo", "todo_name", default="TODO.md", show_default=True, help="The checklist file.")
 def hook_todo(todo_name: str) -> None:
     """Pre-commit: refuse deleting or rewording open TODO items."""
-    from ralph.hook import todo_hook
+    from ralph.commands.hook import todo_hook
 
     _call(todo_hook, Path.cwd(), todo_name)
 
@@ -289,7 +290,7 @@ def hook_todo(todo_name: str) -> None:
 @click.option("--max-chars", default=8000, show_default=True, help="Its budget, in characters.")
 def hook_progress(progress_name: str, max_chars: int) -> None:
     """Pre-commit: refuse a PROGRESS.md over its size budget."""
-    from ralph.hook import progress_hook
+    from ralph.commands.hook import progress_hook
 
     _call(progress_hook, Path.cwd(), progress_name, max_chars)
 
@@ -297,6 +298,6 @@ def hook_progress(progress_name: str, max_chars: int) -> None:
 @hook.command("guard")
 def hook_guard() -> None:
     """Pre-commit: refuse a commit on a ralph/* branch made outside a lap."""
-    from ralph.hook import guard_hook
+    from ralph.commands.hook import guard_hook
 
     _call(guard_hook, Path.cwd())

@@ -18,9 +18,9 @@ from pydantic import (
     model_validator,
 )
 
-from ralph import check_files, junit
+from ralph.agents.presets import COSTED, COSTED_PRESETS, PRESETS
 from ralph.errors import RalphError
-from ralph.presets import COSTED, COSTED_PRESETS, PRESETS
+from ralph.verdict import check_files, junit
 
 CONFIG_FILE = "ralph.yaml"
 
@@ -541,7 +541,7 @@ class Config(Section):
     @property
     def protected(self) -> list[str]:
         """What a lap may not change: `protect`; the files that define how the checks run (their
-        Makefile, scripts, `package.json` scripts: ralph/check_files.py); and the file MCP servers
+        Makefile, scripts, `package.json` scripts: ralph/verdict/check_files.py); and the file MCP servers
         are loaded from (a lap that could add one would choose the programs the next run starts
         outside the sandbox). The last two whatever `protect` says."""
         return [

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ralph.proc import is_secret
-from ralph.sandbox import why_unavailable
+from ralph.isolation.proc import is_secret
+from ralph.isolation.sandbox import why_unavailable
 
 # Tests of the sandbox itself need bubblewrap (.ci/run installs it); elsewhere they are skipped
 # and the rest of the suite runs laps with `sandbox: auto`, which then means unsandboxed.
@@ -107,11 +107,11 @@ def _ralph_in_process(cwd: Path, args: list[str]) -> subprocess.CompletedProcess
 
 
 def _unharden() -> None:
-    """What `ralph run` does to its own process (ralph/hardening.py), undone for the test worker
+    """What `ralph run` does to its own process (ralph/isolation/hardening.py), undone for the test worker
     it ran in: the worker is no child subreaper, and its memory is readable again."""
     import ctypes
 
-    from ralph import proc
+    from ralph.isolation import proc
 
     if proc._adopting:
         libc = ctypes.CDLL(None, use_errno=True)

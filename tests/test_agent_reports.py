@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from ralph.agents.limited import limit_hit, reset_at
+from ralph.agents.presets import PRESETS
 from ralph.agents.reports import read
-from ralph.presets import PRESETS
 
 NOW = datetime(2026, 11, 30, 14, 0, 0).astimezone()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
 
-from ralph.sandbox import why_unavailable
+from ralph.isolation.sandbox import why_unavailable
 
 PY = sys.executable
 PHASES = ["workspace", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]

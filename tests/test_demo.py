@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import git, ralph
 
-from ralph.demo import scripted_model
-from ralph.scripted import ScriptedServer
+from ralph.agents.scripted import ScriptedServer
+from ralph.commands.demo import scripted_model
 
 
 def test_demo_runs_real_laps_offline_and_ends_done(tmp_path: Path):

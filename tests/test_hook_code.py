@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import git, make_repo
 
-from ralph import hook_code
+from ralph.verdict import hook_code
 
 LOCAL = """repos:
 - repo: local

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import lap_notes, make_repo, ralph
 
-from ralph.scripted import HttpError, ScriptedServer, finish, tool_call
+from ralph.agents.scripted import HttpError, ScriptedServer, finish, tool_call
 
 PY = sys.executable
 # Lap 1 fixes add; lap 2 (after the judge held lap 1 back) fixes it and adds a test.

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import git, lap_notes, make_repo, ralph
 
-from ralph import junit, ratchet
-from ralph.checks import CheckResult
-from ralph.guard import GuardReport
-from ralph.junit import ReportUnreadable
-from ralph.pytest_results import TestCounts
+from ralph.verdict import junit, ratchet
+from ralph.verdict.checks import CheckResult
+from ralph.verdict.guard import GuardReport
+from ralph.verdict.junit import ReportUnreadable
+from ralph.verdict.pytest_results import TestCounts
 
 
 def _node_major() -> int:

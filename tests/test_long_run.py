@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import make_repo
 
-from ralph.loop import RunOptions, run
+from ralph.run.loop import RunOptions, run
 
 LAPS = 40  # a leak of one per lap shows in 30; 200 laps: bench/long_run.py measures memory (bench/RESULTS.md)
 AGENT = "echo $RALPH_LAP > lap.txt && sed -i '0,/- \\[ \\]/s//- [x]/' TODO.md"
@@ -44,7 +44,7 @@ def test_40_laps_in_one_process_leak_nothing(tmp_path: Path, monkeypatch):
     repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
     samples: list[tuple[int, int, int]] = []
 
-    import ralph.lap as lap_module
+    import ralph.run.lap as lap_module
 
     real_run_lap = lap_module.run_lap
 
@@ -52,7 +52,7 @@ def test_40_laps_in_one_process_leak_nothing(tmp_path: Path, monkeypatch):
         samples.append((open_fds(), len(child_processes()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
         return real_run_lap(*args, **kwargs)
 
-    monkeypatch.setattr("ralph.loop.run_lap", sampled_run_lap)
+    monkeypatch.setattr("ralph.run.loop.run_lap", sampled_run_lap)
     assert run(RunOptions(cwd=repo, name="long")) == 0
     assert len(samples) == LAPS
     early, late = samples[10], samples[-1]

@@ -18,9 +18,9 @@ import pytest
 from conftest import git, lap_notes, make_repo, ralph
 
 from ralph.agents.mcp_tools import McpTools, model_name, removal, result_text, unfit, write_word
+from ralph.agents.scripted import Hang, ScriptedServer, finish, tool_call
 from ralph.agents.transcript import Transcript
 from ralph.config import McpConfig
-from ralph.scripted import Hang, ScriptedServer, finish, tool_call
 
 PY = sys.executable
 SERVER = str(Path(__file__).parent / "fixtures" / "docs_server.py")

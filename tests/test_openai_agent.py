@@ -14,12 +14,12 @@ import openai
 import pytest
 from conftest import make_repo
 
-from ralph import proc
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.openai import CUT_OFF, EMPTY_REPLY, USE_A_TOOL, OpenAIAgent
+from ralph.agents.scripted import Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call, tool_calls
 from ralph.agents.tools import TOOL_SCHEMAS
 from ralph.config import AgentConfig
-from ralph.scripted import Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call, tool_calls
+from ralph.isolation import proc
 
 CALC = "def mul(a, b):\n    raise NotImplementedError\n"
 

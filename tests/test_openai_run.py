@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import git, lap_notes, make_repo, ralph
 
-from ralph.scripted import Hang, HttpError, ScriptedServer, bash, finish, text, tool_call
+from ralph.agents.scripted import Hang, HttpError, ScriptedServer, bash, finish, text, tool_call
 
 PY = sys.executable
 CANARY = "sk-canary-9f8e7d6c5b4a"

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from conftest import git, lap_notes, make_repo, ralph
 
-from ralph import claims, ledger, todo
-from ralph.lap import progress_with
+from ralph import todo
+from ralph.git import ledger
+from ralph.run import claims
+from ralph.run.lap import progress_with
 
 PY = sys.executable
 AGENT = r"""

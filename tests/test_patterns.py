@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import make_repo, ralph
 
-from ralph.guard import matches
+from ralph.verdict.guard import matches
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import git, make_repo, ralph
 
 from ralph import todo
-from ralph.scripted import ScriptedServer, tool_call
+from ralph.agents.scripted import ScriptedServer, tool_call
 
 GOOD_PLAN = {
     "approaches": [

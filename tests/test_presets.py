@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import git, lap_notes, make_repo, needs_bwrap, ralph
 
-from ralph.presets import PRESETS
-from ralph.scripted import ScriptedServer, call, tool_call, tool_calls
+from ralph.agents.presets import PRESETS
+from ralph.agents.scripted import ScriptedServer, call, tool_call, tool_calls
 
 PY = sys.executable
 SECRETS = {

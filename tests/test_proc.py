@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import make_repo
 
-from ralph import proc
+from ralph.isolation import proc
 
 OUT_OF_BAND = 8.0  # seconds: generous, the suite runs under xdist on a small machine
 
@@ -139,7 +139,7 @@ FLOOD_BYTES = 100_000_000 + len("THE-END\n")
 MEASURE_FLOOD = """
 import json, resource, sys, time
 from pathlib import Path
-from ralph import proc
+from ralph.isolation import proc
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.monotonic()
 done = proc.run(sys.argv[1], ".", spill=Path(sys.argv[2]))
@@ -358,7 +358,7 @@ def test_a_child_with_the_clean_env_never_sees_the_canary(tmp_path, monkeypatch)
 # line does not carry the mark.
 INTERRUPTIBLE = """
 import os, sys
-from ralph import proc
+from ralph.isolation import proc
 try:
     proc.run(os.environ["PROBE_COMMAND"], ".")
 except KeyboardInterrupt:
@@ -437,8 +437,8 @@ def test_waiting_out_the_grace_does_not_spin(term_ignored_timeout):
 
 
 def test_a_silent_check_is_stopped_as_idle_and_one_that_writes_is_not(tmp_path: Path):
-    from ralph.checks import run_checks
     from ralph.config import CheckSpec
+    from ralph.verdict.checks import run_checks
 
     specs = [CheckSpec(run="echo start; sleep 30"), CheckSpec(run="for i in 1 2 3 4 5 6; do touch f; sleep 0.3; done")]
     started = time.monotonic()

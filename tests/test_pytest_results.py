@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import write as write_files
 
-from ralph import pytest_results
+from ralph.verdict import pytest_results
 
 
 def write(path: Path, *lines: object) -> Path:

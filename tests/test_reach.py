@@ -294,7 +294,7 @@ def test_what_sandbox_sockets_lists_is_reachable_and_only_that(tmp_path: Path, m
 def test_the_look_on_disk_follows_links_to_folders_and_says_where_it_stopped(tmp_path: Path, monkeypatch, capsys):
     """A socket in a folder HOME links to (a container's, shared there) is found through the
     link; a look that runs out of its budget says where it stopped, once."""
-    from ralph import sockets
+    from ralph.isolation import sockets
 
     users = Path(tempfile.mkdtemp(prefix="look-"))
     try:

@@ -18,7 +18,7 @@ import yaml
 from conftest import git, lap_notes, ralph
 from test_parallel import repo_with
 
-from ralph import ledger
+from ralph.git import ledger
 
 PY = sys.executable
 
@@ -77,7 +77,7 @@ def heartbeats(under: Path) -> list[int]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if b"ralph.workers" in cmdline and cwd.startswith(str(under)):
+        if b"ralph.run.workers" in cmdline and cwd.startswith(str(under)):
             found.append(int(entry.name))
     return found
 

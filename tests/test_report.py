@@ -16,8 +16,8 @@ from conftest import make_repo, ralph
 from PIL import Image
 from test_view import repo_for
 
-from ralph.report import COLOURS, SESSION_COLOUR, TOKENS_COLOUR
-from ralph.scripted import ScriptedServer, bash, finish, tool_call
+from ralph.agents.scripted import ScriptedServer, bash, finish, tool_call
+from ralph.commands.report import COLOURS, SESSION_COLOUR, TOKENS_COLOUR
 
 PY = sys.executable
 
@@ -142,7 +142,7 @@ def test_report_to_stdout_and_its_errors(tmp_path: Path):
 
 
 def test_a_huge_diff_is_read_and_shown_only_in_part(tmp_path: Path):
-    from ralph.report import DIFF_CAP, _diff
+    from ralph.commands.report import DIFF_CAP, _diff
 
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     (repo / "big.txt").write_text("line of a huge file\n" * 300_000)  # 6 MB

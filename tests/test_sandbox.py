@@ -303,7 +303,7 @@ def _cmdline(environ: str) -> bytes:
 
 def test_a_rewritten_crash_snapshot_is_refused(tmp_path: Path):
     """The snapshot a killed unsandboxed lap leaves is checked before anything is written."""
-    from ralph.user_state import saved_at
+    from ralph.isolation.user_state import saved_at
 
     repo, env = hostile(tmp_path, "", sandbox="off")
     first = ralph(repo, "run", "--name", "r", env=dict(env, RALPH_DEBUG_STOP_AT="agent"))

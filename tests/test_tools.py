@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import git, make_repo
 
-from ralph import proc
 from ralph.agents.tools import BASH_OUTPUT_CAP, VIEW_MAX_LINES, Tools
+from ralph.isolation import proc
 
 CALC = """\
 def add(a, b):

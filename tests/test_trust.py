@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import git, lap_notes, make_repo, ralph, write
 
-from ralph.guard import GuardReport
+from ralph.verdict.guard import GuardReport
 
 PY = sys.executable
 

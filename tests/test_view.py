@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conftest import make_repo, ralph
 
-from ralph.scripted import ScriptedServer, bash, finish, tool_call
+from ralph.agents.scripted import ScriptedServer, bash, finish, tool_call
 
 PY = sys.executable
 ESCAPE = "\x1b"
@@ -144,8 +144,8 @@ def test_an_error_ends_the_events_with_its_reason(tmp_path: Path):
 
 
 def test_plain_says_a_silent_phase_is_still_going():
-    from ralph import events, ui
-    from ralph.view import Plain, console_for
+    from ralph.show import events, ui
+    from ralph.show.view import Plain, console_for
 
     display = Plain(heartbeat=0.4)
     console = console_for(plain=True)
@@ -222,7 +222,7 @@ def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60, expect: i
 def test_the_live_view_draws_the_lap_the_phase_the_agents_lines_and_the_bars():
     from rich.console import Console
 
-    from ralph.view import LiveView
+    from ralph.show.view import LiveView
 
     live = LiveView()
     start = dict(run="r", resumed=True, base="b" * 40, green="c" * 40, next_lap=3, max_laps=9, one_session=1200)
@@ -271,7 +271,7 @@ def test_what_an_agent_says_reaches_the_terminal_without_a_control_character(tmp
 
 
 def test_an_agent_that_says_too_much_is_cut_and_rate_limited(monkeypatch):
-    from ralph import events
+    from ralph.show import events
 
     heard: list[dict] = []
     monkeypatch.setattr(events.time, "monotonic", lambda: 1000.0)  # all in one second
@@ -284,7 +284,7 @@ def test_an_agent_that_says_too_much_is_cut_and_rate_limited(monkeypatch):
 
 
 def test_the_readme_lists_every_event_with_the_fields_it_has():
-    from ralph.events import TYPES
+    from ralph.show.events import TYPES
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("### Events: `--events FILE`") : readme.index("### The report")]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel
 
-from ralph.sandbox import Jail
+from ralph.isolation.sandbox import Jail
 
 if TYPE_CHECKING:
     from ralph.agents.mcp_tools import McpTools

@@ -6,13 +6,14 @@ import os
 import shutil
 from datetime import datetime
 
-from ralph import events, proc
 from ralph.agents import reports
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.limited import limit_hit, reset_at
+from ralph.agents.presets import PRESETS
 from ralph.config import AgentConfig
 from ralph.errors import RalphError
-from ralph.presets import PRESETS
+from ralph.isolation import proc
+from ralph.show import events
 
 
 class CommandAgent:

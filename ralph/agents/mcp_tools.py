@@ -36,10 +36,11 @@ import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import ValidationError
 
-from ralph import proc, ui
 from ralph.agents.transcript import Transcript
 from ralph.config import MCP_SERVER_NAME, McpConfig, McpServer
-from ralph.files import remove_path
+from ralph.isolation import proc
+from ralph.isolation.files import remove_path
+from ralph.show import ui
 
 PREFIX = "mcp__"
 NAME_MAX = 64  # characters of a tool's name, as the chat completions API allows

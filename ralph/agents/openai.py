@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ralph import events
 from ralph.agents import limiter
 from ralph.agents.base import AgentResult, LapTask, Usage
 from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
@@ -30,7 +29,8 @@ from ralph.agents.tools import TOOL_NAMES, TOOL_SCHEMAS, Tools
 from ralph.agents.transcript import Transcript
 from ralph.config import AgentConfig
 from ralph.errors import EndpointUnusable
-from ralph.ui import one_line
+from ralph.show import events
+from ralph.show.ui import one_line
 
 if TYPE_CHECKING:
     from openai import OpenAI

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from ralph.ui import one_line
+from ralph.show.ui import one_line
 
 if TYPE_CHECKING:
     import openai

@@ -11,8 +11,8 @@ import shutil
 import time
 from pathlib import Path
 
-from ralph import proc
-from ralph.sandbox import Jail
+from ralph.isolation import proc
+from ralph.isolation.sandbox import Jail
 
 BASH_TIMEOUT = 120  # seconds, when the model names none
 BASH_OUTPUT_CAP = 16 * 1024  # bytes of output the model sees: head and tail, the middle cut

@@ -1,0 +1,103 @@
+"""`ralph doctor`: what this machine gives a run, the sandbox first; inside a repository with a
+ralph.yaml, also what its checks give: setup and each check run once on HEAD, as a lap would."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from ralph import config, git
+from ralph.errors import Exit, RalphError
+from ralph.isolation import proc, sandbox
+from ralph.isolation.workspace import SetupFailed, Workspace
+from ralph.run.lap import RunContext
+from ralph.show import ui
+from ralph.verdict.checks import CheckResult
+
+MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line that moved
+
+
+def doctor(cwd: Path) -> Exit:
+    missing = sandbox.why_unavailable()
+    bwrap = shutil.which(sandbox.BWRAP)
+    version = _first_line([bwrap, "--version"]) if bwrap else "not installed"
+    ui.say(f"system       {platform.system()} {platform.release()}, Python {sys.version.split()[0]}")
+    ui.say(f"git          {_first_line(['git', '--version'])}{_git_note()}")
+    ui.say(f"bubblewrap   {version}")
+    if missing is None:
+        ui.say("sandbox      works: laps run sandboxed (sandbox: auto or required)")
+    else:
+        ui.say(f"sandbox      [bold red]unavailable[/]: {missing}")
+        ui.say("             sandbox: auto runs laps unsandboxed with a warning; sandbox: required refuses to run")
+        if platform.system() == "Darwin":
+            ui.say("             on macOS there is no bubblewrap: laps run unsandboxed (see README, Sandbox)")
+    checks_ran = _try_checks(cwd)
+    return Exit.DONE if missing is None and checks_ran is not False else Exit.ERROR
+
+
+def _try_checks(cwd: Path) -> bool | None:
+    """Setup and every check once on HEAD, in a workspace and sandbox of their own; whether all
+    of them could run (None: no repository or ralph.yaml here to try)."""
+    try:
+        repo = git.open_repo(cwd)
+    except RalphError:
+        ui.say("checks       not in a git repository: run `ralph doctor` inside one to try its checks")
+        return None
+    path = repo.top / config.CONFIG_FILE
+    if not path.is_file():
+        ui.say(f"checks       no {config.CONFIG_FILE} in {ui.safe(str(repo.top))}: `ralph init` writes one")
+        return None
+    cfg = config.load(path)
+    sandboxed = sandbox.decide(cfg.sandbox.mode)
+    env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables)
+    workspace = Workspace.create(repo.top, repo.common_dir, f"doctor-{os.getpid()}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="ralph-doctor-") as folder:
+            logs = Path(folder)
+            ctx = RunContext(repo, "doctor", cfg, logs, (), env, workspace, sandboxed)
+            how = "sandboxed" if sandboxed else "unsandboxed"
+            ui.say(f"checks       on HEAD {repo.head[:10]}, {how}, in a workspace of their own")
+            try:
+                ctx.prepare(repo.head, 0, logs)
+            except SetupFailed as failed:
+                ui.say(f"setup        [bold red]failed[/]: {failed.reason}: {ui.safe(ui.one_line(failed.output, 300))}")
+                return False
+            results = ctx.check(logs)
+    finally:
+        workspace.remove()
+    for index, result in enumerate(results, 1):
+        ui.say(f"check {index:<6} {_verdict(result)}")
+    return not any(result.could_not_run for result in results)
+
+
+def _verdict(result: CheckResult) -> str:
+    command = ui.safe(result.command)
+    if result.could_not_run:
+        return f"`{command}` [bold red]could not run[/]: {ui.safe(result.could_not_run)}"
+    outcome = "[green]passes[/]" if result.passed else f"[red]fails[/] (exit {result.exit_code})"
+    if result.tests is None:
+        return f"`{command}` ran, {outcome}; no per-test results (judged by its exit code alone)"
+    counts = result.tests.counts
+    failing = len(result.tests.failing_ids)
+    return f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {failing} failing"
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        done = proc.run(argv, "/", timeout=30, sweep=False)
+    except OSError as exc:
+        return f"cannot run {argv[0]}: {exc}"
+    return next(iter(done.output.strip().splitlines()), "?")
+
+
+def _git_note() -> str:
+    words = _first_line(["git", "--version"]).split()
+    try:
+        found = tuple(int(part) for part in words[2].split(".")[:2])
+    except (IndexError, ValueError):
+        return ""
+    return "" if found >= MIN_GIT else f" — ralph needs git {MIN_GIT[0]}.{MIN_GIT[1]} or newer"

@@ -1,0 +1,238 @@
+"""`ralph init`: a commented ralph.yaml, TODO.md and PROGRESS.md; never overwrites."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from ralph import git
+from ralph.agents.presets import PRESETS
+from ralph.errors import Exit
+from ralph.show import ui
+
+CONFIG_TEMPLATE = """\
+# ralph.yaml — how `ralph run` works on this repository. Reference: ralph's README.
+goal: "Describe the whole job in one sentence"      # required
+
+agent:
+  kind: command                  # command: any agent CLI; openai: the built-in agent
+  preset: {preset:<22} # {presets} (README: Presets)
+  # command: "my-agent --yes"    # or any command, run in the lap's work tree, prompt on stdin
+  # args: "--model sonnet"       # appended to the preset's command
+  # kind: openai
+  # model: gpt-4o-mini           # any OpenAI-compatible endpoint (Ollama, vLLM, LM Studio, …)
+  # base_url: http://127.0.0.1:11434/v1
+  # api_key_env: OPENAI_API_KEY  # the NAME of the variable that holds the key
+
+{environment}
+limits:
+  max_laps: 10                   # the fuse
+  stagnation: 3                  # stop after this many laps in a row without progress
+  lap_timeout: 1800              # seconds for the agent part of one lap
+  check_timeout: 900             # seconds for each check
+  max_minutes: null              # wall clock for one `ralph run`
+
+files:
+  todo: TODO.md
+  progress: PROGRESS.md
+
+commit:
+  verify: true                   # run this repository's git hooks on lap commits
+
+sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux): auto | required | off
+# Sandboxed, each phase of a lap gets a fresh private HOME, so the agent logs in by
+#   {login}
+# in your environment, not by your ~ (README: Presets). A path in sandbox.writable is the laps' to
+# write, and stays written: never list one that anything outside the sandbox runs (README: The sandbox).
+# sandbox:
+#   mode: auto
+#   network: true                # false: the checks run without network
+
+# mcp:                           # MCP servers' read-only tools for the built-in agent (README: External tools)
+#   from: .mcp.json              # the servers a .mcp.json declares; or servers: {{name: {{command, args}}}}
+"""
+
+TODO_TEMPLATE = """\
+# TODO
+
+One checkbox per slice of work a single lap can finish and verify. Laps tick
+what they finish; ralph stops when every box is ticked and every check passes.
+
+- [ ] First slice of the job
+- [ ] Second slice of the job
+"""
+
+GENERIC_ENVIRONMENT = """\
+checks:                          # the repository's own checks; done = every one exits 0
+  - "python -m pytest -q"
+# setup:                         # commands that build what the checks need inside the lap workspace
+#   - "make deps"                # (README: Lap environments)
+"""
+
+# What `ralph init` suggests, by the file that tells what the repository is: the environment is
+# built inside the lap workspace (an editable install in your own venv would test your checkout).
+ENVIRONMENTS = [
+    (
+        "uv.lock",
+        "uv.lock: a uv project",
+        ["uv sync --frozen"],
+        ["uv run --frozen pytest -q"],
+    ),
+    (
+        "pyproject.toml",
+        "pyproject.toml: a Python project",
+        ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'"],  # made to fit it: python_setup
+        [".venv/bin/python -m pytest -q"],
+    ),
+    (
+        "requirements.txt",
+        "requirements.txt: a Python project",
+        ["python -m venv .venv && .venv/bin/pip install -q -r requirements.txt"],
+        [".venv/bin/python -m pytest -q"],
+    ),
+    ("package.json", "package.json: a Node project", ["npm ci"], ["npm test"]),
+    ("Cargo.toml", "Cargo.toml: a Rust crate (target/ is kept between laps)", [], ["cargo test"]),
+    ("go.mod", "go.mod: a Go module (Go's caches are outside the tree)", [], ["go test ./..."]),
+]
+
+
+TEST_NAMES = ("test", "tests", "testing", "dev")  # the extra or dependency group that brings pytest
+# Pinned test requirements, as pip-tools lays them out (the Pallets projects: requirements/tests.txt).
+TEST_REQUIREMENTS = tuple(f"{folder}{name}.txt" for name in TEST_NAMES for folder in ("requirements/", "requirements-"))
+# Node test runners that write JUnit XML, found in package.json's test script: the check that
+# writes the report beside the usual output, and where (README: Per-test results).
+JUNIT_NODE = "mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout " + (
+    "--test-reporter=junit --test-reporter-destination=reports/junit.xml"
+)
+NODE_RUNNERS = [
+    ("node --test", None, JUNIT_NODE),
+    ("vitest", None, "npx vitest run --reporter=default --reporter=junit --outputFile.junit=reports/junit.xml"),
+    (
+        "jest",
+        "jest-junit",
+        "JEST_JUNIT_OUTPUT_DIR=reports JEST_JUNIT_OUTPUT_NAME=junit.xml JEST_JUNIT_SUITE_NAME='{filepath}' "
+        "npx jest --ci --reporters=default --reporters=jest-junit",
+    ),
+    (
+        "mocha",
+        "mocha-junit-reporter",
+        "npx mocha --reporter mocha-junit-reporter --reporter-options mochaFile=reports/junit.xml",
+    ),
+]
+
+
+def _project(top: Path) -> dict:
+    try:
+        return tomllib.loads((top / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _table(data: object, *keys: str) -> dict:
+    """`data[key][key]…` where each is a table; {} wherever one is missing or not a table (the
+    file is the user's, and may hold anything)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _test_group(project: dict) -> str | None:
+    """The dependency group (PEP 735) that holds the tests' tools, by its usual names."""
+    groups = _table(project, "dependency-groups")
+    return next((name for name in TEST_NAMES if name in groups), None)
+
+
+def python_setup(top: Path) -> str:
+    """A venv in the workspace with the project and what its tests need: its test dependency
+    group or extra where it has one, or its pinned test requirements, else pytest (pip only
+    warns about a missing extra, and the checks then cannot run)."""
+    project = _project(top)
+    extras = _table(project, "project", "optional-dependencies")
+    venv = "python -m venv .venv && .venv/bin/pip install -q"
+    group = _test_group(project)
+    if group:  # pip reads groups from 25.1 on
+        return f"{venv} -U pip && .venv/bin/pip install -q -e . --group {group}"
+    extra = next((name for name in TEST_NAMES if name in extras), None)
+    if extra:
+        return f"{venv} -e '.[{extra}]'"
+    pinned = next((path for path in TEST_REQUIREMENTS if (top / path).is_file()), None)
+    return f"{venv} -e . -r {pinned}" if pinned else f"{venv} -e . pytest"
+
+
+def uv_setup(top: Path) -> str:
+    """`uv sync` brings the `dev` group alone: a test group of another name is asked for."""
+    group = _test_group(_project(top))
+    return "uv sync --frozen" + (f" --group {group}" if group and group != "dev" else "")
+
+
+def node_check(top: Path) -> str:
+    """`npm test`, or, where its script runs a runner that writes JUnit XML, that runner with its
+    report, as a `{run, junit}` mapping: per-test results instead of an exit code."""
+    try:
+        package = json.loads((top / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        package = {}
+    script = str(_table(package, "scripts").get("test", ""))
+    installed = {**_table(package, "dependencies"), **_table(package, "devDependencies")}
+    for runner, reporter, command in NODE_RUNNERS:
+        if runner in script and (reporter is None or reporter in installed):
+            if re.search(r"&&|\|\||[;|&]", script):  # more than the runner: its rest would go unchecked
+                return f'"npm test"   # runs {runner} and more: for per-test results, {runner} as a check with junit:'
+            return '{run: "' + command + '", junit: "reports/junit.xml"}'
+    return '"npm test"'
+
+
+def environment(top: Path) -> str:
+    """The `setup:` and `checks:` sections for what the repository looks like."""
+    for marker, found, setup, checks in ENVIRONMENTS:
+        if (top / marker).is_file():
+            if marker in ("pyproject.toml", "uv.lock"):
+                setup = [python_setup(top) if marker == "pyproject.toml" else uv_setup(top)]
+            lines = [f"# found {found}; ralph's suggestion, to check before the first run"]
+            if setup:
+                lines.append("setup:                           # builds the environment inside the lap workspace")
+                lines += [f"  - {_command(command)}" for command in setup]
+            lines.append("checks:                          # the repository's own checks; done = every one exits 0")
+            if marker == "package.json":
+                lines.append(f"  - {node_check(top)}")
+            else:
+                lines += [f"  - {_command(command)}" for command in checks]
+            return "\n".join(lines) + "\n"
+    return GENERIC_ENVIRONMENT
+
+
+def _command(line: str) -> str:
+    """A YAML list item's text, with a trailing `# comment` kept outside the quotes."""
+    command, _, comment = line.partition("   # ")
+    return f'"{command}"' + (f"   # {comment}" if comment else "")
+
+
+def _login(preset: str) -> str:
+    """How the preset's tool logs in inside the sandbox: by its variables, not the user's HOME."""
+    chosen = PRESETS[preset]
+    shown = ", ".join(chosen.credentials[:3]) + (", …" if len(chosen.credentials) > 3 else "")
+    return chosen.login or f"its variables ({shown})"
+
+
+PROGRESS_TEMPLATE = """\
+# Progress
+
+Handoff between laps, rewritten by each lap: done, next, tried and failed.
+"""
+
+
+def init(cwd: Path, preset: str = "claude") -> Exit:
+    top = git.open_repo(cwd).top
+    names = " | ".join(PRESETS)
+    config = CONFIG_TEMPLATE.format(environment=environment(top), preset=preset, presets=names, login=_login(preset))
+    for name, text in (("ralph.yaml", config), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
+        path = top / name
+        if path.exists():
+            ui.say(f"kept     {name} (already there)")
+        else:
+            path.write_text(text, encoding="utf-8")
+            ui.say(f"wrote    {name}")
+    ui.say("next: edit ralph.yaml and TODO.md (or `ralph plan` writes TODO.md), commit them, then `ralph run`")
+    return Exit.DONE

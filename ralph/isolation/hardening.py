@@ -1,0 +1,81 @@
+"""What `ralph run` does to its own process before any lap: secrets out of its environment
+block, its memory closed to other processes, and every orphan of a lap adopted and ended.
+
+/proc/<pid>/environ shows the environment a process was started with, whatever it changes
+later, so ralph re-executes itself without the secrets and reads them back from an anonymous
+file: they then live in its memory only. PR_SET_DUMPABLE 0 closes that memory (and environ)
+to other processes of the same user. PR_SET_CHILD_SUBREAPER makes processes that leave a
+lap's process group (setsid, a double fork, `env -i`) become ralph's children instead of
+init's, so `proc` can find and end them whatever their environment says.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+from ralph.errors import RalphError
+from ralph.isolation import proc
+
+SECRETS_FD = "RALPH_SECRETS_FD"
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
+
+
+def harden(argv: list[str]) -> None:
+    """Call first thing in `ralph run`; may replace the process (same pid) with a clean one."""
+    if not _take_back_secrets():
+        _reexec_without_secrets(argv)
+    if _prctl(_PR_SET_DUMPABLE, 0) and _prctl(_PR_SET_CHILD_SUBREAPER, 1):
+        proc.adopt_orphans()
+
+
+def _reexec_without_secrets(argv: list[str]) -> None:
+    secrets = {name: value for name, value in os.environ.items() if proc.is_secret(name, value)}
+    if not secrets or not hasattr(os, "memfd_create"):
+        return
+    fd = os.memfd_create("ralph-secrets", 0)
+    os.write(fd, json.dumps(secrets).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    env = {name: value for name, value in os.environ.items() if name not in secrets}
+    env[SECRETS_FD] = str(fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # -P: the repository ralph runs in may hold a folder named ralph; only the installed one runs.
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "ralph", *argv], env)
+
+
+def _take_back_secrets() -> bool:
+    """In the re-executed ralph: the secrets back into os.environ (memory only, not environ)."""
+    fd = os.environ.pop(SECRETS_FD, None)
+    if fd is None:
+        return False
+    try:
+        with os.fdopen(int(fd), "rb") as saved:
+            os.environ.update(json.loads(saved.read()))
+    except (OSError, ValueError) as exc:
+        raise RalphError(f"{SECRETS_FD} is set but names no secrets ralph passed itself ({exc}) — unset it") from None
+    return True
+
+
+def end_with_parent(parent: int) -> None:
+    """A slot of a parallel run ends, as after a Ctrl-C, when the ralph that started it dies
+    (`kill -9` included): nothing of a run outlives it."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
+    if os.getppid() != parent:  # it died before the line above
+        raise KeyboardInterrupt
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

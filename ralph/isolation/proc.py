@@ -1,0 +1,480 @@
+"""The one door to subprocesses: own process group, timeout, capped output, clean kill.
+
+Checks, git (and so the repository's hooks), command agents and the built-in agent's
+shell tool all run through `run`, so one place decides how a hung or flooding command
+is stopped and what its environment may contain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from ralph.isolation.files import walk
+
+if TYPE_CHECKING:
+    from ralph.isolation.sandbox import Jail
+
+OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
+MARKED_GRACE = 2.0  # seconds an orphan of a killed run has, after TERM, to end itself before KILL
+KILL_GRACE = 2.0  # seconds between TERM and KILL
+DRAIN_GRACE = 1.0  # seconds to keep reading after the command exited (grandchildren)
+TOKEN_VAR = "RALPH_PROC_TOKEN"
+
+# Variables that make git look at another repository than the one in cwd
+# (`git rev-parse --local-env-vars`); stripped so ralph works from inside a hook.
+GIT_LOCAL_VARS = frozenset(
+    """GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT
+    GIT_OBJECT_DIRECTORY GIT_DIR GIT_WORK_TREE GIT_IMPLICIT_WORK_TREE GIT_GRAFT_FILE
+    GIT_INDEX_FILE GIT_NO_REPLACE_OBJECTS GIT_REPLACE_REF_BASE GIT_PREFIX GIT_SHALLOW_FILE
+    GIT_COMMON_DIR GIT_INTERNAL_SUPER_PREFIX""".split()
+)
+# ASKPASS: GIT_ASKPASS and SSH_ASKPASS name programs that hand out a password when run.
+# PASS: PASSWORD, PASSWD, DB_PASS, a PASSPHRASE; _PWD: MYSQL_PWD (not PWD, OLDPWD: folders).
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|_PWD$|CREDENTIAL|ASKPASS", re.IGNORECASE)
+
+
+# https://user:token@host (a push credential), redis://:password@host (a password, no user),
+# https://token@github.com and a Sentry DSN (a token as the user): any URL with a user in it.
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
+
+
+def is_secret(name: str, value: str = "") -> bool:
+    """Whether a variable is kept from what ralph runs: by its name, or by its value (a URL with
+    a user or password in it, whatever the variable is called)."""
+    return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK" or bool(_URL_WITH_PASSWORD.search(value))
+
+
+def clean_env(
+    allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (), extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager.
+
+    `secrets` names more variables to drop (the API key's, whatever it is called);
+    `allow` names variables the user explicitly lets through.
+    """
+    env = {}
+    for name, value in os.environ.items():
+        secret = is_secret(name, value) or name in secrets
+        if name in allow or not (secret or name in GIT_LOCAL_VARS):
+            env[name] = value
+    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Idle:
+    """Stops a command that prints nothing and changes no file under `watch` for `seconds`
+    (`limits.idle_timeout`): a hung agent or check, told apart from a slow one."""
+
+    seconds: float
+    watch: Path
+    heard: float = field(default_factory=time.monotonic)  # the last sign of life
+    fired: bool = False
+
+    def expired(self, now: float) -> bool:
+        if now - self.heard < self.seconds:
+            return False
+        if _changed_since(self.watch, time.time() - (now - self.heard)):
+            self.heard = now
+            return False
+        self.fired = True
+        return True
+
+
+def _changed_since(top: Path, since: float) -> bool:
+    """Whether a file or folder under `top` (but .git) was written after `since` (Unix time)."""
+    for folder, folders, names in walk(top):
+        if folder == str(top):  # the lap's git dir: ralph's own writes; a nested one is the agent's work
+            folders[:] = [name for name in folders if name != ".git"]
+        for name in [*folders, *names, ""]:
+            try:
+                if os.lstat(os.path.join(folder, name)).st_mtime > since:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+@dataclass
+class Completed:
+    """What a finished command left behind."""
+
+    command: str
+    exit_code: int
+    output: str  # stdout and stderr interleaved, capped: head, a cut marker, tail
+    duration: float
+    timed_out: bool = False
+    cut_bytes: int = 0
+    spill_path: Path | None = None
+    stderr: str = ""  # only with stderr_apart=True; otherwise stderr is in `output`
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.output[-chars:]
+
+
+class _CappedOutput:
+    """Keeps the first and last `cap/2` bytes, counts the rest, optionally spills all of it."""
+
+    def __init__(self, cap: int, spill: Path | None, listener: Callable[[bytes], None] | None = None):
+        self.listener = listener
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_len = 0
+        self.half = cap // 2
+        self.total = 0
+        self.spill = open(spill, "wb") if spill else None
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.spill:
+            self.spill.write(data)
+        if self.listener:
+            self.listener(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail.append(data)
+            self.tail_len += len(data)
+            while self.tail_len - len(self.tail[0]) >= self.half:
+                self.tail_len -= len(self.tail.popleft())
+
+    def text(self, spill: Path | None) -> tuple[str, int]:
+        if self.spill:
+            self.spill.close()
+        tail = b"".join(self.tail)[-self.half :] if self.tail else b""
+        cut = self.total - len(self.head) - len(tail)
+        head_text = self.head.decode("utf-8", "replace")
+        if cut <= 0:
+            return head_text + tail.decode("utf-8", "replace"), 0
+        where = f"; the full output is in {spill}" if spill else ""
+        marker = f"\n[... {cut} bytes cut{where} ...]\n"
+        return head_text + marker + tail.decode("utf-8", "replace"), cut
+
+
+def capped(data: bytes, cap: int, spill: Path) -> str:
+    """`data` cut as a command's output is: the head and the tail kept, the middle counted;
+    when it is cut, all of it is kept in `spill`, which the cut marker names."""
+    output = _CappedOutput(cap, spill)
+    output.add(data)
+    text, cut = output.text(spill)
+    if not cut:
+        spill.unlink(missing_ok=True)
+    return text
+
+
+def run(
+    command: str | list[str],
+    cwd: Path | str,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    input: str | bytes | None = None,
+    cap: int = OUTPUT_CAP,
+    spill: Path | None = None,
+    stderr_apart: bool = False,
+    sweep: bool = True,
+    jail: Jail | None = None,
+    on_output: Callable[[bytes], None] | None = None,
+    idle: Idle | None = None,
+) -> Completed:
+    """Run `command` (a shell string, or an argv list) and wait for it, whatever it does.
+
+    The command gets its own session (so its own process group); on timeout or
+    interrupt the whole group gets TERM, then KILL. Processes that left the group (setsid)
+    are found by a token in their environment and killed too (`sweep`; git plumbing that
+    runs no user code skips that scan). With a `jail` the command runs inside the sandbox,
+    whose PID namespace ends every process in it when the command's group dies. `on_output`
+    hears the output as it comes; `idle` stops it like a timeout when it falls silent.
+    """
+    token = uuid.uuid4().hex
+    shown = command if isinstance(command, str) else " ".join(command)
+    children_before = children() if sweep and _adopting else None
+    if jail is not None:
+        command = jail.argv(command)
+    env = dict(os.environ if env is None else env, **{TOKEN_VAR: token})
+    started = time.monotonic()
+    errors = tempfile.TemporaryFile() if stderr_apart else None
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            shell=isinstance(command, str),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors or subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        # An interrupt inside Popen, after the child started: no handle to it, but its token.
+        with signals_held():
+            kill_marked(TOKEN_VAR, token)
+        raise
+    timed_out = False
+    try:  # at once: an interrupt from here on must still reach the cleanup
+        output = _CappedOutput(cap, spill, on_output)
+        if input is not None:
+            data = input.encode() if isinstance(input, str) else input
+            threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
+        timed_out = _pump(proc, output, None if timeout is None else started + timeout, idle)
+    finally:
+        _kill_all(proc, token if sweep else None, termed=timed_out, spare=children_before)
+        assert proc.stdout is not None  # Popen was given stdout=PIPE
+        proc.stdout.close()
+    text, cut = output.text(spill)
+    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    return Completed(
+        shown,
+        code,
+        text,
+        time.monotonic() - started,
+        timed_out,
+        cut,
+        spill if cut else None,
+        _read_and_close(errors, cap),
+    )
+
+
+def start(command: list[str], cwd: Path, env: dict[str, str], output: int | IO = subprocess.PIPE) -> subprocess.Popen:
+    """A long-lived child ralph supervises while it goes on (a slot of a parallel run, a
+    worker's heartbeat), in a session of its own, its output merged on one pipe (or into
+    `output`); `end` stops it."""
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def end(children: list[subprocess.Popen], grace: float) -> None:
+    """SIGINT to each one's group (they end as after a Ctrl-C), then KILL to those still
+    running after `grace` seconds."""
+    for child in children:
+        _signal_group(child, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with signals_held():
+                _signal_group(child, signal.SIGKILL)
+                child.wait()
+
+
+def _read_and_close(stream: IO[bytes] | None, cap: int) -> str:
+    if stream is None:
+        return ""
+    with stream:
+        stream.seek(0)
+        return stream.read()[:cap].decode("utf-8", "replace")
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    assert proc.stdin is not None  # Popen was given stdin=PIPE
+    try:
+        proc.stdin.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the command did not want (all of) its input
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None, idle: Idle | None) -> bool:
+    """Read output until EOF; returns True when the deadline (or silence) killed the command."""
+    timed_out = False
+    drain_until = None  # once the command is gone, grandchildren may hold the pipe open
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            silent = idle is not None and drain_until is None and idle.expired(now)
+            if not timed_out and (silent or (deadline is not None and now >= deadline)):
+                timed_out = True
+                _signal_group(proc, signal.SIGTERM)
+                drain_until = now + KILL_GRACE
+            if drain_until is None and proc.poll() is not None:
+                drain_until = now + DRAIN_GRACE
+            if drain_until is not None and now >= drain_until:
+                break
+            # Sleep until the next event: the drain's end once it started, else the deadline.
+            until = drain_until if drain_until is not None else deadline
+            wait = 0.2 if until is None else max(0.0, min(0.2, until - now))
+            if sel.select(wait):
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    # EOF can come before the exit (coreutils close stdout in an atexit
+                    # handler): wait for the exit itself, or a finished `seq` gets a TERM.
+                    return timed_out or _exited_in_time(proc, deadline)
+                output.add(chunk)
+                if idle is not None:
+                    idle.heard = now
+    return timed_out
+
+
+def _exited_in_time(proc: subprocess.Popen, deadline: float | None) -> bool:
+    """Wait for the command to exit; True (timed out) when the deadline comes first."""
+    try:
+        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool, spare: list[int] | None = None) -> None:
+    """Leave nothing running: the process group, then anything that still carries our token.
+
+    `termed`: the timeout already sent TERM and waited out the grace. The KILL is in a
+    finally so that a second Ctrl-C during the grace cannot skip it.
+    """
+    try:
+        if not termed and proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(KILL_GRACE)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        # No interrupt may cut the KILL short; one that arrives now is raised right after.
+        with signals_held():
+            _signal_group(proc, signal.SIGKILL)
+            if token:
+                kill_marked(TOKEN_VAR, token)
+            proc.wait()
+            if spare is not None:
+                _end_orphans(set(spare))
+
+
+_adopting = False  # ralph is a child subreaper: orphans of the commands it ran are its children
+
+
+def adopt_orphans() -> None:
+    """Called once ralph is a child subreaper (`hardening`): from then on, whatever a command
+    left behind, however it hid (setsid, double fork, a cleared environment), is ended with it."""
+    global _adopting
+    _adopting = True
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Meanwhile no SIGINT or SIGTERM reaches this thread (nor a thread it starts); one that
+    comes is delivered when it ends. For cleanups that must not be cut short."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def end_children(spare: list[int]) -> None:
+    """Once ralph adopts orphans: kill and reap its children that are not in `spare`, which
+    is how what a long-lived child left behind is ended, however it hid."""
+    if _adopting:
+        _end_orphans(set(spare))
+
+
+def _end_orphans(spare: set[int]) -> None:
+    """Kill and reap every child of ralph's that was not there before the command (`spare`)."""
+    while pids := [pid for pid in children() if pid not in spare]:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def children() -> list[int]:
+    """ralph's child processes, by pid."""
+    mine, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == mine:  # after "(comm)": state, ppid
+                found.append(int(entry.name))
+    return found
+
+
+def kill_marked(name: str, value: str) -> int:
+    """Kill every process whose environment has `name=value`; returns how many there were.
+
+    Children carry markers in their environment: a per-command token (so stragglers
+    that left the process group are found) and a per-run mark (so processes orphaned
+    by a `kill -9` of ralph are found when the run resumes).
+    """
+    needle = f"{name}={value}".encode()
+    pids = _pids_with(needle)
+    found = len(pids)
+    # TERM first, KILL what is left: a git ended by TERM removes its lock files (packed-refs.lock
+    # left by a KILL mid-update stops every later ref deletion until a person removes it).
+    _signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + MARKED_GRACE
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pids = [pid for pid in _pids_with(needle) if pid in pids]
+    _signal_all(pids, signal.SIGKILL)
+    return found
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _pids_with(needle: bytes) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if needle in environ.split(b"\0"):
+                pids.append(int(entry.name))
+    return pids

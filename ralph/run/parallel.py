@@ -1,0 +1,240 @@
+"""`ralph run --parallel N`: N slots run laps side by side, each on TODO items of its own.
+
+The ralph the user started coordinates: it starts (or resumes) the run as usual, lets go of
+the claims that slots of an earlier, killed ralph left, then starts N slots — `ralph run
+--slot K` processes of the same run, each with a workspace of its own — shows their lines
+marked with their slot, and says how the run ended when they all have.
+
+A slot loops: the run's state read from its refs; the fuses, which count every slot's laps;
+items claimed (claims.py: refs taken by compare-and-swap, so no two laps work on one item);
+a lap number claimed the same way; the lap; its claims let go of. A lap starts from the
+green line as it is then. When it ends, the line may have moved: the lap is rebased onto the
+new tip and checked again there (lap.rebase_lap), a conflict makes it red, and the green
+line only ever advances, by compare-and-swap, to a commit whose checks ran on exactly it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ralph import git, todo
+from ralph.errors import Exit, RalphError
+from ralph.git import ledger
+from ralph.git.ledger import RunState
+from ralph.isolation import proc
+from ralph.isolation.files import remove_path
+from ralph.isolation.workspace import folder_for
+from ralph.run import claims, lifecycle
+from ralph.run.lap import RunContext, run_lap
+from ralph.run.workers import Crew
+from ralph.show import events, ui
+
+if TYPE_CHECKING:
+    from ralph.run.loop import RunOptions
+
+PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
+POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
+REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
+STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
+CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
+
+
+def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
+    """Start the slots, relay their lines, wait for them all; the run's end, said once."""
+    cleared = claims.clear(ctx.top, ctx.repo.common_dir, ctx.run_name)
+    if cleared:
+        ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
+    children = [_start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
+    relays = [
+        threading.Thread(target=_relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)
+    ]
+    for relay in relays:
+        relay.start()
+    try:
+        codes = _wait(ctx, children)
+    finally:  # a Ctrl-C, or a bug of ralph's: every slot still running ends its lap and stops
+        proc.end([child for child in children if child.poll() is None], STOP_GRACE)
+        for relay in relays:
+            relay.join(5)
+        claims.clear(ctx.top, ctx.repo.common_dir, ctx.run_name)
+        for slot in range(1, options.parallel + 1):  # a slot killed outright left its workspace
+            remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
+    return _ended(ctx, codes)
+
+
+def slot_name(run: str, slot: int) -> str:
+    """What a slot's workspace is named by."""
+    return f"{run}.slot-{slot}"
+
+
+def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
+    """Every slot's exit code. A slot that dies (`kill -9`) lets go of its claims at once, so
+    the others take its items."""
+    running = dict(enumerate(children, 1))
+    while running:
+        for slot, child in list(running.items()):
+            if child.poll() is not None:
+                del running[slot]
+                claims.release_dead(ctx.top, ctx.run_name, _other_than(slot))
+        time.sleep(0.2)
+    return [child.returncode for child in children]
+
+
+def _other_than(dead: int) -> Callable[[dict], bool]:
+    return lambda holder: holder.get("slot") != dead
+
+
+def _start_slot(ctx: RunContext, options: RunOptions, slot: int) -> subprocess.Popen:
+    command = [sys.executable, "-P", "-m", "ralph", "run", "--name", ctx.run_name, "--slot", str(slot), "--plain"]
+    command += ["--items-per-lap", str(options.items_per_lap), "--max-laps", str(ctx.config.limits.max_laps)]
+    if options.config_path is not None:
+        command += ["--config", str(options.config_path.resolve())]
+    if options.events_to not in (None, "-"):
+        command += ["--events", str(options.events_to)]
+    # The slot hardens itself as any ralph run does: the secrets leave its environment block.
+    return proc.start(command, ctx.top, dict(os.environ, **{PARENT_VAR: str(os.getpid())}))
+
+
+_printing = threading.Lock()
+
+
+def _relay(child: subprocess.Popen, slot: int) -> None:
+    """A slot's lines (plain, cleaned by the slot), each marked with the slot."""
+    assert child.stdout is not None
+    for raw in child.stdout:
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        with _printing:
+            ui.console.print(f"[dim]slot {slot} │[/] {ui.safe(line)}")
+
+
+def _ended(ctx: RunContext, codes: list[int]) -> Exit:
+    """The run's end, from its state (the fuses read once more), else from the slots' codes."""
+    from ralph.run.loop import LimitWait, Outage, stopped, why_stop
+
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None
+    limits = ctx.config.limits
+    stop = why_stop(ctx, state, time.monotonic(), Outage(limits.outage_wait), LimitWait(limits.limit_wait))
+    if stop is None:
+        failed = next((code for code in codes if code not in (0, Exit.DONE)), Exit.ERROR)
+        code = Exit(failed) if failed in set(Exit) else Exit.ERROR
+        stop = code, f"the slots ended with exit codes {', '.join(map(str, codes))}"
+    return stopped(ctx, state, *stop)
+
+
+def as_worker(ctx: RunContext, remote: git.Remote, items_per_lap: int) -> Exit:
+    """`ralph run --remote`: this clone's laps as one worker of the run the remote keeps, until
+    it is done (by any worker) or a fuse blows; then its end, as this worker sees it."""
+    assert ctx.worker is not None  # loop named this worker
+    timeout = ctx.config.limits.worker_timeout
+    crew = Crew(ctx.top, ctx.run_name, remote, timeout, ctx.run_dir / "heartbeat.log", ctx.worker)
+    try:
+        code = work(ctx, 0, items_per_lap, crew)
+    finally:
+        crew.leave()
+    return _ended(ctx, [code])
+
+
+def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = None) -> Exit:
+    """One slot's laps, until the run is done or a fuse blows (for every slot alike). With a
+    `crew`, the slot is a worker of a run a git remote keeps: its number is the crew's, and the
+    remote's refs are brought here before each look at the run."""
+    from ralph.run.loop import LimitWait, Outage, agent_for, lap_ended, why_stop
+
+    limits = ctx.config.limits
+    started = time.monotonic()
+    outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
+    alive, (quick, slow) = (crew.alive, REMOTE_POLL) if crew else (claims.pid_alive, (POLL, POLL))
+    worker = {"worker": crew.worker} if crew else {}
+    poll, seen = quick, None
+    while True:
+        if crew is not None:
+            slot = crew.sync()
+        state = ledger.load(ctx.top, ctx.run_name)
+        assert state is not None  # the run was started before its slots
+        if crew is not None:
+            seen = _trusted(ctx, state, seen)
+        stop = why_stop(ctx, state, started, outage, limit)
+        if stop is not None:
+            return stop[0]
+        if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name, alive)) >= limits.max_laps:
+            time.sleep(poll)  # the laps under way may finish the run, or use up max_laps
+            poll = min(poll * 2, slow)
+            continue
+        mine = claims.holder(ctx.top, slot, **worker)
+        items = _claim(ctx, state, mine, items_per_lap)
+        # Another lap may have ticked an item and let go of it between the state read above and
+        # the claim: read the line again, after the claim, and keep only what is still open.
+        if crew is not None:
+            crew.remote.sync(ctx.top)
+        state = ledger.load(ctx.top, ctx.run_name) or state
+        still_open = set(_open_items(ctx, state))  # read once: a TODO may hold 100,000 items
+        done = [item for item in items if item not in still_open and item != CHECKS_ITEM]
+        claims.release_items(ctx.top, ctx.run_name, done, mine)
+        items = [item for item in items if item not in done]
+        if not items:
+            time.sleep(poll)
+            poll = min(poll * 2, slow)
+            continue
+        lap_mine = claims.holder(ctx.top, slot, items=items, **worker)
+        number = claims.take_number(ctx.top, ctx.run_name, lap_mine)
+        # max_laps, kept whatever the timing: of the laps under way, only the lowest numbers
+        # that fit beside the counted laps may run; a slot past them gives its number back.
+        under_way = sorted(claims.started(ctx.top, ctx.run_name, alive))
+        if number not in under_way or under_way.index(number) >= limits.max_laps - state.counted_laps():
+            _let_go(ctx, items, mine, number, lap_mine)
+            time.sleep(poll)
+            poll = min(poll * 2, slow)
+            continue
+        poll = quick
+        try:
+            events.emit("lap_started", lap=number, max_laps=limits.max_laps)
+            record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot, held_by=mine)
+        finally:
+            _let_go(ctx, items, mine, number, lap_mine)
+        lap_ended(record)
+        facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
+        lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
+
+
+def _trusted(ctx: RunContext, state: RunState, seen: str | None) -> str:
+    """The green line as fetched from the remote, refused unless its tip is the base or a
+    commit a lap of the run checked, and it only moved forward since `seen`: anyone who can
+    push to the remote can move it, and a worker must not build on what no lap checked."""
+    green, branch = state.green, f"ralph/{ctx.run_name}"
+    checked = {lap.commit for lap in state.laps if lap.record and lap.record.status == "green"}
+    if green != state.record.base and green not in checked:
+        raise RalphError(
+            f"{branch} on the remote points at {green[:10]}, which no lap of the run checked (pushed by hand?) — "
+            "move it back to the last green lap's commit (`ralph status --remote`), or start a new run"
+        )
+    if seen is not None and not git.is_ancestor(ctx.top, seen, green):
+        raise RalphError(
+            f"{branch} on the remote moved back from {seen[:10]} to {green[:10]}, which laps never do — "
+            f"move it forward again to {seen[:10]}, or start a new run"
+        )
+    return green
+
+
+def _let_go(ctx: RunContext, items: list[str], mine: str, number: int, lap_mine: str) -> None:
+    """A Ctrl-C must not cut a ref update short: git would leave its lock in the repository."""
+    with proc.signals_held():
+        claims.release_items(ctx.top, ctx.run_name, items, mine)
+        claims.finish_number(ctx.top, ctx.run_name, number, lap_mine)
+
+
+def _claim(ctx: RunContext, state: RunState, mine: str, count: int) -> list[str]:
+    """The next open items no other slot holds; when every item is ticked but a check fails,
+    the checks themselves, for one slot at a time."""
+    return claims.take_items(ctx.top, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, mine)
+
+
+def _open_items(ctx: RunContext, state: RunState) -> list[str]:
+    text = git.show_file(ctx.top, state.green, ctx.config.files.todo)
+    return [item.text for item in todo.parse(text) if not item.done]

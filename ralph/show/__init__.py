@@ -1,0 +1,1 @@
+"""What users see: printed lines, events, the live view."""

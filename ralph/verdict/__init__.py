@@ -1,0 +1,1 @@
+"""What decides a lap: the repository's checks, the ratchet, the guard, the hooks and the judge."""

@@ -1,0 +1,292 @@
+"""Per-test outcomes from the JUnit XML reports a check writes, in pytest's `TestResults`.
+
+A check may name its reports, `{run: "npm test", junit: "reports/*.xml"}`: a path or glob
+relative to the work tree (`validate_pattern` checks one). Before the check runs,
+`remove(worktree, pattern)` deletes whatever matches, so that nothing is left from before;
+after it, `read(matching(worktree, pattern), root=worktree)` gives one of three answers:
+
+- None: no file matched, the check wrote no report;
+- it raises `ReportUnreadable`, whose text is a one-line reason naming the file and the cause,
+  when any file is not one ralph reads: a link (never followed), a FIFO or other non-regular
+  file, over REPORT_MAX_BYTES alone or all together, not UTF-8, with a DTD (`<!DOCTYPE`, so no
+  entity ever expands), not well-formed, with a root other than <testsuites> or <testsuite>, or
+  without any <testsuite> or <testcase>. Then no outcome counts, not even those of other files;
+- TestResults: every <testcase>'s outcome, by test id.
+
+A test's id is the non-empty of: its file (the testcase's `file`, else its nearest testsuite's),
+the names of the testsuites around it from the outermost in, its `classname`, its `name`; a part
+equal to the one before it is left out, and the rest are joined with "::". A part that starts
+with `root` (runners write absolute paths) has it cut off, so that ids stay the same whatever
+folder a lap runs in. An outcome is a testcase's own child: <failure> fails it, <error> errors
+it, <skipped> skips it, none passes it (<flakyFailure>, <rerunFailure> and the like record a
+retry, not an outcome). An id found more than once is folded as pytest's are: failing if any is
+a failure or an error, else skipped if any is skipped, else passed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import xml.etree.ElementTree as ET
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from ralph.isolation.files import walk
+from ralph.verdict.pytest_results import REPORT_MAX_BYTES, TestCounts, TestResults, _regular_file
+
+OUTCOMES = ("failure", "error", "skipped", "passed")  # the first found of a testcase's is its outcome
+ROOTS = ("testsuites", "testsuite")
+MAX_DEPTH = 64  # testsuites inside one another
+ID_MAX = 4096  # characters in a test id; all the ids together: REPORT_MAX_BYTES
+
+
+class ReportUnreadable(Exception):
+    """A report ralph will not read; str() is the reason, one line naming the file."""
+
+
+def validate_pattern(pattern: str) -> str:
+    """The pattern, plain (no `./`, no doubled `/`); ValueError for one that could reach outside
+    the work tree or names no file."""
+    parts = [part for part in pattern.split("/") if part not in ("", ".")]
+    where = f"junit: {pattern!r} must be a path or glob inside the repository, relative to its top"
+    if pattern.startswith(("/", "~")) or ".." in parts or "\0" in pattern or parts[:1] == [".git"]:
+        raise ValueError(where)
+    if not parts or parts[-1] == "**":
+        raise ValueError(f"junit: {pattern!r} names no file: end it with a file name or glob, as in reports/*.xml")
+    return "/".join(parts)
+
+
+def matching(worktree: Path, pattern: str) -> list[Path]:
+    """What `pattern` matches in the work tree, sorted: files, and links of any kind (listed, so
+    that read() refuses them and remove() deletes them); never a folder. Found without entering
+    a linked folder or .git, so never anything outside the work tree."""
+    wanted = validate_pattern(pattern).split("/")
+    found = []
+    for folder, folders, files in walk(worktree):  # links are among the files: listed, never entered
+        here = Path(folder).relative_to(worktree).parts
+        found += [Path(folder, name) for name in files if _matches((*here, name), wanted)]
+        folders[:] = [name for name in folders if name != ".git" and _may_hold((*here, name), wanted)]
+    return sorted(found)
+
+
+def tracked_matches(tracked: list[str], pattern: str) -> list[str]:
+    """The paths of `tracked` (files git tracks, relative to the top) that `pattern` matches:
+    remove() would delete them before every check, changing the tree the checks judge."""
+    wanted = validate_pattern(pattern).split("/")
+    return [path for path in tracked if _matches(tuple(path.split("/")), wanted)]
+
+
+def remove(worktree: Path, pattern: str) -> list[Path]:
+    """Delete what `pattern` matches, before the check writes its reports: a file, a link itself
+    (never what it points to), a FIFO a lap left there; never a folder. What was deleted."""
+    removed = []
+    for path in matching(worktree, pattern):
+        try:
+            os.unlink(path)  # never follows a link, never deletes a folder
+        except OSError:
+            continue  # gone already, or swapped for a folder
+        removed.append(path)
+    return removed
+
+
+def read(files: list[Path], root: Path | None = None) -> TestResults | None:
+    """The outcomes in every report of `files`, each read whole; None for no files. Raises
+    ReportUnreadable (see the module's docstring) rather than give part of them."""
+    if not files:
+        return None
+    report = _Report(root)
+    size = 0
+    for path in files:
+        shown = report.shown(path)
+        data = _contents(path, shown)
+        size += len(data)
+        if size > REPORT_MAX_BYTES:
+            raise ReportUnreadable(f"{shown}: the reports add up to over {REPORT_MAX_BYTES} bytes")
+        text = _text(data, shown)
+        del data  # only the text is held while it is parsed
+        report.parse(text, shown)
+    return _fold(report.outcomes)
+
+
+def _contents(path: Path, shown: str) -> bytes:
+    try:
+        return _regular_file(path)
+    except OSError as error:
+        why = "a link, never followed" if error.errno == errno.ELOOP else error.strerror
+        raise ReportUnreadable(f"{shown}: cannot be read ({why})") from None
+    except ValueError:
+        raise ReportUnreadable(f"{shown}: {_not_regular(path)}") from None
+
+
+def _not_regular(path: Path) -> str:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return f"{info.st_size} bytes, over the {REPORT_MAX_BYTES} a report may have"
+    return "not a regular file (a FIFO, a socket, a device or a folder)"
+
+
+def _text(data: bytes, shown: str) -> str:
+    """The report as text, once it is known to declare no DTD. Fed as text, it is parsed as
+    UTF-8 whatever encoding or byte order mark it has, so the prolog looked at is the one the
+    parser sees (fed bytes, expat follows a UTF-16 mark over any encoding it is told)."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ReportUnreadable(f"{shown}: not UTF-8 (at byte {error.start})") from None
+    if _declares_dtd(text):
+        raise ReportUnreadable(f"{shown}: declares a DTD (<!DOCTYPE>), which ralph refuses: its entities could expand")
+    return text
+
+
+def _declares_dtd(text: str) -> bool:
+    """Does anything but the XML declaration, processing instructions and comments come
+    before the first element in `<!` form? Only there can a DTD, and with it an entity, be
+    declared; a `<!DOCTYPE` further on is text, or an error the parser stops at."""
+    at = text.find("<")
+    while at >= 0:
+        if text.startswith("<?", at):
+            end = text.find("?>", at)
+        elif text.startswith("<!--", at):
+            end = text.find("-->", at)
+        else:
+            return text.startswith("<!", at)
+        at = text.find("<", end) if end >= 0 else -1
+    return False
+
+
+class _Report:
+    """An ElementTree parser target that keeps each testcase's id and outcome, not the tree
+    (a report's output is never held), and counts on no recursion however deep the nesting."""
+
+    def __init__(self, root: Path | None) -> None:
+        folders = [str(root), os.path.realpath(root)] if root else []
+        self.prefixes = {folder.rstrip("/") + "/" for folder in folders}
+        self.outcomes: dict[str, set[str]] = {}
+        self.id_chars = 0
+        self.open: list[str] = []  # the elements open, by tag
+        self.suites: list[tuple[str, str]] = []  # the testsuites open: name, file
+        self.cases: list[list[str]] = []  # the testcases open: id, outcome
+        self.first = ""  # the root element's tag
+        self.seen = False  # a testsuite or testcase
+
+    def shown(self, path: Path) -> str:
+        return self.relative(str(path))
+
+    def relative(self, value: str) -> str:
+        for prefix in self.prefixes:
+            if value.startswith(prefix):
+                return value[len(prefix) :]
+        return value
+
+    def parse(self, text: str, shown: str) -> None:
+        """Add the outcomes of one report."""
+        self.open, self.suites, self.cases, self.first, self.seen = [], [], [], "", False
+        parser = ET.XMLParser(target=self)
+        try:
+            parser.feed(text)
+            parser.close()
+        except ET.ParseError as error:
+            raise ReportUnreadable(f"{shown}: not well-formed XML ({error})") from None
+        except _Refused as error:
+            raise ReportUnreadable(f"{shown}: {error}") from None
+        if self.first not in ROOTS:
+            raise ReportUnreadable(f"{shown}: not a JUnit report (its root element is <{self.first}>)")
+        if not self.seen:
+            raise ReportUnreadable(f"{shown}: holds no <testsuite> and no <testcase>")
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        tag = tag.rpartition("}")[2]  # a namespace, should a runner use one
+        parent = self.open[-1] if self.open else ""
+        self.first = self.first or tag
+        self.open.append(tag)
+        if tag == "testsuite":
+            self.seen = True
+            if len(self.suites) == MAX_DEPTH:
+                raise _Refused(f"testsuites nested over {MAX_DEPTH} deep")
+            self.suites.append((attrs.get("name", ""), attrs.get("file") or self._suite_file()))
+        elif tag == "testcase":
+            self.seen = True
+            self.cases.append([self._id(attrs), "passed"])
+        elif parent == "testcase" and tag in OUTCOMES:
+            case = self.cases[-1]
+            case[1] = min(case[1], tag, key=OUTCOMES.index)
+
+    def end(self, tag: str) -> None:
+        closed = self.open.pop()
+        if closed == "testsuite":
+            self.suites.pop()
+        elif closed == "testcase":
+            test, outcome = self.cases.pop()
+            if test not in self.outcomes:
+                self.id_chars += len(test)
+                if self.id_chars > REPORT_MAX_BYTES:
+                    raise _Refused(f"its test ids add up to over {REPORT_MAX_BYTES} characters")
+            self.outcomes.setdefault(test, set()).add(outcome)
+
+    def doctype(self, name: str, pubid: str | None, system: str | None) -> None:
+        raise _Refused("declares a DTD (<!DOCTYPE>), which ralph refuses")  # _declares_dtd saw it first
+
+    def close(self) -> None:
+        return None
+
+    def _suite_file(self) -> str:
+        return self.suites[-1][1] if self.suites else ""
+
+    def _id(self, attrs: dict[str, str]) -> str:
+        suites = [name for name, _ in self.suites]
+        parts = [attrs.get("file") or self._suite_file(), *suites, attrs.get("classname", ""), attrs.get("name", "")]
+        if sum(map(len, parts)) > ID_MAX:
+            raise _Refused(f"a test id over {ID_MAX} characters")
+        kept: list[str] = []
+        for part in map(self.relative, parts):
+            if part and part != (kept[-1] if kept else None):
+                kept.append(part)
+        if not kept:
+            raise _Refused("a <testcase> with no name, classname or file")
+        return "::".join(kept)
+
+
+class _Refused(Exception):
+    """Raised inside the parser: what makes the report one ralph will not read."""
+
+
+def _matches(path: tuple[str, ...], pattern: list[str]) -> bool:
+    if not pattern:
+        return not path
+    if pattern[0] == "**":
+        return any(_matches(path[skip:], pattern[1:]) for skip in range(len(path) + 1))
+    return bool(path) and fnmatchcase(path[0], pattern[0]) and _matches(path[1:], pattern[1:])
+
+
+def _may_hold(folder: tuple[str, ...], pattern: list[str]) -> bool:
+    """Could anything inside `folder` match `pattern`?"""
+    for depth, part in enumerate(folder):
+        if depth >= len(pattern) - 1:  # the pattern's last part names what is found, not a folder
+            return False
+        if pattern[depth] == "**":
+            return True
+        if not fnmatchcase(part, pattern[depth]):
+            return False
+    return True
+
+
+def _fold(outcomes: dict[str, set[str]]) -> TestResults:
+    counts = TestCounts()
+    passed, failing = [], []
+    for test, found in outcomes.items():
+        if "failure" in found:
+            counts.failed += 1
+            failing.append(test)
+        elif "error" in found:
+            counts.errors += 1
+            failing.append(test)
+        elif "skipped" in found:
+            counts.skipped += 1
+        else:
+            counts.passed += 1
+            passed.append(test)
+    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))

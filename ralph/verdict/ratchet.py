@@ -1,0 +1,159 @@
+"""Green is a ratchet: nothing that passed on the last green commit may fail now.
+
+Per check (a check that exited 0 must still exit 0) and, where the check ran pytest,
+per test (every test that passed must still exist and pass; no more skipped, xfailed or
+deselected tests than before), and per set-up (pytest's configuration and plugins as they were,
+unless a TODO item of the user's names what changed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ralph.verdict.checks import CheckResult
+from ralph.verdict.guard import GuardReport
+from ralph.verdict.pytest_results import COLLECTION, PytestSetup, file_of
+
+SHOWN = 5  # test ids named in a reason before "and N more"
+# The id of the testcase node's, vitest's or jest's runner reports for a test file it could not load.
+_LOAD_FAILURE = re.compile(r"::(?:[^:\[\]]*/)?[^:/\[\]]+\.(?:test|spec)\.[cm]?[jt]sx?$")
+
+
+@dataclass
+class Comparison:
+    unrun: list[str] = field(default_factory=list)  # checks that could not run: no verdict, so never green
+    problems: list[str] = field(default_factory=list)
+    newly_failing: list[str] = field(default_factory=list)
+    newly_passing: list[str] = field(default_factory=list)
+    failing_output: str = ""
+
+
+def compare(last_green: list[CheckResult], now: list[CheckResult], grants: GuardReport) -> Comparison:
+    """What regressed between the last green results and now; `grants` says what the lap's
+    ticked TODO items allow: a test file's passing tests to disappear, pytest's configuration
+    file or a plugin file to differ."""
+    before_by_command = {result.command: result for result in last_green}
+    result = Comparison()
+    for check in now:
+        before = before_by_command.get(check.command)
+        why = check.could_not_run  # no verdict at all, whatever it was before: never green
+        if not why and before is not None and before.tests and not check.tests and not check.timed_out:
+            # A session that crashed wrote no report: nothing was judged, its passing tests unaccounted for.
+            why = (
+                f"its pytest session wrote no report, as it did on the last green commit "
+                f"({before.tests.counts.passed} passing tests unaccounted for)"
+            )
+        if why:
+            result.unrun.append(f"check could not run: `{check.command}`: {why}")
+            result.failing_output = result.failing_output or check.output_tail
+            continue
+        if before is None:
+            continue
+        count = len(result.problems)
+        if before.passed and not check.passed:
+            what = (
+                "timed out"
+                if check.timed_out
+                else f"exit {check.exit_code}"
+                if check.exit_code
+                else "exit 0, but its pytest report has failing tests"
+            )
+            result.problems.append(f"check regressed: `{check.command}` ({what})")
+        if before.tests and check.tests:
+            _compare_tests(before, check, grants.allows, result)
+            result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows_setup)
+        elif before.tests and before.tests.counts.passed:
+            result.problems.append(
+                f"`{check.command}` timed out before its pytest report was written: "
+                f"{before.tests.counts.passed} passing tests unaccounted for"
+            )
+        if len(result.problems) > count and not result.failing_output:
+            result.failing_output = check.output_tail
+    return result
+
+
+def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str], bool], result: Comparison) -> None:
+    old, new = before.tests, now.tests
+    assert old is not None and new is not None  # compared only where both ran pytest
+    # An id that passes in one place and fails in another (two tests claiming one id) is failing;
+    # a test file a JUnit runner reports as one passing testcase ran none of its tests (its code
+    # exited as it loaded): nothing passed. Sets and one look per test: a lap's judging grows
+    # with its tests as n log n (their sorting), never as the product of two lists.
+    failing_now = set(new.failing_ids)
+    now_passing = {test for test in new.passed_ids if not _LOAD_FAILURE.search(test)} - failing_now
+    lost = [test for test in old.passed_ids if test not in now_passing and not _LOAD_FAILURE.search(test)]
+    broken = [test for test in lost if test in failing_now]
+    gone = [test for test in lost if test not in failing_now]
+    allowed = [test for test in gone if granted(file_of(test))]
+    missing = [test for test in gone if not granted(file_of(test))]
+    # A failing test goes away only by passing, grant or none; a module that failed to import,
+    # only when its file now collects and something in it passes (not by a module-level skip);
+    # a file a JUnit runner could not load (its testcase named by the file's path), only when
+    # some test passes that did not before.
+    newly_passing = sorted(now_passing.difference(old.passed_ids))
+    passing_files = {file_of(test) for test in now_passing}
+    vanished = [
+        test
+        for test in old.failing_ids
+        if test not in now_passing
+        and test not in failing_now
+        and not (test.endswith(COLLECTION) and file_of(test) in passing_files)
+        and not (_LOAD_FAILURE.search(test) and newly_passing)
+    ]
+    result.newly_failing += broken
+    result.newly_passing += newly_passing
+    if broken:
+        result.problems.append(f"tests that passed now fail: {named(broken)}")
+    if missing:
+        result.problems.append(f"tests that passed are gone: {named(missing)}")
+    if vanished:
+        result.problems.append(f"failing tests are gone: {named(vanished)}")
+    if new.counts.passed < old.counts.passed - len(allowed):
+        result.problems.append(f"passing tests dropped {old.counts.passed} → {new.counts.passed}")
+    for kind in ("skipped", "xfailed", "deselected"):
+        was, now_count = getattr(old.counts, kind), getattr(new.counts, kind)
+        if now_count > was:
+            result.problems.append(f"{kind} tests rose {was} → {now_count}")
+
+
+def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted: Callable[[str], bool]) -> list[str]:
+    """A configuration file, a value in it, or a plugin (a conftest, a `pytest_plugins` module,
+    an installed one) added, removed or changed decides what pytest reports: not the lap's call."""
+    if before is None:  # a note from before set-ups were recorded: nothing to hold the lap to
+        return []
+    if now is None:
+        return ["pytest's session wrote no set-up: it did not finish, or ralph's plugin was kept out"]
+    problems = []
+    if before.config != now.config and not granted(now.config or "") and not granted(before.config or ""):
+        problems.append(f"pytest's configuration file changed: {before.config or 'none'} → {now.config or 'none'}")
+    elif before.values != now.values and not granted(now.config or ""):
+        keys = sorted(
+            key for key in before.values.keys() | now.values.keys() if before.values.get(key) != now.values.get(key)
+        )
+        problems.append(f"pytest's configuration changed in {now.config}: {named(keys)}")
+    hiding = sorted(
+        f"{name} ({where})"
+        for name, where in now.shadowing.items()
+        if before.shadowing.get(name) != where and not granted(where.split(" over ")[0])
+    )
+    if hiding:
+        problems.append(f"modules of the tree hide others of the same name: {named(hiding)}")
+    plugins = sorted(
+        name
+        for name in before.plugins.keys() | now.plugins.keys()
+        if before.plugins.get(name) != now.plugins.get(name) and not granted(name)
+    )
+    if plugins:
+        what = {
+            name: "added" if name not in before.plugins else "removed" if name not in now.plugins else "changed"
+            for name in plugins
+        }
+        problems.append("pytest plugins changed: " + named([f"{name} ({what[name]})" for name in plugins]))
+    return problems
+
+
+def named(tests: list[str]) -> str:
+    shown = ", ".join(tests[:SHOWN])
+    return shown + (f" and {len(tests) - SHOWN} more" if len(tests) > SHOWN else "")
