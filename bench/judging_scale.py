@@ -163,7 +163,7 @@ def _one_lap(
 
 
 def _rebase(onto: str, lap: str, ticked: list[str]) -> str:
-    """The TODO half of lap.rebase_lap: the lap's items found with their lines, its ticks put on."""
+    """The TODO half of rebase.rebase_lap: the lap's items found with their lines, its ticks put on."""
     todo.sources(lap)
     return todo.combined(onto, ticked, [])
 

@@ -37,7 +37,7 @@ from common import TICK_ONE, command_agent, git, make_repo, median, ralph_yaml, 
 import ralph.run.loop
 from ralph.git import ledger
 from ralph.isolation import proc
-from ralph.run.loop import RunOptions
+from ralph.run.options import RunOptions
 from ralph.show import ui
 
 BARE_NUMBERS = itertools.count()

@@ -30,7 +30,7 @@ from token_growth import SOURCE, next_step
 
 import ralph.run.loop
 from ralph.agents.scripted import ScriptedServer
-from ralph.run.loop import RunOptions
+from ralph.run.options import RunOptions
 from ralph.show import ui
 
 METRICS = ["fds", "children", "git children", "zombies", "threads", "rss MB"]

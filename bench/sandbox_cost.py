@@ -22,8 +22,8 @@ from pathlib import Path
 from common import command_agent, make_repo, median, table, timed
 
 import ralph.run.loop
-from ralph.isolation.sandbox import Jail
-from ralph.run.loop import RunOptions
+from ralph.isolation.jail import Jail
+from ralph.run.options import RunOptions
 from ralph.show import ui
 
 
@@ -84,7 +84,7 @@ def one_run(folder: Path, size: int, laps: int, mode: str) -> list[float]:
 
     ralph.run.loop.run_lap = timed_lap
     try:
-        ralph.run.loop.run(RunOptions(repo, name="bench"))
+        ralph.run.loop.run(RunOptions(cwd=repo, name="bench"))
     finally:
         ralph.run.loop.run_lap = run_lap
     return seconds

@@ -1,10 +1,13 @@
-"""The command line: click declarations only; each command calls one function for its exit code."""
+"""The command line: click declarations only; each command calls one function for its exit code.
+
+Each command imports its module when it runs (the local imports below): `ralph --help`, shell
+completion and the git hooks ralph ships, which run on every commit, start without loading the
+rest of ralph."""
 
 from __future__ import annotations
 
 import signal
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -52,12 +55,21 @@ def _call(function: Callable[..., int], *args: Any, **kwargs: Any) -> None:
     except (KeyboardInterrupt, Interrupted):
         ui.error("interrupted — the run branch is where the last green lap left it; the same `ralph run` resumes")
         code = Exit.INTERRUPTED
-    except Exception:
-        with tempfile.NamedTemporaryFile("w", prefix="ralph-crash-", suffix=".txt", delete=False) as out:
-            traceback.print_exc(file=out)
-        ui.error(f"internal error (a bug in ralph); the traceback is in {out.name}")
-        code = Exit.ERROR
+    except Exception as error:
+        code = _crashed(error)
     sys.exit(int(code))
+
+
+def _crashed(error: Exception) -> Exit:
+    """A bug in ralph: the versions and traceback to the crash log, one line naming it on stderr."""
+    from ralph.commands import crash_log  # only on a crash: it loads git, which --help need not
+
+    path = crash_log.write(error, Path.cwd(), sys.argv)
+    if path is None:  # no folder took the log: the traceback is all the report has
+        traceback.print_exception(error, file=sys.stderr)
+    where = f"the versions and traceback are in {path}" if path else "no folder took the crash log"
+    ui.error(f"internal error (a bug in ralph): {crash_log.headline(error)} — {where}; please report it")
+    return Exit.ERROR
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,32 +128,27 @@ def run(
 ) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
-    from ralph.isolation.hardening import harden
-    from ralph.run.loop import RunOptions
-    from ralph.run.loop import run as do_run
+    from ralph.commands.run import run as do_run
+    from ralph.run.options import RunOptions
     from ralph.show.view import console_for
 
-    def hardened(options: RunOptions) -> int:
-        harden(sys.argv[1:])
-        return do_run(options)
-
     options = RunOptions(
-        Path.cwd(),
-        config_path,
-        name,
-        max_laps,
-        allow_dirty,
-        display or "auto",  # type: ignore[arg-type]
-        events_to,
-        parallel,
-        items_per_lap,
-        slot,
-        remote,
+        cwd=Path.cwd(),
+        config_path=config_path,
+        name=name,
+        max_laps=max_laps,
+        allow_dirty=allow_dirty,
+        display=display or "auto",  # type: ignore[arg-type]
+        events_to=events_to,
+        parallel=parallel,
+        items_per_lap=items_per_lap,
+        slot=slot,
+        remote=remote,
     )
     # --plain holds for every line, the error that may end the run included.
     plain = ui.using(console_for(True), console_for(True, stderr=True)) if display == "plain" else nullcontext()
     with plain:
-        _call(hardened, options)
+        _call(do_run, options)
 
 
 @main.command()
@@ -162,7 +169,7 @@ def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> 
 @click.option("--remote", metavar="REMOTE", help="Tell a run this git remote keeps (`ralph run --remote`).")
 def tell(message: str, run_name: str | None, remote: str | None) -> None:
     """Leave MESSAGE for the run's next lap (shown once in its prompt, under "From the user")."""
-    from ralph.commands.review import tell as do_tell
+    from ralph.commands.tell import tell as do_tell
 
     _call(do_tell, Path.cwd(), message, run_name, remote)
 
@@ -172,7 +179,7 @@ def tell(message: str, run_name: str | None, remote: str | None) -> None:
 @JSON_OPTION
 def log(run_name: str | None, as_json: bool) -> None:
     """One row a lap: status, reason, duration, files changed, TODO."""
-    from ralph.commands.review import log as do_log
+    from ralph.commands.log import log as do_log
 
     _call(do_log, Path.cwd(), run_name, as_json)
 
@@ -183,7 +190,7 @@ def log(run_name: str | None, as_json: bool) -> None:
 @JSON_OPTION
 def show(lap: int, run_name: str | None, as_json: bool) -> None:
     """A lap's record, diffstat and check output."""
-    from ralph.commands.review import show as do_show
+    from ralph.commands.show import show as do_show
 
     _call(do_show, Path.cwd(), lap, run_name, as_json)
 
@@ -194,7 +201,7 @@ def show(lap: int, run_name: str | None, as_json: bool) -> None:
 @click.option("--remote", metavar="REMOTE", help="The run as this git remote has it, its workers too.")
 def status(run_name: str | None, as_json: bool, remote: str | None) -> None:
     """Last green, laps used, fuses, done or not."""
-    from ralph.commands.review import status as do_status
+    from ralph.commands.status import status as do_status
 
     _call(do_status, Path.cwd(), run_name, as_json, remote)
 
@@ -220,7 +227,7 @@ def report(run_name: str | None, output: str | None) -> None:
 def land(run_name: str | None, how: str, partial: bool) -> None:
     """Bring the green line onto your current branch (refuses a dirty work tree, a run that
     is not done without --partial, and a branch that moved since the run began unless --rebase)."""
-    from ralph.commands.review import land as do_land
+    from ralph.commands.land import land as do_land
 
     _call(do_land, Path.cwd(), run_name, how, partial)
 
@@ -230,7 +237,7 @@ def land(run_name: str | None, how: str, partial: bool) -> None:
 @click.option("--refs", is_flag=True, help="Also delete the run's refs, branch, notes and logs.")
 def clean(run_name: str | None, refs: bool) -> None:
     """Remove a run's workspace (and with --refs, everything of it)."""
-    from ralph.commands.review import clean as do_clean
+    from ralph.commands.clean import clean as do_clean
 
     _call(do_clean, Path.cwd(), run_name, refs)
 

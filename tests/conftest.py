@@ -111,13 +111,13 @@ def _unharden() -> None:
     it ran in: the worker is no child subreaper, and its memory is readable again."""
     import ctypes
 
-    from ralph.isolation import proc
+    from ralph.isolation import orphans
 
-    if proc._adopting:
+    if orphans.adopting():
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(36, 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
         libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-        proc._adopting = False
+        orphans._adopting = False
 
 
 def snapshot(repo: Path) -> dict[str, str]:

@@ -176,7 +176,8 @@ def test_endpoint_failures_are_waited_out_not_counted_as_agent_errors():
     """Two laps the endpoint failed, then one the model failed: not three agent errors in a row
     (the outage is limits.outage_wait's to judge), though three model failures are."""
     from ralph.agents.base import AgentResult
-    from ralph.git.ledger import Lap, LapRecord, RunState
+    from ralph.git.ledger import Lap, RunState
+    from ralph.git.records import LapRecord
 
     def lap(number: int, endpoint_failed: bool) -> Lap:
         agent = AgentResult(kind="openai", outcome="error", duration_s=1, endpoint_failed=endpoint_failed)

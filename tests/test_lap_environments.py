@@ -209,7 +209,7 @@ def test_strict_keeps_what_setup_made_and_nothing_a_lap_changed_in_it(tmp_path: 
         assert result.returncode == 3 and note["checks"][0]["exit_code"] == 1, result.stdout + result.stderr
         assert "planted.py" in note["removed_before_checks"]
         assert setup_ran(repo, "s") == ["baseline", "lap-1"]
-    else:  # without strict, ignored files are the lap's to change (README: strict)
+    else:  # without strict, ignored files are the lap's to change (docs/environments.md: strict)
         assert result.returncode == 0 and note["checks"][0]["exit_code"] == 0, result.stdout + result.stderr
 
 
@@ -264,7 +264,7 @@ def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_works
     result = ralph(repo, "run", "--name", "into-user-venv", "--max-laps", "1")
     assert f"runs {users_python}, of a virtualenv outside the lap workspace" in result.stderr
 
-    # The README's Python setup: a venv made inside the lap workspace, the check run from it.
+    # docs/environments.md's Python setup: a venv made inside the lap workspace, the check run from it.
     checks = [".venv/bin/python -m pytest -q"]
     (repo / "ralph.yaml").write_text(config(agent, checks, setup=[make_venv(".venv")]))
     git(repo, "commit", "-qam", "setup in the workspace")

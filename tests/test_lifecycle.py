@@ -83,7 +83,7 @@ def test_on_stop_hears_of_a_run_that_ends_in_an_error(tmp_path: Path):
 def test_a_hook_gets_a_reason_as_a_model_or_a_lap_may_write_it(tmp_path: Path):
     """A NUL and a reason of 300,000 characters (a judge's blocking items, a lap's output) reach
     the hook cut and cleaned, rather than failing to start it."""
-    from ralph.config import LifecycleHooks
+    from ralph.config.sections import LifecycleHooks
     from ralph.run import lifecycle
 
     heard = tmp_path / "heard.json"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from conftest import make_repo
 
-from ralph.run.loop import RunOptions, run
+from ralph.run.loop import run
+from ralph.run.options import RunOptions
 
 LAPS = 40  # a leak of one per lap shows in 30; 200 laps: bench/long_run.py measures memory (bench/RESULTS.md)
 AGENT = "echo $RALPH_LAP > lap.txt && sed -i '0,/- \\[ \\]/s//- [x]/' TODO.md"

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import git, lap_notes, make_repo, ralph
 
-from ralph.agents.mcp_tools import McpTools, model_name, removal, result_text, unfit, write_word
+from ralph.agents.mcp_offer import model_name, removal, unfit, write_word
+from ralph.agents.mcp_tools import McpTools, result_text
 from ralph.agents.scripted import Hang, ScriptedServer, finish, tool_call
 from ralph.agents.transcript import Transcript
-from ralph.config import McpConfig
+from ralph.config.mcp import McpConfig
 
 PY = sys.executable
 SERVER = str(Path(__file__).parent / "fixtures" / "docs_server.py")

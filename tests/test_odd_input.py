@@ -15,7 +15,7 @@ import pytest
 from conftest import git, lap_notes, make_repo, needs_bwrap, ralph, ralph_workspaces
 
 from ralph import todo
-from ralph.run.lap import progress_with
+from ralph.run.rebase import progress_with
 
 PY = sys.executable
 TICK = """

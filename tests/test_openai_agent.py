@@ -14,11 +14,14 @@ import openai
 import pytest
 from conftest import make_repo
 
+from ralph.agents import transcript
 from ralph.agents.base import AgentResult, LapTask
-from ralph.agents.openai import CUT_OFF, EMPTY_REPLY, USE_A_TOOL, OpenAIAgent
+from ralph.agents.conversation import CUT_OFF, empty_reply
+from ralph.agents.openai import USE_A_TOOL, OpenAIAgent
 from ralph.agents.scripted import Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call, tool_calls
 from ralph.agents.tools import TOOL_SCHEMAS
-from ralph.config import AgentConfig
+from ralph.config.agent import AgentConfig
+from ralph.errors import RalphError
 from ralph.isolation import proc
 
 CALC = "def mul(a, b):\n    raise NotImplementedError\n"
@@ -230,7 +233,7 @@ def test_an_unknown_tool_gets_a_format_error(repo: Path) -> None:
 def test_an_empty_reply_gets_a_format_error_and_text_gets_a_nudge(repo: Path) -> None:
     with ScriptedServer([text(None), text("I would now edit calc.py."), finish()]) as server:
         assert run_lap(repo, server.base_url).outcome == "ok"
-    assert sent(server, 1)[-1] == {"role": "user", "content": EMPTY_REPLY}
+    assert sent(server, 1)[-1] == {"role": "user", "content": empty_reply(USE_A_TOOL)}
     assert sent(server, 2)[-2:] == [
         {"role": "assistant", "content": "I would now edit calc.py."},
         {"role": "user", "content": USE_A_TOOL},
@@ -498,7 +501,23 @@ def test_the_api_key_reaches_the_endpoint_but_not_the_tools_or_the_transcript(
 
 
 def test_the_config_selects_this_agent() -> None:
-    from ralph.agents import make_agent
+    from ralph.agents.kinds import make_agent
 
     agent = make_agent(AgentConfig(kind="openai", model="any", base_url="http://127.0.0.1:9/v1"))
     assert isinstance(agent, OpenAIAgent) and agent.kind == "openai"
+
+
+def test_every_transcript_record_carries_its_format_and_a_newer_one_is_named(repo: Path, logs: Path) -> None:
+    with ScriptedServer([bash("echo hi"), finish()]) as server:
+        assert run_lap(repo, server.base_url).outcome == "ok"
+    records = transcript.read(logs / "transcript.jsonl")
+    assert records[0]["event"] == "start" and records[0]["role"] == "lap" and records[-1]["event"] == "end"
+    assert {record["format"] for record in records} == {transcript.FORMAT}
+
+    older = logs / "older.jsonl"  # written before transcripts had a format: read as it is
+    older.write_text('{"event": "start", "time": 1}\n{"event": "end", "time": 2}\n')
+    assert [record["event"] for record in transcript.read(older)] == ["start", "end"]
+    newer = logs / "newer.jsonl"
+    newer.write_text(json.dumps({"format": transcript.FORMAT + 1, "event": "start"}) + "\n")
+    with pytest.raises(RalphError, match=f"newer.jsonl is a transcript of format {transcript.FORMAT + 1}, newer"):
+        transcript.read(newer)

@@ -194,7 +194,7 @@ def test_status_and_show_draw_the_context_bars(tmp_path: Path):
 
 
 def test_finish_on_a_lap_that_changed_nothing_or_while_checks_fail_is_pushed_back_once(tmp_path: Path):
-    # The README promises the built-in agent sees what is left before its lap ends: here a
+    # docs/agents.md promises the built-in agent sees what is left before its lap ends: here a
     # finish with no edit, then one while the check still fails; each is answered once.
     script = [
         finish("nothing to do"),

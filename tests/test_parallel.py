@@ -18,8 +18,9 @@ from conftest import git, lap_notes, make_repo, ralph
 
 from ralph import todo
 from ralph.git import ledger
+from ralph.git.store import RefStore
 from ralph.run import claims
-from ralph.run.lap import progress_with
+from ralph.run.rebase import progress_with
 
 PY = sys.executable
 AGENT = r"""
@@ -190,9 +191,11 @@ def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
     items = [f"item {number}" for number in range(20)]
     taken: dict[int, list[str]] = {}
 
+    store = RefStore(repo)
+
     def take(slot: int) -> None:
         mine = claims.holder(repo, slot)
-        taken[slot] = [item for _ in range(10) for item in claims.take_items(repo, "r", items, 1, mine)]
+        taken[slot] = [item for _ in range(10) for item in claims.take_items(store, "r", items, 1, mine)]
 
     threads = [threading.Thread(target=take, args=(slot,)) for slot in (1, 2, 3)]
     for thread in threads:
@@ -201,15 +204,15 @@ def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
         thread.join()
     everything = [item for held in taken.values() for item in held]
     assert sorted(everything) == sorted(items) and len(set(everything)) == 20  # each once, all taken
-    numbers = [claims.take_number(repo, "r", claims.holder(repo, slot)) for slot in (1, 2, 1)]
+    numbers = [claims.take_number(store, "r", claims.holder(repo, slot)) for slot in (1, 2, 1)]
     assert numbers == [1, 2, 3] and sorted(claims.started(repo, "r")) == [1, 2, 3]
-    claims.release_items(repo, "r", taken[2], claims.holder(repo, 2))  # a holder letting go of what is not its
+    claims.release_items(store, "r", taken[2], claims.holder(repo, 2))  # a holder letting go of what is not its
     assert len(git(repo, "for-each-ref", "refs/ralph/r/claims/").splitlines()) == 20
     # Slot 1 died: what it held is free, the others' is not.
-    assert claims.release_dead(repo, "r", lambda holder: holder.get("slot") != 1) == len(taken[1]) + 2
+    assert claims.release_dead(store, "r", lambda holder: holder.get("slot") != 1) == len(taken[1]) + 2
     assert sorted(claims.started(repo, "r")) == [2]
-    assert claims.take_items(repo, "r", items, 20, claims.holder(repo, 4)) == taken[1]
-    assert claims.clear(repo, repo / ".git", "r") == 20 + 1
+    assert claims.take_items(store, "r", items, 20, claims.holder(repo, 4)) == taken[1]
+    assert claims.clear(store, repo / ".git", "r") == 20 + 1
     assert ledger.audit(repo, "r") == ["no run 'r'"]
 
 

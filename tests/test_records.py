@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import git, ralph
 
-from ralph.git.ledger import FORMAT
+from ralph.git.records import FORMAT
 
 BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"
 

@@ -283,19 +283,6 @@ def test_an_agent_that_says_too_much_is_cut_and_rate_limited(monkeypatch):
     assert {len(event["line"]) for event in heard} == {events.LINE_CHARS}
 
 
-def test_the_readme_lists_every_event_with_the_fields_it_has():
-    from ralph.show.events import TYPES
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("### Events: `--events FILE`") : readme.index("### The report")]
-    rows = dict(re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.MULTILINE))
-    assert set(rows) == set(TYPES)
-    for kind, fields in rows.items():
-        for field in re.findall(r"^`(\w+)`|, `(\w+)`", fields):
-            name = next(part for part in field if part)
-            assert name in TYPES[kind], (kind, name)
-
-
 def test_a_command_agents_lines_become_events_the_last_one_too_and_a_full_disk_is_a_warning(tmp_path: Path):
     agent = (
         "printf 'first\\n\\033[1mbold\\033[0m\\n' && sed -i 's/\\[ \\]/[x]/' TODO.md && echo x > x.txt && printf last"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel
 
-from ralph.isolation.sandbox import Jail
+from ralph.isolation.jail import Jail
 
 if TYPE_CHECKING:
     from ralph.agents.mcp_tools import McpTools
@@ -44,17 +44,6 @@ class Usage(BaseModel):
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
-
-    def add_reply(self, body: dict) -> None:
-        """One reply's tokens, as its server reported them (none reported: none counted)."""
-        reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
-        prompt, completion = (reported.get(key) for key in ("prompt_tokens", "completion_tokens"))
-        prompt = prompt if isinstance(prompt, int) else 0
-        completion = completion if isinstance(completion, int) else 0
-        self.requests += 1
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
-        self.largest_prompt_tokens = max(self.largest_prompt_tokens, prompt)
 
 
 class AgentResult(BaseModel):

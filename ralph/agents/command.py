@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 from datetime import datetime
+from pathlib import Path
 
 from ralph.agents import reports
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.limited import limit_hit, reset_at
 from ralph.agents.presets import PRESETS
-from ralph.config import AgentConfig
+from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
 from ralph.isolation import proc
 from ralph.show import events
@@ -38,20 +39,7 @@ class CommandAgent:
         prompt_file.write_text(task.prompt, encoding="utf-8")
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
-        # A preset's tool gets its own credentials, and only it: never the checks.
-        credentials = {
-            name: os.environ[name]
-            for name in (self.preset.credentials if self.preset else ())
-            if name in os.environ and name not in self.withheld
-        }
-        env = dict(
-            task.env,
-            **credentials,
-            RALPH_RUN=task.run,
-            RALPH_LAP=str(task.lap),
-            RALPH_WORKTREE=str(task.worktree),
-            RALPH_PROMPT_FILE=str(prompt_file),
-        )
+        env = self.environment(task, prompt_file)
         done = proc.run(
             self.command,
             task.worktree,
@@ -66,25 +54,7 @@ class CommandAgent:
         said.finish()
         # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
         report = reports.read_log(self.preset.reports, task.log_dir / "agent.log") if self.preset else reports.Report()
-        failed = done.exit_code != 0 or report.failed
-        until = None
-        if (failed or done.timed_out) and limit_hit(done.output, self.config.limits):
-            until = reset_at(done.output, datetime.now().astimezone())
-            resets = f" (it resets {until:%Y-%m-%d %H:%M %Z})" if until else ""
-            outcome, detail = "limited", f"the agent hit a usage or rate limit{resets}"
-        elif idle is not None and idle.fired:
-            outcome = "timeout"
-            detail = f"idle: the agent printed nothing and changed no file for {idle.seconds:g}s, and was stopped"
-        elif done.timed_out:
-            outcome, detail = "timeout", f"agent timed out after {task.timeout:g}s and was killed"
-        elif failed:
-            outcome, detail = (
-                "failed",
-                f"agent exited with code {done.exit_code}"
-                + (" (the tool said it failed)" if not done.exit_code else ""),
-            )
-        else:
-            outcome, detail = "ok", ""
+        outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
             detail += _withheld_hint(env)
         tail = done.tail(2000)
@@ -100,6 +70,44 @@ class CommandAgent:
             usage=report.usage,
             limited_until=until.timestamp() if until else None,
         )
+
+    def environment(self, task: LapTask, prompt_file: Path) -> dict[str, str]:
+        """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""
+        credentials = {
+            name: os.environ[name]
+            for name in (self.preset.credentials if self.preset else ())
+            if name in os.environ and name not in self.withheld
+        }
+        return dict(
+            task.env,
+            **credentials,
+            RALPH_RUN=task.run,
+            RALPH_LAP=str(task.lap),
+            RALPH_WORKTREE=str(task.worktree),
+            RALPH_PROMPT_FILE=str(prompt_file),
+        )
+
+    def outcome(
+        self, done: proc.Completed, report: reports.Report, idle: proc.Idle | None, timeout: float
+    ) -> tuple[str, str, datetime | None]:
+        """ok, failed, timeout or limited; why; and when a usage limit resets, when the tool said."""
+        failed = done.exit_code != 0 or report.failed
+        if (failed or done.timed_out) and limit_hit(done.output, self.config.limits):
+            until = reset_at(done.output, datetime.now().astimezone())
+            resets = f" (it resets {until:%Y-%m-%d %H:%M %Z})" if until else ""
+            return "limited", f"the agent hit a usage or rate limit{resets}", until
+        if idle is not None and idle.fired:
+            return (
+                "timeout",
+                f"idle: the agent printed nothing and changed no file for {idle.seconds:g}s, and was stopped",
+                None,
+            )
+        if done.timed_out:
+            return "timeout", f"agent timed out after {timeout:g}s and was killed", None
+        if failed:
+            said_so = " (the tool said it failed)" if not done.exit_code else ""
+            return "failed", f"agent exited with code {done.exit_code}{said_so}", None
+        return "ok", "", None
 
 
 def _withheld_hint(env: dict[str, str]) -> str:

@@ -16,74 +16,40 @@ SDK's scopes must be left in the task that entered them), and the laps call into
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import os
-import re
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
 from contextlib import AbstractContextManager, AsyncExitStack
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from pydantic import ValidationError
 
+from ralph.agents.mcp_offer import model_name, removal, unfit
+from ralph.agents.mcp_servers import Unset, expand, servers_of
 from ralph.agents.transcript import Transcript
-from ralph.config import MCP_SERVER_NAME, McpConfig, McpServer
-from ralph.isolation import proc
+from ralph.config.mcp import McpConfig, McpServer
+from ralph.isolation import orphans, proc
+from ralph.isolation.capped_output import capped
 from ralph.isolation.files import remove_path
 from ralph.show import ui
 
-PREFIX = "mcp__"
-NAME_MAX = 64  # characters of a tool's name, as the chat completions API allows
 OFFERED_MAX = 100  # MCP tools offered in all: a request carries at most 128 tools, ralph's own among them
 DESCRIPTION_MAX = 1024  # characters of a tool's description the model reads
-SCHEMA_MAX = 8 * 1024  # characters of a tool's input schema as JSON; a larger one is not offered
 DECLARATIONS_MAX = 48 * 1024  # characters of every MCP tool's declaration together, sent with each request
 SHOWN_MAX = 12  # tools named in the line a server gets at the start; the rest are in the audit file
 RESULT_CAP = 16 * 1024  # bytes of a result the model sees, as of a bash command's output
 STOP_SECONDS = 15.0  # for every server to shut down, after which they are killed
 LIST_PAGES = 20  # pages of a tool list read; a server that sends more is not believed
-FILE_MAX = 1 << 20  # bytes of a .mcp.json read
 AUDIT_FILE = "mcp-tools.json"
 
-# What makes an unannotated tool a write, by the words of its name and description, in the
-# imperative (create_page) or the third person (Creates a page); other forms (created, running)
-# say more often what a read returns than what a tool does. WRITE_VERBS are writes wherever they
-# stand; VERB_OR_NOUN words (a report, a tag) only as the first word, where a verb goes.
-# Wrongly removing a read costs a line in allow_writes; wrongly offering a write can cost the
-# user's data: the lists err on the side of removing.
-WRITE_VERBS = frozenset(
-    """add append approve archive assign cancel checkout cherrypick clear click close commit
-    create delete deploy destroy detach drag drop edit erase exec execute fill hover import init
-    initialize insert install invite invoke kill launch merge migrate mkdir modify move mutate mv
-    navigate overwrite patch post press publish purge push put reboot rebase remove rename reopen
-    replace rerun reset restart restore retry revert revoke rm rmdir run send shutdown spawn
-    submit subscribe sync terminate transfer trigger truncate unarchive unassign uninstall
-    unsubscribe update upgrade upload upsert wipe write""".split()
-)
-VERB_OR_NOUN = frozenset(
-    """apply block book change clone comment configure connect disable disconnect dismiss download
-    email emit enable flush fork grant label lock login logout make mark message notify open order
-    pause pay pin provision record register reject release reload reply report request resolve
-    resume save schedule select set setup share sign star start stash stop store suspend switch
-    tag toggle type unblock unlock unpin unstar unwatch vote watch""".split()
-)
-_PREFIX_VERBS = tuple(verb for verb in WRITE_VERBS if len(verb) >= 4)  # deletepage: one word, a verb first
 _SDK_LOG = logging.getLogger("mcp")
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-class Unset(Exception):
-    """A `${VAR}` with no value and no default."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +77,7 @@ class McpTools:
         # Servers start in an empty folder of their own, outside the repository: a write that
         # got past the filter finds nothing of the user's where it lands by default.
         self.cwd = Path(tempfile.mkdtemp(prefix="ralph-mcp-"))
-        self.children = proc.children()  # ralph's before the servers: the others are theirs, at the end
+        self.children = orphans.children()  # ralph's before the servers: the others are theirs, at the end
         self.listed: dict[str, list[Any]] = {}  # server -> the tools it listed
         self.tools: dict[str, Tool] = {}  # by the name the model calls it
         self.removed: list[Removed] = []
@@ -177,7 +143,7 @@ class McpTools:
         spent = round(time.monotonic() - started, 3)
         transcript.write("mcp", tool=name, seconds=spent, failed=text.startswith("error: "))
         spill = transcript.path.parent / f"mcp-{self.calls}.out"
-        return proc.capped(text.encode("utf-8", "replace"), RESULT_CAP, spill)
+        return capped(text.encode("utf-8", "replace"), RESULT_CAP, spill)
 
     def close(self) -> None:
         """Stop every server (the SDK closes its stdin, then TERMs and KILLs its group), then
@@ -205,8 +171,8 @@ class McpTools:
                 self._portal_cm.__exit__(None, None, None)
         finally:
             self._portal = self._portal_cm = None
-            proc.kill_marked(proc.TOKEN_VAR, self.token)  # those that left their group
-            proc.end_children(spare=self.children)  # those that also cleared their environment
+            orphans.kill_marked(proc.TOKEN_VAR, self.token)  # those that left their group
+            orphans.end_children(spare=self.children)  # those that also cleared their environment
             if self._log is not None:
                 _SDK_LOG.removeHandler(self._log)
                 self._log.close()
@@ -338,145 +304,6 @@ def _listing(names: list[str]) -> str:
     shown = ", ".join(ui.safe(name) for name in names[:SHOWN_MAX]) or "none"
     more = len(names) - SHOWN_MAX
     return shown + (f" and {more} more (all in {AUDIT_FILE})" if more > 0 else "")
-
-
-def servers_of(cfg: McpConfig, top: Path) -> dict[str, McpServer]:
-    """The servers of the `from` file, then ralph.yaml's (which win a name both use)."""
-    servers = _from_file(top, cfg.from_) if cfg.from_ else {}
-    servers.update(cfg.servers)
-    return servers
-
-
-def _from_file(top: Path, name: str) -> dict[str, McpServer]:
-    """A .mcp.json's `mcpServers`, as Claude Code reads it; what cannot be used is a warning."""
-    try:
-        with (top / name).open("rb") as file:
-            data = json.loads(file.read(FILE_MAX))
-    except FileNotFoundError:
-        ui.warn(f"mcp.from: {name} is not there; its servers are not started")
-        return {}
-    except (OSError, ValueError) as exc:
-        ui.warn(f"mcp.from: {name} cannot be read as JSON ({exc}); its servers are not started")
-        return {}
-    entries = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(entries, dict):
-        ui.warn(f"mcp.from: {name} has no `mcpServers` object; no server is started from it")
-        return {}
-    servers = {}
-    for server, entry in entries.items():
-        skipped = f"mcp.from: {name}: the server {server!r} is skipped"
-        if not MCP_SERVER_NAME.match(server):
-            ui.warn(f"{skipped}: its name may have up to 24 letters, digits, _ and -")
-            continue
-        if not isinstance(entry, dict):
-            ui.warn(f"{skipped}: not an object")
-            continue
-        if entry.get("type") == "sse":
-            ui.warn(f"{skipped}: ralph speaks stdio and streamable HTTP, not SSE")
-            continue
-        known = {key: value for key, value in entry.items() if key in McpServer.model_fields}
-        try:
-            servers[server] = McpServer.model_validate(known)
-        except ValidationError as exc:
-            problem = exc.errors()[0]
-            where = ".".join(str(part) for part in problem["loc"])
-            ui.warn(f"{skipped}: {where + ': ' if where else ''}{problem['msg']}")
-    return servers
-
-
-def expand(text: str, environ: Mapping[str, str]) -> str:
-    """`${VAR}` and `${VAR:-default}` (the default when VAR is unset or empty), as .mcp.json
-    files are written for Claude Code; Unset for a `${VAR}` with neither."""
-
-    def value(match: re.Match) -> str:
-        name, default = match.group(1), match.group(2)
-        found = environ.get(name)
-        if found:
-            return found
-        if default is not None:
-            return default
-        if found is None:
-            raise Unset(name)
-        return found
-
-    return _VARIABLE.sub(value, text)
-
-
-def removal(server: str, tool: Any, allow_writes: list[str]) -> str | None:
-    """Why a listed tool is not offered; None when it reads, or `allow_writes` names it."""
-    if any(_allows(pattern, server, tool.name) for pattern in allow_writes):
-        return None
-    hints = tool.annotations
-    if hints is not None and hints.destructive_hint:
-        return "marked destructive"
-    if hints is not None and hints.read_only_hint is True:
-        return None
-    if hints is not None and hints.read_only_hint is False:
-        return "marked as changing things"
-    word = write_word(tool.name, name=True) or _description_word(tool.description or "")
-    return f"not annotated, and {word!r} reads as a write" if word else None
-
-
-def _description_word(description: str) -> str | None:
-    """A write verb anywhere in the description, or one that may be a noun opening a sentence."""
-    found = write_word(description)
-    sentences = re.split(r"(?<=[.!?])\s+|\n+", description.strip())
-    return found or next((word for sentence in sentences if (word := write_word(sentence.split(" ")[0]))), None)
-
-
-def _allows(pattern: str, server: str, tool: str) -> bool:
-    """`tool-glob` allows it on any server; `server.tool-glob` on that server only."""
-    if "." not in pattern:
-        return fnmatchcase(tool, pattern)
-    named, _, tool_pattern = pattern.partition(".")
-    return named == server and fnmatchcase(tool, tool_pattern)
-
-
-def write_word(text: str, name: bool = False) -> str | None:
-    """The word of `text` (a description, or with `name` a tool's name) that makes it a write."""
-    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", text)
-    for position, word in enumerate(words):
-        lowered = word.lower()
-        stems = {lowered, lowered.removesuffix("s"), lowered.removesuffix("es"), lowered.removesuffix("ies") + "y"}
-        if stems & WRITE_VERBS or (position == 0 and stems & VERB_OR_NOUN):
-            return word
-    if name and len(words) == 1 and words[0].lower().startswith(_PREFIX_VERBS):
-        return words[0]
-    return None
-
-
-def unfit(tool: Any) -> str | None:
-    """What keeps a tool's declaration out of a request, whatever the tool does: a schema the
-    API refuses (the whole request fails, not just the tool) or one too large to send each time."""
-    schema = tool.input_schema
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        return "its input schema is not a JSON object schema"
-    if len(json.dumps(schema)) > SCHEMA_MAX:
-        return f"its input schema is over {SCHEMA_MAX // 1024} KiB"
-    if _array_without_items(schema):
-        return "its input schema has an array without `items`, which OpenAI refuses"
-    return None
-
-
-def _array_without_items(schema: object) -> bool:
-    if isinstance(schema, list):
-        return any(_array_without_items(item) for item in schema)
-    if not isinstance(schema, dict):
-        return False
-    kind = schema.get("type")
-    if (kind == "array" or (isinstance(kind, list) and "array" in kind)) and "items" not in schema:
-        return True
-    return any(_array_without_items(value) for value in schema.values())
-
-
-def model_name(server: str, tool: str, taken: set[str]) -> str:
-    """mcp__<server>__<tool>, in the characters and length a tool name may have; a name that
-    would be too long or taken ends in a hash of the tool's own instead."""
-    name = f"{PREFIX}{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"
-    if len(name) > NAME_MAX or name in taken:
-        digest = hashlib.sha256(f"{server}/{tool}".encode()).hexdigest()[:8]
-        name = f"{name[: NAME_MAX - 9]}_{digest}"
-    return name
 
 
 async def _list_tools(client: Any) -> list[Any]:

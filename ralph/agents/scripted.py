@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ralph.agents.openai import PREFLIGHT
+from ralph.agents.model import PREFLIGHT
 
 _GENERATED = object()  # "make up an id", as opposed to None: "send the call without one"
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ralph.isolation import proc
-from ralph.isolation.sandbox import Jail
+from ralph.isolation.jail import Jail
 
 BASH_TIMEOUT = 120  # seconds, when the model names none
 BASH_OUTPUT_CAP = 16 * 1024  # bytes of output the model sees: head and tail, the middle cut

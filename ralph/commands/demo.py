@@ -17,7 +17,8 @@ from pathlib import Path
 from ralph import git
 from ralph.agents.scripted import ScriptedServer, Step, bash, finish, tool_call
 from ralph.errors import Exit, RalphError
-from ralph.run.loop import RunOptions, run
+from ralph.run.loop import run
+from ralph.run.options import RunOptions
 from ralph.show import ui
 
 PY = shlex.quote(sys.executable)

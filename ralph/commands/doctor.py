@@ -12,9 +12,11 @@ from pathlib import Path
 
 from ralph import config, git
 from ralph.errors import Exit, RalphError
-from ralph.isolation import proc, sandbox
-from ralph.isolation.workspace import SetupFailed, Workspace
-from ralph.run.lap import RunContext
+from ralph.isolation import jail, proc, sandbox
+from ralph.isolation.provision import SetupFailed
+from ralph.isolation.workspace import Workspace
+from ralph.run.context import RunContext
+from ralph.run.prepare import workspace_at
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 
@@ -23,7 +25,7 @@ MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line tha
 
 def doctor(cwd: Path) -> Exit:
     missing = sandbox.why_unavailable()
-    bwrap = shutil.which(sandbox.BWRAP)
+    bwrap = shutil.which(jail.BWRAP)
     version = _first_line([bwrap, "--version"]) if bwrap else "not installed"
     ui.say(f"system       {platform.system()} {platform.release()}, Python {sys.version.split()[0]}")
     ui.say(f"git          {_first_line(['git', '--version'])}{_git_note()}")
@@ -58,11 +60,20 @@ def _try_checks(cwd: Path) -> bool | None:
     try:
         with tempfile.TemporaryDirectory(prefix="ralph-doctor-") as folder:
             logs = Path(folder)
-            ctx = RunContext(repo, "doctor", cfg, logs, (), env, workspace, sandboxed)
+            ctx = RunContext(
+                repo=repo,
+                run_name="doctor",
+                config=cfg,
+                run_dir=logs,
+                agents=(),
+                env=env,
+                workspace=workspace,
+                sandboxed=sandboxed,
+            )
             how = "sandboxed" if sandboxed else "unsandboxed"
             ui.say(f"checks       on HEAD {repo.head[:10]}, {how}, in a workspace of their own")
             try:
-                ctx.prepare(repo.head, 0, logs)
+                workspace_at(ctx, repo.head, 0, logs)
             except SetupFailed as failed:
                 ui.say(f"setup        [bold red]failed[/]: {failed.reason}: {ui.safe(ui.one_line(failed.output, 300))}")
                 return False

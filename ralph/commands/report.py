@@ -11,12 +11,21 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import Exit, RalphError
-from ralph.git import ledger
-from ralph.git.ledger import LapRecord, RunState
+from ralph.git import layout, ledger
+from ralph.git.layout import RunRefs
+from ralph.git.ledger import RunState
+from ralph.git.records import LapRecord
+from ralph.run.status import LapStatus
 from ralph.show import ui
 
 DIFF_CAP = 100_000  # characters of a lap's diff in the page; the rest is one `git show` away
-COLOURS = {"green": "#2da44e", "red": "#cf222e", "error": "#bf8700", "limited": "#1b7c83", None: "#8c959f"}
+COLOURS = {
+    LapStatus.GREEN: "#2da44e",
+    LapStatus.RED: "#cf222e",
+    LapStatus.ERROR: "#bf8700",
+    LapStatus.LIMITED: "#1b7c83",
+    None: "#8c959f",
+}
 TOKENS_COLOUR, SESSION_COLOUR = "#8250df", "#0969da"
 WIDTH = 960  # the charts' drawing width, in SVG units
 
@@ -44,7 +53,7 @@ def report(cwd: Path, run: str | None, output: str | None) -> Exit:
     if output == "-":
         sys.stdout.write(page)
         return Exit.DONE
-    target = Path(output) if output else ledger.run_dir(repo.common_dir, state.name) / "report.html"
+    target = Path(output) if output else layout.run_dir(repo.common_dir, state.name) / "report.html"
     # Written beside the target, then moved over it: a link planted where the report goes is
     # replaced, never followed to overwrite whatever it points at.
     partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -77,14 +86,14 @@ def render(top: Path, state: RunState) -> str:
 {tokens}
 {laps}
 <p class="muted">Review with git: <code>git log --notes=ralph ralph/{escape(state.name)}</code> ·
-<code>git show refs/ralph/{escape(state.name)}/laps/N</code></p>
+<code>git show {escape(RunRefs(state.name).laps)}N</code></p>
 </body></html>
 """
 
 
 def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
     known = [r for r in records if r]
-    counts = {status: sum(r.status == status for r in known) for status in ("green", "red", "error", "limited")}
+    counts = {status: sum(r.status == status for r in known) for status in LapStatus}
     last = known[-1] if known else None
     outcome = "done" if state.is_done else "not done"
     todo = f"{last.todo.done}/{last.todo.total}" if last else "–"
@@ -95,7 +104,7 @@ def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
         (
             "laps",
             f"{len(records)}: "
-            + ", ".join(f"{n} {status}" for status, n in counts.items() if n or status != "limited"),
+            + ", ".join(f"{n} {status}" for status, n in counts.items() if n or status != LapStatus.LIMITED),
         ),
         ("TODO done", todo),
         ("time in laps", f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"),
@@ -134,7 +143,7 @@ def _timeline(records: list[LapRecord | None], numbers: list[int]) -> str:
             f'<rect x="{x:.1f}" y="12" width="{width - 1:.1f}" height="28" fill="{COLOURS[status]}"/>{label}</g>'
         )
         x += width
-    legend = "".join(f'<span style="background:{COLOURS[s]}"></span>{s}' for s in ("green", "red", "error", "limited"))
+    legend = "".join(f'<span style="background:{COLOURS[s]}"></span>{s}' for s in LapStatus)
     return (
         f'<svg id="timeline" viewBox="0 0 {WIDTH} 44" width="100%" role="img" aria-label="laps by duration">'
         f'{"".join(bars)}</svg><div class="legend muted">time →{legend}</div>'

@@ -1,182 +1,33 @@
-"""Run state, read back from git: refs under `refs/ralph/<run>/`, the green branch, lap notes.
+"""Run state, read back from git: the run's refs (layout.RunRefs), its green branch, lap notes.
 
-Nothing here lives only in memory: after a crash, `load` rebuilds the same state.
-
-Records outlive the ralph that wrote them: each carries its FORMAT; a reader takes every
-earlier format (migrated here, in one place) and names a newer one instead of failing.
+Nothing here lives only in memory: after a crash, `load` rebuilds the same state. What the
+records hold, and how an older one is read, is records.py's.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from ralph import git
-from ralph.agents.base import AgentResult, Usage
-from ralph.config import Config
 from ralph.errors import RalphError
-from ralph.run import claims, crashpoint
+from ralph.git import layout
+from ralph.git.layout import RunRefs
+from ralph.git.records import LapRecord, NewerFormat, RunRecord, migrated
+from ralph.git.store import RefStore
+from ralph.run import crashpoint
+from ralph.run.status import LapStatus
 from ralph.show import ui
-from ralph.todo import Counts
 from ralph.verdict.checks import CheckResult
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-# 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
-# (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
-# 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
-# 4: a lap's judge (roles.judge) and the user's messages it was told (told).
-# 5: a lap may be `limited` (its agent hit a usage limit: limited_until), usage has a cost_usd, and
-#    a lap says which agent ran it (fallback; agent.name, agent.model).
-# 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
-# 7: a lap of a parallel run says its slot and the items it claimed.
-# 8: a lap of a remote's run says its worker; a run's record says whether a remote keeps it.
-FORMAT = 8
-MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7)}  # format N -> N+1, in order
-
-
-class NewerFormat(RalphError):
-    """A record written by a later ralph than this one."""
-
-
-def branch_ref(run: str) -> str:
-    return f"refs/heads/ralph/{run}"
-
-
-def base_ref(run: str) -> str:
-    return f"refs/ralph/{run}/base"
-
-
-def record_ref(run: str) -> str:
-    return f"refs/ralph/{run}/run"
-
-
-def lap_ref(run: str, lap: int) -> str:
-    return f"refs/ralph/{run}/laps/{lap}"
-
-
-def rebased_ref(run: str, lap: int) -> str:
-    """A lap's commit as it was before it was rebased onto a green line that moved."""
-    return f"refs/ralph/{run}/rebased/{lap}"
-
-
-def landed_ref(run: str) -> str:
-    """The green commit `ralph land` last brought onto a branch: a later land starts there."""
-    return f"refs/ralph/{run}/landed"
-
-
-def told_prefix(run: str) -> str:
-    return f"refs/ralph/{run}/told/"
-
-
-def tell(cwd: Path, run: str, message: str) -> None:
-    """Leave a message for the run's next lap (`ralph tell`), as a blob under the run's refs."""
-    blob = git.write_blob(cwd, message)
-    for _ in range(5):  # a name another message took the same nanosecond: the next one
-        if git.update_ref(cwd, f"{told_prefix(run)}{time.time_ns()}", blob, None):
-            return
-    raise RalphError(f"could not store the message under {told_prefix(run)} — try again")
-
-
-def messages(cwd: Path, run: str) -> dict[str, str]:
-    """The messages left for the next lap, oldest first: {ref: text}."""
-    found = git.refs(cwd, told_prefix(run))
-    return {ref: git.read_blob(cwd, found[ref]) for ref in sorted(found, key=lambda ref: int(ref.rsplit("/", 1)[1]))}
-
-
-def run_dir(common_dir: Path, run: str) -> Path:
-    """`<git-common-dir>/ralph/<run>`: the run's lock and its laps' logs and transcripts."""
-    return common_dir / "ralph" / run
-
-
-def lap_dir(run_folder: Path, lap: int) -> Path:
-    return run_folder / f"lap-{lap}"
-
-
-class RunRecord(BaseModel):
-    """Written once when a run starts, as a blob that `refs/ralph/<run>/run` points at."""
-
-    format: int = FORMAT
-    run: str
-    created_at: str
-    base: str
-    user_branch: str | None
-    config: Config  # the configuration the run is judged by
-    baseline: list[CheckResult]  # the checks on the base commit
-    on_remote: bool = False  # started by `ralph run --remote`: its refs are the remote's, clones copy them
-
-
-class Score(BaseModel):
-    dimension: str = Field(min_length=1)
-    evidence: str = ""
-    reason: str = ""
-    score: float = Field(ge=0, le=1)
-    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
-
-
-class JudgeRecord(BaseModel):
-    """The judge's part of a lap note (ralph/verdict/judge.py)."""
-
-    status: Literal["passed", "held", "unavailable"]
-    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
-    judge_score: float | None = None  # the mean of the scores that count
-    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
-    scores: list[Score] = []
-    blocking: list[str] = []
-    suggestions: list[str] = []
-    detail: str = ""  # why it was unavailable
-    usage: Usage = Field(default_factory=Usage)
-
-
-class TestChanges(BaseModel):
-    __test__ = False
-
-    passing_before: int  # passing tests on the last green commit
-    passing_after: int
-    newly_failing: list[str] = []
-    newly_passing: list[str] = []
-
-
-class LapRecord(BaseModel):
-    """The JSON note on each lap commit."""
-
-    format: int = FORMAT
-    run: str
-    lap: int
-    status: Literal["green", "red", "error", "limited"]
-    reason: str
-    started_at: str
-    duration_s: float
-    prepare_s: float = 0.0  # of duration_s: the workspace reset to the start commit, copy and setup
-    commit: str
-    parent: str  # the last green commit the lap started from
-    checks: list[CheckResult] = []
-    agent: AgentResult
-    todo: Counts  # the TODO's items after the lap
-    ticked: list[str] = []
-    files_changed: int = 0
-    progress: bool = False  # objective progress: green, and ticked an item or raised the passing tests
-    done: bool = False  # every check passes and no TODO item is open
-    output_tail: str = ""  # the output that explains a red verdict (check, hook or agent)
-    protected_touched: list[str] = []  # protected files the lap modified or deleted
-    granted: list[str] = []  # protected files a ticked TODO item named, so allowed
-    tests: TestChanges | None = None  # where a check ran pytest
-    flaky: list[str] = []  # checks that failed, then passed on a retry
-    removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
-    judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
-    told: list[str] = []  # messages from the user (`ralph tell`) this lap's prompt carried
-    fallback: int = 0  # which agent ran it: 0 the agent, N its Nth fallback
-    slot: int | None = None  # `--parallel`: the slot that ran it (1..N); None when laps run one at a time
-    items: list[str] = []  # `--parallel`: the TODO items it claimed
-    worker: str | None = None  # `--remote`: the worker that ran it (host:pid:tag); its number is `slot`
 
 
 @dataclass
@@ -186,25 +37,6 @@ class Lap:
     record: LapRecord | None  # None: no note (a crash before it), or one this ralph cannot read
     problem: str = ""  # why `record` is None, for people
     newer: bool = False  # the note is in a format of a later ralph: this one must not go on with the run
-
-
-def migrated(text: str, what: str) -> dict:
-    """A record's JSON at the current FORMAT; NewerFormat for one a later ralph wrote, ValueError
-    for one that is no record at all."""
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    found = data.get("format", 1)
-    if not isinstance(found, int) or found < 1:
-        raise ValueError(f"format {found!r} is no format ralph ever wrote")
-    if found > FORMAT:
-        raise NewerFormat(
-            f"{what} was written by a newer ralph (format {found}; this one reads up to "
-            f"{FORMAT}) — upgrade ralph to read it"
-        )
-    for version in range(found, FORMAT):
-        data = MIGRATIONS[version](data)
-    return dict(data, format=FORMAT)
 
 
 @dataclass
@@ -241,7 +73,7 @@ class RunState:
     def still_failing(self) -> dict[str, int]:
         """The checks that do not pass on the green tip, each with the lap since which they have
         not (0: the base), along the green line."""
-        by_commit = {lap.commit: lap.record for lap in self.laps if lap.record and lap.record.status == "green"}
+        by_commit = {lap.commit: lap.record for lap in self.laps if lap.record and lap.record.status == LapStatus.GREEN}
         line: list[tuple[int, list[CheckResult]]] = []  # the tip first
         commit = self.green
         while (record := by_commit.get(commit)) is not None and commit != self.record.base:
@@ -265,7 +97,7 @@ class RunState:
         """Judged laps in a row, from the latest, that made no objective progress."""
         count = 0
         for lap in reversed(self.laps):
-            if lap.record and lap.record.status in ("error", "limited"):
+            if lap.record and lap.record.status in (LapStatus.ERROR, LapStatus.LIMITED):
                 continue
             if lap.record and lap.record.progress:
                 break
@@ -274,7 +106,7 @@ class RunState:
 
     def counted_laps(self) -> int:
         """Laps that count toward max_laps: all but the ones an agent's usage limit cut short."""
-        return sum(1 for lap in self.laps if not (lap.record and lap.record.status == "limited"))
+        return sum(1 for lap in self.laps if not (lap.record and lap.record.status == LapStatus.LIMITED))
 
     def limited_laps(self) -> int:
         return len(self.laps) - self.counted_laps()
@@ -282,7 +114,7 @@ class RunState:
     def limited_in_a_row(self) -> int:
         count = 0
         for lap in reversed(self.laps):
-            if not (lap.record and lap.record.status == "limited"):
+            if not (lap.record and lap.record.status == LapStatus.LIMITED):
                 break
             count += 1
         return count
@@ -308,7 +140,7 @@ class RunState:
             costs = [usage.cost_usd for usage in [record.agent.usage, *judge]]
             spent += sum(cost for cost in costs if cost is not None)
             # A limited lap's tool stopped before it worked: its cost, when it names none, is nothing.
-            unknown += None in costs and record.status != "limited"
+            unknown += None in costs and record.status != LapStatus.LIMITED
         return round(spent, 6), unknown
 
     def context_bars(self, upto: int | None = None) -> tuple[int, int]:
@@ -327,9 +159,9 @@ class RunState:
         waited out (limits.outage_wait), neither counted nor breaking the streak."""
         count = 0
         for lap in reversed(self.laps):
-            if lap.record and (lap.record.status == "limited" or lap.record.agent.endpoint_failed):
+            if lap.record and (lap.record.status == LapStatus.LIMITED or lap.record.agent.endpoint_failed):
                 continue
-            if not (lap.record and lap.record.status == "error"):
+            if not (lap.record and lap.record.status == LapStatus.ERROR):
                 break
             count += 1
         return count
@@ -356,19 +188,15 @@ def check_name(name: str) -> str:
 
 def load(cwd: Path, run: str) -> RunState | None:
     """The state of `run`, or None when it was never started (or never got past its baseline)."""
-    refs = git.refs(cwd, f"refs/ralph/{run}/")
-    if record_ref(run) not in refs:
+    names = RunRefs(run)
+    refs = git.refs(cwd, names.all)
+    if names.record not in refs:
         return None
-    record = _read_run_record(git.read_blob(cwd, refs[record_ref(run)]), run)
-    green = git.rev(cwd, branch_ref(run)) or record.base
-    prefix = f"refs/ralph/{run}/laps/"
-    numbered = sorted(
-        (int(ref[len(prefix) :]), sha)
-        for ref, sha in refs.items()
-        if ref.startswith(prefix) and ref[len(prefix) :].isdigit()
-    )
-    notes = git.notes(cwd, [sha for _, sha in numbered])
-    laps = [Lap(number, sha, *_read_note(notes.get(sha), number)) for number, sha in numbered]
+    record = _read_run_record(git.read_blob(cwd, refs[names.record]), run)
+    green = git.rev(cwd, names.branch) or record.base
+    numbered = layout.numbered(names.laps, refs)
+    notes = git.notes(cwd, list(numbered.values()))
+    laps = [Lap(number, sha, *_read_note(notes.get(sha), number)) for number, sha in numbered.items()]
     return RunState(run, record, green, laps)
 
 
@@ -384,10 +212,11 @@ def audit(cwd: Path, run: str) -> list[str]:
     by_commit = {lap.commit: lap.record for lap in state.laps if lap.record}
     for commit in line:
         record = by_commit.get(commit)
-        if record is None or record.status != "green" or record.commit != commit:
+        if record is None or record.status != LapStatus.GREEN or record.commit != commit:
             problems.append(f"{commit[:10]} is on the green line without a green note of its own")
     problems += [f"lap {lap.number} has no note" for lap in state.laps if lap.record is None]
-    leftover = [*git.refs(cwd, claims.claims_prefix(run)), *git.refs(cwd, claims.started_prefix(run))]
+    names = RunRefs(run)
+    leftover = [*git.refs(cwd, names.claims), *git.refs(cwd, names.started)]
     problems += [f"{ref} is left behind" for ref in leftover]
     return problems
 
@@ -421,13 +250,10 @@ def _first_problem(exc: Exception) -> str:
 
 def run_records(cwd: Path) -> list[RunRecord]:
     """Every run's record in the repository, oldest first."""
-    blobs = {
-        ref.split("/")[2]: sha
-        for ref, sha in git.refs(cwd, "refs/ralph/").items()
-        if ref.endswith("/run") and ref.count("/") == 3
-    }
     records = []
-    for run, sha in blobs.items():
+    for ref, sha in git.refs(cwd, layout.RUNS).items():
+        if (run := layout.run_of_record(ref)) is None:
+            continue
         try:
             records.append(_read_run_record(git.read_blob(cwd, sha), run))
         except RalphError as exc:  # one unreadable run does not hide the others; naming it says why
@@ -453,19 +279,34 @@ def resolve(cwd: Path, run: str | None) -> RunState:
     return state
 
 
-def save_record(cwd: Path, record: RunRecord, with_refs: dict[str, tuple[str, str | None]]) -> bool:
+def save_record(store: RefStore, record: RunRecord, with_refs: dict[str, tuple[str, str | None]]) -> bool:
     """The run's record, and `with_refs` (its base and branch), written all at once; False when
     another process started the run first."""
-    blob = git.write_blob(cwd, record.model_dump_json(indent=1, by_alias=True))
-    return git.update_refs(cwd, {**with_refs, record_ref(record.run): (blob, None)})
+    blob = git.write_blob(store.top, record.model_dump_json(indent=1, by_alias=True))
+    return store.update({**with_refs, RunRefs(record.run).record: (blob, None)})
 
 
-def save_lap(cwd: Path, record: LapRecord) -> None:
+def save_lap(store: RefStore, record: LapRecord) -> None:
     """Note first, then the lap ref: a lap ref always has its note (except after a crash between)."""
     crashpoint.reached("note")
-    git.add_note(cwd, record.commit, record.model_dump_json(indent=1))
+    store.add_note(record.commit, record.model_dump_json(indent=1))
     crashpoint.reached("lap-ref")
-    if not git.update_ref(cwd, lap_ref(record.run, record.lap), record.commit, None):
+    if not store.swap(RunRefs(record.run).lap(record.lap), record.commit, None):
         raise RalphError(
             f"lap {record.lap} of run {record.run!r} is already recorded — is another `ralph run` working on it?"
         )
+
+
+def tell(store: RefStore, run: str, message: str) -> None:
+    """Leave a message for the run's next lap (`ralph tell`), as a blob under the run's refs."""
+    blob = git.write_blob(store.top, message)
+    for _ in range(5):  # a name another message took the same nanosecond: the next one
+        if store.swap(RunRefs(run).message(time.time_ns()), blob, None):
+            return
+    raise RalphError(f"could not store the message under {RunRefs(run).told} — try again")
+
+
+def messages(cwd: Path, run: str) -> dict[str, str]:
+    """The messages left for the next lap, oldest first: {ref: text}."""
+    found = git.refs(cwd, RunRefs(run).told)
+    return {ref: git.read_blob(cwd, found[ref]) for ref in sorted(found, key=lambda ref: int(ref.rsplit("/", 1)[1]))}

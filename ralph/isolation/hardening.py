@@ -18,7 +18,7 @@ import signal
 import sys
 
 from ralph.errors import RalphError
-from ralph.isolation import proc
+from ralph.isolation import orphans, proc
 
 SECRETS_FD = "RALPH_SECRETS_FD"
 _PR_SET_DUMPABLE = 4
@@ -31,7 +31,7 @@ def harden(argv: list[str]) -> None:
     if not _take_back_secrets():
         _reexec_without_secrets(argv)
     if _prctl(_PR_SET_DUMPABLE, 0) and _prctl(_PR_SET_CHILD_SUBREAPER, 1):
-        proc.adopt_orphans()
+        orphans.adopt_orphans()
 
 
 def _reexec_without_secrets(argv: list[str]) -> None:

@@ -16,20 +16,18 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
+from ralph.isolation import orphans
+from ralph.isolation.capped_output import CappedOutput
 from ralph.isolation.files import walk
-
-if TYPE_CHECKING:
-    from ralph.isolation.sandbox import Jail
+from ralph.isolation.jail import Jail
 
 OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
-MARKED_GRACE = 2.0  # seconds an orphan of a killed run has, after TERM, to end itself before KILL
 KILL_GRACE = 2.0  # seconds between TERM and KILL
 DRAIN_GRACE = 1.0  # seconds to keep reading after the command exited (grandchildren)
 TOKEN_VAR = "RALPH_PROC_TOKEN"
@@ -131,58 +129,6 @@ class Completed:
         return self.output[-chars:]
 
 
-class _CappedOutput:
-    """Keeps the first and last `cap/2` bytes, counts the rest, optionally spills all of it."""
-
-    def __init__(self, cap: int, spill: Path | None, listener: Callable[[bytes], None] | None = None):
-        self.listener = listener
-        self.head = bytearray()
-        self.tail: deque[bytes] = deque()
-        self.tail_len = 0
-        self.half = cap // 2
-        self.total = 0
-        self.spill = open(spill, "wb") if spill else None
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        if self.spill:
-            self.spill.write(data)
-        if self.listener:
-            self.listener(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail.append(data)
-            self.tail_len += len(data)
-            while self.tail_len - len(self.tail[0]) >= self.half:
-                self.tail_len -= len(self.tail.popleft())
-
-    def text(self, spill: Path | None) -> tuple[str, int]:
-        if self.spill:
-            self.spill.close()
-        tail = b"".join(self.tail)[-self.half :] if self.tail else b""
-        cut = self.total - len(self.head) - len(tail)
-        head_text = self.head.decode("utf-8", "replace")
-        if cut <= 0:
-            return head_text + tail.decode("utf-8", "replace"), 0
-        where = f"; the full output is in {spill}" if spill else ""
-        marker = f"\n[... {cut} bytes cut{where} ...]\n"
-        return head_text + marker + tail.decode("utf-8", "replace"), cut
-
-
-def capped(data: bytes, cap: int, spill: Path) -> str:
-    """`data` cut as a command's output is: the head and the tail kept, the middle counted;
-    when it is cut, all of it is kept in `spill`, which the cut marker names."""
-    output = _CappedOutput(cap, spill)
-    output.add(data)
-    text, cut = output.text(spill)
-    if not cut:
-        spill.unlink(missing_ok=True)
-    return text
-
-
 def run(
     command: str | list[str],
     cwd: Path | str,
@@ -208,45 +154,26 @@ def run(
     hears the output as it comes; `idle` stops it like a timeout when it falls silent.
     """
     token = uuid.uuid4().hex
-    shown = command if isinstance(command, str) else " ".join(command)
-    children_before = children() if sweep and _adopting else None
-    if jail is not None:
-        command = jail.argv(command)
+    spare = orphans.children() if sweep and orphans.adopting() else None
     env = dict(os.environ if env is None else env, **{TOKEN_VAR: token})
     started = time.monotonic()
     errors = tempfile.TemporaryFile() if stderr_apart else None
-    try:
-        proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=env,
-            shell=isinstance(command, str),
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errors or subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except BaseException:
-        # An interrupt inside Popen, after the child started: no handle to it, but its token.
-        with signals_held():
-            kill_marked(TOKEN_VAR, token)
-        raise
+    child = _spawn(command if jail is None else jail.argv(command), cwd, env, input is not None, errors)
     timed_out = False
     try:  # at once: an interrupt from here on must still reach the cleanup
-        output = _CappedOutput(cap, spill, on_output)
+        output = CappedOutput(cap, spill, on_output)
         if input is not None:
             data = input.encode() if isinstance(input, str) else input
-            threading.Thread(target=_feed, args=(proc, data), daemon=True).start()
-        timed_out = _pump(proc, output, None if timeout is None else started + timeout, idle)
+            threading.Thread(target=_feed, args=(child, data), daemon=True).start()
+        timed_out = _pump(child, output, None if timeout is None else started + timeout, idle)
     finally:
-        _kill_all(proc, token if sweep else None, termed=timed_out, spare=children_before)
-        assert proc.stdout is not None  # Popen was given stdout=PIPE
-        proc.stdout.close()
+        _kill_all(child, token if sweep else None, termed=timed_out, spare=spare)
+        assert child.stdout is not None  # Popen was given stdout=PIPE
+        child.stdout.close()
     text, cut = output.text(spill)
-    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
     return Completed(
-        shown,
-        code,
+        command if isinstance(command, str) else " ".join(command),
+        child.returncode if child.returncode is not None else -signal.SIGKILL,
         text,
         time.monotonic() - started,
         timed_out,
@@ -254,6 +181,29 @@ def run(
         spill if cut else None,
         _read_and_close(errors, cap),
     )
+
+
+def _spawn(
+    command: str | list[str], cwd: Path | str, env: dict[str, str], stdin: bool, errors: IO[bytes] | None
+) -> subprocess.Popen:
+    """`command` started in a session of its own; its stderr into `errors`, if given, else
+    merged into stdout. An interrupt inside Popen, after the child started, leaves no handle to
+    it, only the token in its environment: what carries it is killed before the interrupt goes on."""
+    try:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            shell=isinstance(command, str),
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors or subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        with signals_held():
+            orphans.kill_marked(TOKEN_VAR, env[TOKEN_VAR])
+        raise
 
 
 def start(command: list[str], cwd: Path, env: dict[str, str], output: int | IO = subprocess.PIPE) -> subprocess.Popen:
@@ -307,7 +257,7 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             pass
 
 
-def _pump(proc: subprocess.Popen, output: _CappedOutput, deadline: float | None, idle: Idle | None) -> bool:
+def _pump(proc: subprocess.Popen, output: CappedOutput, deadline: float | None, idle: Idle | None) -> bool:
     """Read output until EOF; returns True when the deadline (or silence) killed the command."""
     timed_out = False
     drain_until = None  # once the command is gone, grandchildren may hold the pipe open
@@ -375,20 +325,10 @@ def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool, spare: li
         with signals_held():
             _signal_group(proc, signal.SIGKILL)
             if token:
-                kill_marked(TOKEN_VAR, token)
+                orphans.kill_marked(TOKEN_VAR, token)
             proc.wait()
             if spare is not None:
-                _end_orphans(set(spare))
-
-
-_adopting = False  # ralph is a child subreaper: orphans of the commands it ran are its children
-
-
-def adopt_orphans() -> None:
-    """Called once ralph is a child subreaper (`hardening`): from then on, whatever a command
-    left behind, however it hid (setsid, double fork, a cleared environment), is ended with it."""
-    global _adopting
-    _adopting = True
+                orphans.end_orphans(set(spare))
 
 
 @contextmanager
@@ -400,81 +340,3 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-def end_children(spare: list[int]) -> None:
-    """Once ralph adopts orphans: kill and reap its children that are not in `spare`, which
-    is how what a long-lived child left behind is ended, however it hid."""
-    if _adopting:
-        _end_orphans(set(spare))
-
-
-def _end_orphans(spare: set[int]) -> None:
-    """Kill and reap every child of ralph's that was not there before the command (`spare`)."""
-    while pids := [pid for pid in children() if pid not in spare]:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in pids:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-
-
-def children() -> list[int]:
-    """ralph's child processes, by pid."""
-    mine, found = os.getpid(), []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2 :].split()[1]) == mine:  # after "(comm)": state, ppid
-                found.append(int(entry.name))
-    return found
-
-
-def kill_marked(name: str, value: str) -> int:
-    """Kill every process whose environment has `name=value`; returns how many there were.
-
-    Children carry markers in their environment: a per-command token (so stragglers
-    that left the process group are found) and a per-run mark (so processes orphaned
-    by a `kill -9` of ralph are found when the run resumes).
-    """
-    needle = f"{name}={value}".encode()
-    pids = _pids_with(needle)
-    found = len(pids)
-    # TERM first, KILL what is left: a git ended by TERM removes its lock files (packed-refs.lock
-    # left by a KILL mid-update stops every later ref deletion until a person removes it).
-    _signal_all(pids, signal.SIGTERM)
-    deadline = time.monotonic() + MARKED_GRACE
-    while pids and time.monotonic() < deadline:
-        time.sleep(0.05)
-        pids = [pid for pid in _pids_with(needle) if pid in pids]
-    _signal_all(pids, signal.SIGKILL)
-    return found
-
-
-def _signal_all(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _pids_with(needle: bytes) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if needle in environ.split(b"\0"):
-                pids.append(int(entry.name))
-    return pids

@@ -25,7 +25,8 @@ from collections import deque
 from functools import cache
 from pathlib import Path
 
-from ralph.isolation.sandbox import FRESH, PRIVATE, shown_of_private, words
+from ralph.isolation.jail import FRESH, PRIVATE, shown_of_private
+from ralph.isolation.sandbox import words
 from ralph.show import ui
 
 SCAN_DEPTH = 4  # levels below each folder the look on disk reads (~/.lima/<vm>/sock/<name> is 4)

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git
+from ralph.git import layout
 from ralph.isolation.files import remove_path
 from ralph.isolation.workspace import folder_for
 from ralph.show import ui
 
-# ralph's own refs: a new one a lap made is deleted; anyone else's is left in place and named.
-RALPH_REFS = ("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph")
 _REF_NAME = re.compile(r"^refs/[A-Za-z0-9._/@+-]+$")
 _FILE_CAP = 1 << 20  # bytes kept of a watched file (hooks, config); a larger one is watched by its hash
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null"]  # a hook the lap planted may not veto the restore
@@ -120,7 +119,7 @@ def restore(top: Path, common_dir: Path, before: UserState) -> tuple[list[str], 
         old, new = before.refs.get(ref), after.get(ref)
         if old == new:
             continue
-        if old is None and not ref.startswith(RALPH_REFS):
+        if old is None and not ref.startswith(layout.OURS):  # ralph's own, made by the lap: deleted
             left.append(f"{ref} created during the lap (left in place: it may be yours)")
             continue
         what = f"{ref} {'created' if old is None else 'deleted' if new is None else 'moved'}"
@@ -189,7 +188,7 @@ def _still_different(top: Path, common_dir: Path, before: UserState) -> list[str
 def is_watched(name: str) -> bool:
     """The whole git dir but object data, indexes, logs, refs (watched as refs), locks and ralph's folder."""
     parts = Path(name).parts
-    if not parts or name.startswith("/") or ".." in parts or parts[0] in ("ralph", "refs", "logs"):
+    if not parts or name.startswith("/") or ".." in parts or parts[0] in (layout.FOLDER, "refs", "logs"):
         return False
     if parts[-1] in ("index", "packed-refs", "FETCH_HEAD", "ORIG_HEAD") or parts[-1].endswith(".lock"):
         return False
@@ -235,6 +234,6 @@ def _entry(path: Path) -> bytes:
 
 def _walk_into(name: str) -> bool:
     parts = Path(name).parts
-    if parts[0] in ("ralph", "refs") or "logs" in parts:
+    if parts[0] in (layout.FOLDER, "refs") or "logs" in parts:
         return False
     return all(part != "objects" or parts[at + 1] == "info" for at, part in enumerate(parts[:-1]))

@@ -1,18 +1,17 @@
 """Who works on what when laps run side by side (`ralph run --parallel N`): claims are refs.
 
-`refs/ralph/<run>/claims/<item>` says a slot works on a TODO item; `refs/ralph/<run>/started/<n>`
-says lap n is under way. Each is created by compare-and-swap against "no such ref", so two
+A claim ref (layout.RunRefs.claim) says a slot works on a TODO item; a started ref says lap n
+is under way. Each is created by compare-and-swap against "no such ref", so two
 slots never take the same item or the same lap number, and each points at a blob naming its
 holder. A lap lets go of its claims when it ends, whatever its verdict; the claims of a lap
 that died are let go of when its slot is seen dead (`release_dead`), or when the run starts
 again (`clear`: no slot is running then). When the run's refs are kept on a git remote
-(`ralph run --remote`), each of these is a compare-and-swap there (git.Remote), and a slot is
-a worker on some machine (workers.py).
+(`ralph run --remote`), the run's RefStore makes each of these a compare-and-swap there, and a
+slot is a worker on some machine (workers.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -21,25 +20,11 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
+from ralph.git import layout
+from ralph.git.layout import RunRefs
+from ralph.git.store import RefStore
 
 NUMBER_TRIES = 200  # slots taking lap numbers at once: each try loses only to another's success
-
-
-def claims_prefix(run: str) -> str:
-    return f"refs/ralph/{run}/claims/"
-
-
-def started_prefix(run: str) -> str:
-    return f"refs/ralph/{run}/started/"
-
-
-def claim_ref(run: str, item: str) -> str:
-    return claims_prefix(run) + item_id(item)
-
-
-def item_id(text: str) -> str:
-    """A TODO item's name among refs: its text's hash (ticking it does not change its text)."""
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def holder(cwd: Path, slot: int, **facts: object) -> str:
@@ -49,48 +34,53 @@ def holder(cwd: Path, slot: int, **facts: object) -> str:
     return git.write_blob(cwd, json.dumps({"slot": slot, "pid": os.getpid(), "at": time.time(), **facts}))
 
 
-def take_items(cwd: Path, run: str, open_items: list[str], count: int, mine: str) -> list[str]:
+def take_items(store: RefStore, run: str, open_items: list[str], count: int, mine: str) -> list[str]:
     """Up to `count` of `open_items` (unticked, in TODO order) no other slot holds, now held by `mine`."""
     taken: list[str] = []
-    held = set(git.refs(cwd, claims_prefix(run)))
+    held = set(git.refs(store.top, RunRefs(run).claims))
     for text in open_items:
-        ref = claim_ref(run, text)
+        ref = RunRefs(run).claim(text)
         if len(taken) == count:
             break
-        if ref not in held and git.update_ref(cwd, ref, mine, None):
+        if ref not in held and store.swap(ref, mine, None):
             taken.append(text)
     return taken
 
 
-def release_items(cwd: Path, run: str, items: list[str], mine: str) -> None:
+def release_items(store: RefStore, run: str, items: list[str], mine: str) -> None:
     """Let go of what `mine` still holds of `items` (a lap that landed let go of its claims as it did)."""
     for text in items:
-        if git.rev(cwd, claim_ref(run, text)) == mine:
-            git.delete_ref(cwd, claim_ref(run, text), mine, check=False)
+        if git.rev(store.top, RunRefs(run).claim(text)) == mine:
+            store.delete(RunRefs(run).claim(text), mine, check=False)
 
 
-def take_number(cwd: Path, run: str, mine: str) -> int:
-    """The next lap number, now held by `mine`. `refs/ralph/<run>/numbered` counts the numbers
+def take_number(store: RefStore, run: str, mine: str) -> int:
+    """The next lap number, now held by `mine`. The run's `numbered` ref counts the numbers
     taken, moved with the started ref in one compare-and-swap: a number is never taken twice,
     even after its holder was taken for dead and its started ref let go of (it may still
     record its lap)."""
-    counter = f"refs/ralph/{run}/numbered"
+    names = RunRefs(run)
     for _ in range(NUMBER_TRIES):
-        last = git.rev(cwd, counter)
-        if last is not None:
-            number = int(git.read_blob(cwd, last)) + 1
-        else:  # the first, or a run a ralph without the counter started
-            laps = f"refs/ralph/{run}/laps/"
-            recorded = [int(ref[len(laps) :]) for ref in git.refs(cwd, laps) if ref[len(laps) :].isdigit()]
-            number = max([0, *recorded, *(int(name) for name in held(cwd, started_prefix(run)) if name.isdigit())]) + 1
-        changes = {counter: (git.write_blob(cwd, str(number)), last), started_prefix(run) + str(number): (mine, None)}
-        if git.update_refs(cwd, changes):
+        last = git.rev(store.top, names.numbered)
+        number = int(git.read_blob(store.top, last)) + 1 if last is not None else _first_number(store.top, run)
+        counter = (git.write_blob(store.top, str(number)), last)
+        if store.update({names.numbered: counter, names.started_lap(number): (mine, None)}):
             return number
-    raise RalphError(f"could not take a lap number: {counter} kept moving, or is locked (a `.lock` file git left)")
+    raise RalphError(
+        f"could not take a lap number: {names.numbered} kept moving, or is locked (a `.lock` file git left)"
+    )
 
 
-def finish_number(cwd: Path, run: str, number: int, mine: str) -> None:
-    git.delete_ref(cwd, started_prefix(run) + str(number), mine, check=False)
+def _first_number(cwd: Path, run: str) -> int:
+    """The number after every lap recorded or started: the first, or a run a ralph without the
+    counter started."""
+    names = RunRefs(run)
+    recorded = layout.numbered(names.laps, git.refs(cwd, names.laps))
+    return max([0, *recorded, *(int(name) for name in held(cwd, names.started) if name.isdigit())]) + 1
+
+
+def finish_number(store: RefStore, run: str, number: int, mine: str) -> None:
+    store.delete(RunRefs(run).started_lap(number), mine, check=False)
 
 
 def held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
@@ -110,7 +100,7 @@ def started(cwd: Path, run: str, alive: Callable[[dict], bool] | None = None) ->
     process of this machine's; one that died holding a number, in a way nothing could clean
     up after, holds nothing)."""
     alive = alive or pid_alive
-    taken = held(cwd, started_prefix(run))
+    taken = held(cwd, RunRefs(run).started)
     return [int(name) for name, (_, holder) in taken.items() if name.isdigit() and alive(holder)]
 
 
@@ -127,20 +117,20 @@ def pid_alive(holder: dict) -> bool:
     return True
 
 
-def release_dead(cwd: Path, run: str, alive: Callable[[dict], bool]) -> int:
+def release_dead(store: RefStore, run: str, alive: Callable[[dict], bool]) -> int:
     """Let go of the claims and started laps whose holders are not `alive` (they died holding
     them), each by compare-and-swap; returns how many."""
     released = 0
-    for prefix in (claims_prefix(run), started_prefix(run)):
-        for name, (blob, holder) in held(cwd, prefix).items():
-            if not alive(holder) and git.delete_ref(cwd, prefix + name, blob, check=False):
+    for prefix in (RunRefs(run).claims, RunRefs(run).started):
+        for name, (blob, holder) in held(store.top, prefix).items():
+            if not alive(holder) and store.delete(prefix + name, blob, check=False):
                 released += 1
     return released
 
 
 def under_way(cwd: Path, run: str) -> list[dict]:
     """The laps started and not finished: each one's number, slot and items, by lap number."""
-    taken = held(cwd, started_prefix(run))
+    taken = held(cwd, RunRefs(run).started)
     laps = [
         {"lap": int(name), "slot": holder.get("slot"), "items": holder.get("items", []), "worker": holder.get("worker")}
         for name, (_, holder) in taken.items()
@@ -149,16 +139,17 @@ def under_way(cwd: Path, run: str) -> list[dict]:
     return sorted(laps, key=lambda lap: lap["lap"])
 
 
-def clear(cwd: Path, common_dir: Path, run: str) -> int:
+def clear(store: RefStore, common_dir: Path, run: str) -> int:
     """Let go of every claim and started lap of `run`; returns how many. No slot of it is
     running, so a lock git left in its refs' folders (git killed mid-update) is stale: removed."""
-    for prefix in (claims_prefix(run), started_prefix(run)):
+    folders = (RunRefs(run).claims, RunRefs(run).started)
+    for prefix in folders:
         for lock in (common_dir / prefix).glob("*.lock"):
             lock.unlink(missing_ok=True)
-    stale = [*git.refs(cwd, claims_prefix(run)), *git.refs(cwd, started_prefix(run))]
+    stale = [ref for prefix in folders for ref in git.refs(store.top, prefix)]
     for ref in stale:
         try:
-            git.delete_ref(cwd, ref)
+            store.delete(ref)
         except git.GitFailed as failed:  # a lock of git's (packed-refs.lock): a person's to remove
             raise RalphError(f"cannot let go of {ref}: {failed}") from None
     return len(stale)

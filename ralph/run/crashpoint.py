@@ -1,8 +1,9 @@
 """Debug only: stop ralph at a named phase of a lap, to prove that it is crash safe.
 
 Inert unless RALPH_DEBUG_STOP_AT is set; tests set it to `PHASE` (SIGKILL at the first
-time ralph reaches PHASE) or `PHASE:INT` (SIGINT, as Ctrl-C would). The phases, in lap
-order: workspace, agent, add, commit, checks, note, lap-ref, advance.
+time ralph reaches PHASE), `PHASE:INT` (SIGINT, as Ctrl-C would) or `PHASE:RAISE` (an
+exception no code expects: a bug, to prove the crash log). The phases, in lap order:
+workspace, agent, add, commit, checks, note, lap-ref, advance.
 """
 
 from __future__ import annotations
@@ -16,5 +17,7 @@ def reached(phase: str) -> None:
     if not wanted:
         return
     name, _, how = wanted.partition(":")
+    if name == phase and how == "RAISE":
+        raise RuntimeError(f"RALPH_DEBUG_STOP_AT={wanted}: a bug, as asked for")
     if name == phase:
         os.kill(os.getpid(), signal.SIGINT if how == "INT" else signal.SIGKILL)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ralph.config import LifecycleHooks
+from ralph.config.sections import LifecycleHooks
 from ralph.isolation import proc
 from ralph.show import ui
 

@@ -9,7 +9,7 @@ A slot loops: the run's state read from its refs; the fuses, which count every s
 items claimed (claims.py: refs taken by compare-and-swap, so no two laps work on one item);
 a lap number claimed the same way; the lap; its claims let go of. A lap starts from the
 green line as it is then. When it ends, the line may have moved: the lap is rebased onto the
-new tip and checked again there (lap.rebase_lap), a conflict makes it red, and the green
+new tip and checked again there (rebase.rebase_lap), a conflict makes it red, and the green
 line only ever advances, by compare-and-swap, to a commit whose checks ran on exactly it.
 """
 
@@ -21,7 +21,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 from ralph import git, todo
 from ralph.errors import Exit, RalphError
@@ -30,13 +31,15 @@ from ralph.git.ledger import RunState
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.isolation.workspace import folder_for
-from ralph.run import claims, lifecycle
-from ralph.run.lap import RunContext, run_lap
+from ralph.run import claims, ends
+from ralph.run.context import RunContext
+from ralph.run.ends import RunEnded
+from ralph.run.fuses import Fuses, agent_for
+from ralph.run.lap import run_lap
+from ralph.run.options import RunOptions
+from ralph.run.status import LapStatus
 from ralph.run.workers import Crew
 from ralph.show import events, ui
-
-if TYPE_CHECKING:
-    from ralph.run.loop import RunOptions
 
 PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
@@ -45,9 +48,9 @@ STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
 
 
-def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
+def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
     """Start the slots, relay their lines, wait for them all; the run's end, said once."""
-    cleared = claims.clear(ctx.top, ctx.repo.common_dir, ctx.run_name)
+    cleared = claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
     if cleared:
         ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
     children = [_start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
@@ -62,10 +65,10 @@ def coordinate(ctx: RunContext, options: RunOptions) -> Exit:
         proc.end([child for child in children if child.poll() is None], STOP_GRACE)
         for relay in relays:
             relay.join(5)
-        claims.clear(ctx.top, ctx.repo.common_dir, ctx.run_name)
+        claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
         for slot in range(1, options.parallel + 1):  # a slot killed outright left its workspace
             remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
-    return _ended(ctx, codes)
+    _ended(ctx, codes)
 
 
 def slot_name(run: str, slot: int) -> str:
@@ -81,7 +84,7 @@ def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
         for slot, child in list(running.items()):
             if child.poll() is not None:
                 del running[slot]
-                claims.release_dead(ctx.top, ctx.run_name, _other_than(slot))
+                claims.release_dead(ctx.store, ctx.run_name, _other_than(slot))
         time.sleep(0.2)
     return [child.returncode for child in children]
 
@@ -113,46 +116,67 @@ def _relay(child: subprocess.Popen, slot: int) -> None:
             ui.console.print(f"[dim]slot {slot} │[/] {ui.safe(line)}")
 
 
-def _ended(ctx: RunContext, codes: list[int]) -> Exit:
+def _ended(ctx: RunContext, codes: list[int]) -> NoReturn:
     """The run's end, from its state (the fuses read once more), else from the slots' codes."""
-    from ralph.run.loop import LimitWait, Outage, stopped, why_stop
-
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None
-    limits = ctx.config.limits
-    stop = why_stop(ctx, state, time.monotonic(), Outage(limits.outage_wait), LimitWait(limits.limit_wait))
-    if stop is None:
-        failed = next((code for code in codes if code not in (0, Exit.DONE)), Exit.ERROR)
-        code = Exit(failed) if failed in set(Exit) else Exit.ERROR
-        stop = code, f"the slots ended with exit codes {', '.join(map(str, codes))}"
-    return stopped(ctx, state, *stop)
+    Fuses(ctx.config.limits).check(ctx, state)
+    failed = next((code for code in codes if code not in (0, Exit.DONE)), Exit.ERROR)
+    code = Exit(failed) if failed in set(Exit) else Exit.ERROR
+    raise RunEnded(code, f"the slots ended with exit codes {', '.join(map(str, codes))}", state)
 
 
-def as_worker(ctx: RunContext, remote: git.Remote, items_per_lap: int) -> Exit:
+def as_worker(ctx: RunContext, items_per_lap: int) -> NoReturn:
     """`ralph run --remote`: this clone's laps as one worker of the run the remote keeps, until
-    it is done (by any worker) or a fuse blows; then its end, as this worker sees it."""
+    it is done (by any worker) or a fuse blows; then its end, as this worker sees it once it
+    left the crew (the run read again)."""
     assert ctx.worker is not None  # loop named this worker
     timeout = ctx.config.limits.worker_timeout
-    crew = Crew(ctx.top, ctx.run_name, remote, timeout, ctx.run_dir / "heartbeat.log", ctx.worker)
+    crew = Crew(ctx.store, ctx.run_name, timeout, ctx.run_dir / "heartbeat.log", ctx.worker)
     try:
-        code = work(ctx, 0, items_per_lap, crew)
+        work(ctx, 0, items_per_lap, crew)
+    except RunEnded as ended:
+        code = ended.code
     finally:
         crew.leave()
-    return _ended(ctx, [code])
+    _ended(ctx, [code])
 
 
-def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = None) -> Exit:
-    """One slot's laps, until the run is done or a fuse blows (for every slot alike). With a
-    `crew`, the slot is a worker of a run a git remote keeps: its number is the crew's, and the
-    remote's refs are brought here before each look at the run."""
-    from ralph.run.loop import LimitWait, Outage, agent_for, lap_ended, why_stop
+@dataclass
+class _Pace:
+    """How long a slot waits before it looks at the run again, when it found nothing to do:
+    from quick, doubling to slow; quick again after a lap."""
 
-    limits = ctx.config.limits
-    started = time.monotonic()
-    outage, limit = Outage(limits.outage_wait), LimitWait(limits.limit_wait)
-    alive, (quick, slow) = (crew.alive, REMOTE_POLL) if crew else (claims.pid_alive, (POLL, POLL))
-    worker = {"worker": crew.worker} if crew else {}
-    poll, seen = quick, None
+    quick: float
+    slow: float
+    poll: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.poll = self.quick
+
+    def wait(self) -> None:
+        time.sleep(self.poll)
+        self.poll = min(self.poll * 2, self.slow)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Claimed:
+    """A lap's claims: its items (held by `mine`) and its number (held by `lap_mine`)."""
+
+    state: RunState  # the run as read after the claim: the lap starts from its green line
+    items: list[str]
+    mine: str
+    number: int
+    lap_mine: str
+
+
+def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = None) -> NoReturn:
+    """One slot's laps, until the run is done or a fuse blows (for every slot alike): RunEnded.
+    With a `crew`, the slot is a worker of a run a git remote keeps: its number is the crew's,
+    and the remote's refs are brought here before each look at the run."""
+    fuses = Fuses(ctx.config.limits)
+    pace = _Pace(*REMOTE_POLL) if crew else _Pace(POLL, POLL)
+    seen = None
     while True:
         if crew is not None:
             slot = crew.sync()
@@ -160,47 +184,56 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
         assert state is not None  # the run was started before its slots
         if crew is not None:
             seen = _trusted(ctx, state, seen)
-        stop = why_stop(ctx, state, started, outage, limit)
-        if stop is not None:
-            return stop[0]
-        if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name, alive)) >= limits.max_laps:
-            time.sleep(poll)  # the laps under way may finish the run, or use up max_laps
-            poll = min(poll * 2, slow)
+        fuses.check(ctx, state)
+        claimed = _claim_lap(ctx, state, slot, items_per_lap, crew)
+        if claimed is None:
+            pace.wait()
             continue
-        mine = claims.holder(ctx.top, slot, **worker)
-        items = _claim(ctx, state, mine, items_per_lap)
-        # Another lap may have ticked an item and let go of it between the state read above and
-        # the claim: read the line again, after the claim, and keep only what is still open.
-        if crew is not None:
-            crew.remote.sync(ctx.top)
-        state = ledger.load(ctx.top, ctx.run_name) or state
-        still_open = set(_open_items(ctx, state))  # read once: a TODO may hold 100,000 items
-        done = [item for item in items if item not in still_open and item != CHECKS_ITEM]
-        claims.release_items(ctx.top, ctx.run_name, done, mine)
-        items = [item for item in items if item not in done]
-        if not items:
-            time.sleep(poll)
-            poll = min(poll * 2, slow)
-            continue
-        lap_mine = claims.holder(ctx.top, slot, items=items, **worker)
-        number = claims.take_number(ctx.top, ctx.run_name, lap_mine)
-        # max_laps, kept whatever the timing: of the laps under way, only the lowest numbers
-        # that fit beside the counted laps may run; a slot past them gives its number back.
-        under_way = sorted(claims.started(ctx.top, ctx.run_name, alive))
-        if number not in under_way or under_way.index(number) >= limits.max_laps - state.counted_laps():
-            _let_go(ctx, items, mine, number, lap_mine)
-            time.sleep(poll)
-            poll = min(poll * 2, slow)
-            continue
-        poll = quick
+        pace.poll = pace.quick
         try:
-            events.emit("lap_started", lap=number, max_laps=limits.max_laps)
-            record = run_lap(ctx, state, number, agent_for(ctx.config, state), items=items, slot=slot, held_by=mine)
+            events.emit("lap_started", lap=claimed.number, max_laps=ctx.config.limits.max_laps)
+            state, which = claimed.state, agent_for(ctx.config, claimed.state)
+            record = run_lap(ctx, state, claimed.number, which, items=claimed.items, slot=slot, held_by=claimed.mine)
         finally:
-            _let_go(ctx, items, mine, number, lap_mine)
-        lap_ended(record)
-        facts = dict(run=ctx.run_name, lap=number, status=record.status, reason=record.reason)
-        lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
+            _let_go(ctx, claimed.items, claimed.mine, claimed.number, claimed.lap_mine)
+        ends.lap_ended(ctx, record)
+
+
+def _claim_lap(ctx: RunContext, state: RunState, slot: int, count: int, crew: Crew | None) -> _Claimed | None:
+    """Items and a lap number claimed for the slot's next lap; None when there is nothing to do
+    now (every open item claimed by others, or the laps under way may use up max_laps)."""
+    limits = ctx.config.limits
+    alive = crew.alive if crew else claims.pid_alive
+    worker = {"worker": crew.worker} if crew else {}
+    if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name, alive)) >= limits.max_laps:
+        return None  # the laps under way may finish the run, or use up max_laps
+    mine = claims.holder(ctx.top, slot, **worker)
+    state, items = _still_open(ctx, state, _claim(ctx, state, mine, count), mine, crew)
+    if not items:
+        return None
+    lap_mine = claims.holder(ctx.top, slot, items=items, **worker)
+    number = claims.take_number(ctx.store, ctx.run_name, lap_mine)
+    # max_laps, kept whatever the timing: of the laps under way, only the lowest numbers
+    # that fit beside the counted laps may run; a slot past them gives its number back.
+    under_way = sorted(claims.started(ctx.top, ctx.run_name, alive))
+    if number not in under_way or under_way.index(number) >= limits.max_laps - state.counted_laps():
+        _let_go(ctx, items, mine, number, lap_mine)
+        return None
+    return _Claimed(state=state, items=items, mine=mine, number=number, lap_mine=lap_mine)
+
+
+def _still_open(
+    ctx: RunContext, state: RunState, items: list[str], mine: str, crew: Crew | None
+) -> tuple[RunState, list[str]]:
+    """Another lap may have ticked an item and let go of it between the state read before the
+    claim and the claim: the line read again, only what is still open kept (the rest let go)."""
+    if crew is not None:
+        ctx.store.sync()
+    state = ledger.load(ctx.top, ctx.run_name) or state
+    still_open = set(_open_items(ctx, state))  # read once: a TODO may hold 100,000 items
+    done = [item for item in items if item not in still_open and item != CHECKS_ITEM]
+    claims.release_items(ctx.store, ctx.run_name, done, mine)
+    return state, [item for item in items if item not in done]
 
 
 def _trusted(ctx: RunContext, state: RunState, seen: str | None) -> str:
@@ -208,7 +241,7 @@ def _trusted(ctx: RunContext, state: RunState, seen: str | None) -> str:
     commit a lap of the run checked, and it only moved forward since `seen`: anyone who can
     push to the remote can move it, and a worker must not build on what no lap checked."""
     green, branch = state.green, f"ralph/{ctx.run_name}"
-    checked = {lap.commit for lap in state.laps if lap.record and lap.record.status == "green"}
+    checked = {lap.commit for lap in state.laps if lap.record and lap.record.status == LapStatus.GREEN}
     if green != state.record.base and green not in checked:
         raise RalphError(
             f"{branch} on the remote points at {green[:10]}, which no lap of the run checked (pushed by hand?) — "
@@ -225,14 +258,14 @@ def _trusted(ctx: RunContext, state: RunState, seen: str | None) -> str:
 def _let_go(ctx: RunContext, items: list[str], mine: str, number: int, lap_mine: str) -> None:
     """A Ctrl-C must not cut a ref update short: git would leave its lock in the repository."""
     with proc.signals_held():
-        claims.release_items(ctx.top, ctx.run_name, items, mine)
-        claims.finish_number(ctx.top, ctx.run_name, number, lap_mine)
+        claims.release_items(ctx.store, ctx.run_name, items, mine)
+        claims.finish_number(ctx.store, ctx.run_name, number, lap_mine)
 
 
 def _claim(ctx: RunContext, state: RunState, mine: str, count: int) -> list[str]:
     """The next open items no other slot holds; when every item is ticked but a check fails,
     the checks themselves, for one slot at a time."""
-    return claims.take_items(ctx.top, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, mine)
+    return claims.take_items(ctx.store, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, mine)
 
 
 def _open_items(ctx: RunContext, state: RunState) -> list[str]:

@@ -73,3 +73,8 @@ def build(
             "Do not repeat that mistake; your worktree starts again from the last green commit.\n"
         )
     return "\n".join(parts)
+
+
+def slot_heading(slot: int) -> str:
+    """The heading of a slot's own section of PROGRESS.md, which laps side by side each keep."""
+    return f"## Slot {slot}"

@@ -1,7 +1,7 @@
 """The workers of a run whose refs a git remote keeps (`ralph run --remote`): clones on any
 machines, which share nothing but the remote.
 
-A worker takes a number, `refs/ralph/<run>/workers/<n>`, created there by compare-and-swap:
+A worker takes a number, its worker ref (layout.RunRefs.worker), created there by compare-and-swap:
 it is the worker's slot (its PROGRESS.md section, what its claims name). A heartbeat, a small
 process of the worker's own, moves that ref to a new blob every sixth of `timeout`, and
 deletes it when the worker ends, however it ends (after a `kill -9` the kernel tells it).
@@ -29,7 +29,10 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.git import ledger
+from ralph.git import layout, ledger
+from ralph.git.layout import RunRefs
+from ralph.git.remote import NETWORK_TIMEOUT, Remote, check_remote
+from ralph.git.store import RefStore
 from ralph.isolation import hardening, proc
 from ralph.run import claims
 from ralph.show import ui
@@ -37,23 +40,7 @@ from ralph.show import ui
 BEATS_PER_TIMEOUT = 6
 
 
-def workers_prefix(run: str) -> str:
-    return f"refs/ralph/{run}/workers/"
-
-
-def keeper(remote: str, runs: list[str]) -> git.Remote:
-    """`remote`, keeping these runs' refs and branches (but `ralph land`'s marks: each clone's own)."""
-    kept = tuple(ref for run in runs for ref in (f"refs/ralph/{run}/", ledger.branch_ref(run)))
-    return git.Remote(remote, kept, local=tuple(ledger.landed_ref(run) for run in runs))
-
-
-def check_remote(cwd: Path, remote: str) -> None:
-    if not git.run(cwd, "remote", "get-url", remote, check=False).ok:
-        known = ", ".join(git.out(cwd, "remote").split()) or "none"
-        raise RalphError(f"no git remote named {remote!r} (remotes: {known}) — add it with `git remote add`")
-
-
-def fetch(cwd: Path, keeper: git.Remote, runs: list[str]) -> None:
+def fetch(cwd: Path, keeper: Remote, runs: list[str]) -> None:
     """These runs' refs made the remote's here; refused for a run this clone started itself
     (not with --remote), whose refs the remote's would replace."""
     for run in runs:
@@ -70,16 +57,17 @@ def fetch_runs(cwd: Path, remote: str, run: str | None) -> str:
     """The refs of `run` (by default, of every run) as `remote` has them, here (`ralph status
     --remote`); the run named, or else the remote's most recent."""
     check_remote(cwd, remote)
-    listed = git.run(cwd, "ls-remote", remote, "refs/ralph/*/run", check=False, timeout=git.NETWORK_TIMEOUT)
+    listed = git.run(cwd, "ls-remote", remote, layout.RECORDS, check=False, timeout=NETWORK_TIMEOUT)
     if not listed.ok:
         raise RalphError(f"cannot reach the remote {remote}: {ui.one_line(listed.stderr, 400)}")
-    runs = [line.split("/")[2] for line in listed.output.splitlines() if line.count("/") == 3]
+    found = (layout.run_of_record(line.partition("\t")[2]) for line in listed.output.splitlines())
+    runs = [name for name in found if name is not None]
     if run is not None:
         runs = [ledger.check_name(run)] if run in runs else []
     if not runs:
         which = f"no run named {run!r}" if run else "no ralph run"
         raise RalphError(f"{remote} has {which} — workers start one with `ralph run --remote {remote} --name NAME`")
-    fetch(cwd, keeper(remote, runs), runs)
+    fetch(cwd, Remote.keeping(remote, runs), runs)
     started = {name: state.record.created_at for name in runs if (state := ledger.load(cwd, name))}
     return max(started, key=lambda name: (started[name], name))
 
@@ -93,9 +81,8 @@ def new_name() -> str:
 class Crew:
     """The workers of a run as this one sees them, this one among them."""
 
-    cwd: Path
+    store: RefStore  # with the remote that keeps the run
     run: str
-    remote: git.Remote
     timeout: float  # seconds a worker's heartbeat may stay unchanged before it is taken for dead
     log: Path  # where the heartbeat says what went wrong
     worker: str  # this worker's name (new_name)
@@ -107,9 +94,9 @@ class Crew:
     def sync(self) -> int:
         """The remote's refs here, the dead let go of; this worker's number, a new one when it
         was taken for dead itself."""
-        self.remote.sync(self.cwd)
+        self.store.sync()
         self._look()
-        claims.release_dead(self.cwd, self.run, self.alive)
+        claims.release_dead(self.store, self.run, self.alive)
         if self.present.get(self.slot) != self.worker:
             self._join()
         return self.slot
@@ -126,25 +113,25 @@ class Crew:
             return
         proc.end([self._heart], 30)
         self._heart = None
-        name, prefix = str(self.slot), workers_prefix(self.run)
+        name, prefix = str(self.slot), RunRefs(self.run).workers
         try:
-            self.remote.sync(self.cwd)
-            blob, facts = claims.held(self.cwd, prefix).get(name, ("", {}))
+            self.store.sync()
+            blob, facts = claims.held(self.store.top, prefix).get(name, ("", {}))
             if facts.get("worker") == self.worker:
-                git.delete_ref(self.cwd, prefix + name, blob, check=False)
+                self.store.delete(prefix + name, blob, check=False)
         except RalphError:  # the remote is out of reach: the others take this worker for dead in time
             pass
 
     def _look(self) -> None:
-        now, prefix = time.monotonic(), workers_prefix(self.run)
+        now, prefix = time.monotonic(), RunRefs(self.run).workers
         seen, present = {}, {}
-        for name, (blob, facts) in claims.held(self.cwd, prefix).items():
+        for name, (blob, facts) in claims.held(self.store.top, prefix).items():
             was, since = self._seen.get(name, (blob, now))
             seen[name] = (blob, since if was == blob else now)
             if not name.isdigit():
                 continue
             if now - seen[name][1] >= self.timeout and int(name) != self.slot:
-                git.delete_ref(self.cwd, prefix + name, blob, check=False)  # it stopped beating
+                self.store.delete(prefix + name, blob, check=False)  # it stopped beating
                 continue
             present[int(name)] = facts.get("worker")
         self._seen, self.present = seen, present
@@ -153,25 +140,26 @@ class Crew:
         self.leave()
         number = 1
         while True:
-            mine = claims.holder(self.cwd, number, worker=self.worker, host=socket.gethostname())
-            ref = workers_prefix(self.run) + str(number)
-            if number not in self.present and git.update_ref(self.cwd, ref, mine, None):
+            mine = claims.holder(self.store.top, number, worker=self.worker, host=socket.gethostname())
+            ref = RunRefs(self.run).worker(number)
+            if number not in self.present and self.store.swap(ref, mine, None):
                 break
             number += 1
         self.slot, self.present[number] = number, self.worker
         self._seen[str(number)] = (mine, time.monotonic())
         every = self.timeout / BEATS_PER_TIMEOUT
-        command = [sys.executable, "-P", "-m", "ralph.run.workers", self.remote.name, ref, mine, f"{every:g}"]
+        assert self.store.remote is not None, "a crew works on a run a remote keeps"
+        command = [sys.executable, "-P", "-m", "ralph.run.workers", self.store.remote.name, ref, mine, f"{every:g}"]
         command.append(str(os.getpid()))
         with open(self.log, "a") as log:
-            self._heart = proc.start(command, self.cwd, proc.clean_env(), output=log)
+            self._heart = proc.start(command, self.store.top, proc.clean_env(), output=log)
 
 
 def roster(cwd: Path, run: str) -> list[dict]:
     """The workers whose refs are there, by number: each one's facts and its heartbeat's age
     by the reader's clock (machines' clocks disagree: a hint, not a verdict)."""
     found = []
-    for name, (_, facts) in sorted(claims.held(cwd, workers_prefix(run)).items(), key=lambda item: item[0]):
+    for name, (_, facts) in sorted(claims.held(cwd, RunRefs(run).workers).items(), key=lambda item: item[0]):
         at = facts.get("at")
         age = round(time.time() - at) if isinstance(at, int | float) else None
         found.append({"number": name, "worker": facts.get("worker"), "host": facts.get("host"), "beat_s_ago": age})
@@ -183,7 +171,7 @@ def beat(cwd: Path, remote: str, ref: str, blob: str, every: float, parent: int)
     by compare-and-swap (lost: the worker was taken for dead and its number is another's);
     deleted when the worker ends or dies."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    keeper = git.Remote(remote, (ref,))
+    keeper = Remote(remote, (ref,))
     pending = blob  # a beat under way when the worker ended may have landed
     try:
         hardening.end_with_parent(parent)

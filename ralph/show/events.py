@@ -1,22 +1,19 @@
 """What happens during a run, as events: the live view, the plain lines and `--events` hear them.
 
 `emit` stamps each event with its type, the run, the lap (0 before the first) and the time, and
-hands it to whatever listens; with nothing listening it costs nothing. The types, with the
+hands it to whatever listens (the `--events` file is ralph/show/event_lines.py, which adds its
+format version); with nothing listening it costs nothing. The types, with the
 fields each adds, are TYPES: the README's "Events" section lists the same.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from ralph.errors import RalphError
 from ralph.show.text import printable
 
 LINES_PER_SECOND = 20  # an agent's lines told as events; all of them are in the lap's logs
@@ -96,37 +93,3 @@ class Lines:
         if line and self.told < LINES_PER_SECOND:
             self.told += 1
             emit(self.kind, line=line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…")
-
-
-class JsonLines:
-    """`--events FILE` (`-`: stdout): one JSON object a line, flushed as it happens."""
-
-    def __init__(self, target: str):
-        self.target = target
-        self.out: IO[str] | None = None
-
-    def __enter__(self) -> JsonLines:
-        try:
-            self.out = sys.stdout if self.target == "-" else open(Path(self.target), "a", encoding="utf-8")  # noqa: SIM115
-        except OSError as exc:
-            raise RalphError(f"--events: cannot write {self.target}: {exc.strerror}") from None
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.out is not None and self.out is not sys.stdout:
-            try:
-                self.out.close()
-            except OSError:
-                pass
-
-    def __call__(self, event: Event) -> None:
-        if self.out is None:
-            return
-        try:
-            self.out.write(json.dumps(event, default=str) + "\n")
-            self.out.flush()
-        except OSError as exc:  # a full disk, a closed pipe: the run goes on without its events
-            self.out = None
-            from ralph.show import ui  # ui prints warnings as events too: imported here, not above it
-
-            ui.warn(f"--events: cannot write {self.target} ({exc.strerror}); no more events are written")

@@ -12,13 +12,19 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ralph.run.status import LapStatus
 from ralph.show import events
 from ralph.show.text import printable
 
 console = Console(highlight=False, soft_wrap=True)
 errors = Console(stderr=True, highlight=False, soft_wrap=True)
 
-STATUS_STYLE = {"green": "green", "red": "red", "error": "yellow", "limited": "blue"}
+STATUS_STYLE: dict[str, str] = {
+    LapStatus.GREEN: "green",
+    LapStatus.RED: "red",
+    LapStatus.ERROR: "yellow",
+    LapStatus.LIMITED: "blue",
+}
 
 
 def safe(text: object) -> str:

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.text import Text
 
 from ralph.show import events, ui
+from ralph.show.event_lines import JsonLines
 from ralph.show.events import Event
 from ralph.show.text import printable
 
@@ -191,7 +192,7 @@ def watching(display: Display, events_to: str | None) -> Iterator[Plain | Quiet 
         shown = Quiet() if display == "quiet" else LiveView() if live and not plain else Plain()
         listeners: list[events.Listener] = [shown]
         if events_to:
-            listeners.append(stack.enter_context(events.JsonLines(events_to)))
+            listeners.append(stack.enter_context(JsonLines(events_to)))
         stack.enter_context(events.listening(*listeners))
         stack.enter_context(shown.shown())
         yield shown

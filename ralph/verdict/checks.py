@@ -11,11 +11,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ralph.config import CheckSpec
+from ralph.config.sections import CheckSpec
 from ralph.errors import RalphError
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
-from ralph.isolation.sandbox import Jail
+from ralph.isolation.jail import Jail
 from ralph.show import events
 from ralph.todo import Counts
 from ralph.verdict import could_not_run, junit, pytest_results

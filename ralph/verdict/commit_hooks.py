@@ -33,7 +33,7 @@ from ralph.show.text import printable
 from ralph.verdict import could_not_run, hook_code
 
 if TYPE_CHECKING:
-    from ralph.run.lap import RunContext
+    from ralph.run.context import RunContext
 
 LAP_CACHE = "hook-cache"  # in the workspace: a lap's own cache, for a pre-commit configuration of its own
 TRY_BRANCH = "ralph-tries-the-hooks"  # unborn: every file of the base is new to the pre-commit hook

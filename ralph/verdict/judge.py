@@ -13,37 +13,33 @@ and says so in the note.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError
 
 from ralph import git
 from ralph.agents.base import Usage
+from ralph.agents.conversation import Conversation, EndpointFailed, Finished, FormatError, Limits, Role
 from ralph.agents.mcp_tools import McpTools
-from ralph.agents.openai import PREFLIGHT, chat_request, endpoint_of, open_client
-from ralph.agents.replies import ReplyReader, ToolCall, assistant_message, schema_problems
-from ralph.agents.retry import RequestFailed, call_with_retry
+from ralph.agents.model import PREFLIGHT, api_key_of, endpoint_of, preflight
+from ralph.agents.replies import ToolCall, schema_problems
+from ralph.agents.retry import RequestFailed
 from ralph.agents.tools import function_schema
 from ralph.agents.transcript import Transcript
-from ralph.config import AgentConfig, Config, JudgeConfig
+from ralph.config import Config
+from ralph.config.agent import AgentConfig, JudgeConfig
 from ralph.errors import RalphError
-from ralph.git.ledger import JudgeRecord, Score
+from ralph.git.records import JudgeRecord, Score
 from ralph.show import ui
-
-if TYPE_CHECKING:
-    from openai import OpenAI
 
 LOOKUPS = 8  # MCP tool calls the judge may make before its verdict (mcp.roles has judge)
 LOOKUP_SECONDS = 120  # for all of them together
 RETRY_SECONDS = 60  # the judge's own budget for retries: an outage costs a lap about a minute
-ATTEMPTS = 3  # verdicts that do not fit the schema, then "unavailable"
+ATTEMPTS = 3  # replies in a row without a verdict that fits the schema, then "unavailable"
 DIFF_CAP = 60_000  # characters of diff the judge sees
 FILE_CAP = 20_000  # characters of each changed file's new text
 FILES_CAP = 120_000
@@ -177,54 +173,62 @@ class Judge:
     def __init__(self, role: JudgeConfig, config: AgentConfig):
         self.role, self.config = role, config
         self.mcp: McpTools | None = None  # tools to look things up with before the verdict (mcp.roles has judge)
-        self.endpoint = endpoint_of(config)
-        self.api_key = os.environ.get(config.api_key_env)
 
     def check_endpoint(self) -> None:
         """A judge that is down at the start is a warning: laps fall back to the checks."""
+        messages = [{"role": "user", "content": PREFLIGHT}]
         try:
-            with open_client(self.api_key, self.endpoint) as client:
-                call_with_retry(
-                    lambda: chat_request(
-                        client,
-                        self.config,
-                        [{"role": "user", "content": PREFLIGHT}],
-                        self.endpoint,
-                        time.monotonic() + 30,
-                        16,
-                        tools=[VERDICT_TOOL],
-                    ),
-                    endpoint=self.endpoint,
-                    deadline=time.monotonic() + 30,
-                    attempts=2,
-                )
+            preflight(self.config, messages, [VERDICT_TOOL], deadline=time.monotonic() + 30, max_tokens=16, attempts=2)
         except RequestFailed as exc:
             ui.warn(
                 f"the judge's endpoint does not answer ({exc.message}); laps are judged by the checks until it does"
             )
 
     def judge(self, material: Material, signals: dict[str, float], log_dir: Path) -> JudgeRecord:
-        role = self.role
-        transcript = Transcript(log_dir / "judge.jsonl", secret=self.api_key)
-        usage = Usage()
         if len(material.diff) > DIFF_CAP:  # the judge vouches only for what it saw whole
             size = f"{len(material.diff):,} characters; at most {DIFF_CAP:,}"
             too_big = f"The diff is too large to review ({size}): make smaller laps"
-            transcript.write("end", held=too_big)
-            return JudgeRecord(status="held", signals=signals, blocking=[too_big], usage=usage)
-        try:
-            verdict = self._ask(material, transcript, usage)
-        except _Unavailable as exc:
-            transcript.write("end", unavailable=str(exc))
-            return JudgeRecord(status="unavailable", signals=signals, detail=str(exc), usage=usage)
+            Transcript(log_dir / "judge.jsonl", secret=api_key_of(self.config)).write("end", held=too_big)
+            return JudgeRecord(status="held", signals=signals, blocking=[too_big], usage=Usage())
+        conversation = Conversation(self.config, self._role(material), log_dir / "judge.jsonl", self.mcp)
+        end = conversation.run()
+        if isinstance(end, Finished):
+            record = self._score(end.result, material, signals, conversation.usage)
+            conversation.transcript.write("end", record=record.model_dump())
+            return record
+        unavailable = f"judge unavailable: {end.failure.message if isinstance(end, EndpointFailed) else end}"
+        conversation.transcript.write("end", unavailable=unavailable)
+        return JudgeRecord(status="unavailable", signals=signals, detail=unavailable, usage=conversation.usage)
+
+    def _role(self, material: Material) -> Role:
+        return Role(
+            name="judge",
+            system=SYSTEM_PROMPT + (LOOKUP_NOTE if self.mcp else ""),
+            opening=_shown(material),
+            tools=[VERDICT_TOOL],
+            run_tool=_verdict,
+            ending="verdict",
+            nudge="Call the tool verdict.",
+            limits=Limits(
+                turns=ATTEMPTS + LOOKUPS,
+                retry_seconds=RETRY_SECONDS,
+                malformed=ATTEMPTS,
+                text_only=ATTEMPTS,
+                lookups=LOOKUPS,
+                lookup_seconds=LOOKUP_SECONDS,
+            ),
+        )
+
+    def _score(self, verdict: Verdict, material: Material, signals: dict[str, float], usage: Usage) -> JudgeRecord:
+        """The lap's score: the judge's scores whose evidence is found, mixed with ralph's signals."""
         for given in verdict.scores:
             given.counted = _found(given.evidence, material)
         counted = [given.score for given in verdict.scores if given.counted]
         judge_score = sum(counted) / len(counted) if counted else 0.0
         deterministic = sum(signals.values()) / len(signals)
-        total = round((1 - role.weight) * deterministic + role.weight * judge_score, 3)
-        held = total < role.threshold or bool(verdict.blocking)
-        record = JudgeRecord(
+        total = round((1 - self.role.weight) * deterministic + self.role.weight * judge_score, 3)
+        held = total < self.role.threshold or bool(verdict.blocking)
+        return JudgeRecord(
             status="held" if held else "passed",
             score=total,
             judge_score=round(judge_score, 3),
@@ -234,73 +238,15 @@ class Judge:
             suggestions=verdict.suggestions,
             usage=usage,
         )
-        transcript.write("end", record=record.model_dump())
-        return record
-
-    def _post(self, client: OpenAI, messages: list[dict], deadline: float) -> dict:
-        tools = [VERDICT_TOOL, *(self.mcp.declarations if self.mcp else [])]
-        return chat_request(client, self.config, messages, self.endpoint, deadline, tools=tools)[0]
-
-    def _ask(self, material: Material, transcript: Transcript, usage: Usage) -> Verdict:
-        system = SYSTEM_PROMPT + (LOOKUP_NOTE if self.mcp else "")
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": _shown(material)}]
-        reader = ReplyReader(("verdict", *(self.mcp.names if self.mcp else ())))
-        attempts = lookups = 0  # replies without a valid verdict (lookups aside); MCP calls
-        lookups_until = time.monotonic() + LOOKUP_SECONDS
-        with open_client(self.api_key, self.endpoint) as client:
-            while attempts < ATTEMPTS:
-                deadline = time.monotonic() + RETRY_SECONDS
-                transcript.write("request", messages=messages)
-                try:
-                    body = call_with_retry(
-                        partial(self._post, client, list(messages), deadline),
-                        endpoint=self.endpoint,
-                        deadline=deadline,
-                    )
-                except RequestFailed as exc:
-                    raise _Unavailable(f"judge unavailable: {exc.message}") from None
-                transcript.write("response", body=body)
-                usage.add_reply(body)
-                reply = reader.read(body)
-                messages.append(assistant_message(reply))
-                if not reply.calls:
-                    attempts += 1
-                    messages.append({"role": "user", "content": "Call the tool verdict."})
-                    continue
-                answers = []  # every call is answered (the protocol), the first valid verdict wins
-                looked_up = False
-                for call in reply.calls:
-                    problem = call.problem
-                    if problem is None and call.name != "verdict":  # an MCP tool: a lookup
-                        lookups += 1
-                        if lookups <= LOOKUPS:
-                            looked_up = True
-                            answers.append(self._look_up(call, transcript, lookups_until))
-                            continue
-                        problem = f"no more lookups (at most {LOOKUPS}); call verdict now"
-                    if problem is None:
-                        try:
-                            return Verdict.model_validate(call.arguments)
-                        except ValidationError as exc:
-                            problem = f"format error: {schema_problems(exc)}; call verdict again"
-                    answers.append({"role": "tool", "tool_call_id": call.id, "content": problem})
-                messages += answers
-                attempts += 0 if looked_up else 1
-        raise _Unavailable(f"judge unavailable: no valid verdict in {ATTEMPTS} replies")
-
-    def _look_up(self, call: ToolCall, transcript: Transcript, until: float) -> dict:
-        assert self.mcp is not None
-        left = until - time.monotonic()
-        result = (
-            self.mcp.call(call.name, call.arguments, transcript, left)
-            if left >= 1
-            else f"error: the {LOOKUP_SECONDS}s for lookups are spent; call verdict now"
-        )
-        return {"role": "tool", "tool_call_id": call.id, "content": result}
 
 
-class _Unavailable(Exception):
-    pass
+def _verdict(call: ToolCall, transcript: Transcript) -> str:
+    """The judge's one tool: a verdict that fits the schema ends its conversation."""
+    try:
+        verdict = Verdict.model_validate(call.arguments)
+    except ValidationError as exc:
+        raise FormatError(f"format error: {schema_problems(exc)}; call verdict again") from None
+    raise Finished(verdict)
 
 
 def _found(evidence: str, material: Material) -> bool:

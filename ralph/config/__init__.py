@@ -1,0 +1,262 @@
+"""`ralph.yaml`: the whole file's model and its loader; one pydantic model per section in the
+modules beside this one (sections, agent, mcp), every field documented once, in its description.
+A problem in the file becomes one line naming the file, the key and the line (problems.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import yaml
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+
+from ralph.agents.presets import COSTED, COSTED_PRESETS, PRESETS
+from ralph.config import problems
+from ralph.config.agent import AgentConfig, RoleConfig, Roles
+from ralph.config.mcp import McpConfig
+from ralph.config.sections import (
+    CheckSpec,
+    Commit,
+    EnvConfig,
+    Files,
+    LifecycleHooks,
+    Limits,
+    Price,
+    SandboxConfig,
+    Section,
+)
+from ralph.errors import RalphError
+from ralph.verdict import check_files
+
+CONFIG_FILE = "ralph.yaml"
+
+# What a lap may add to but not modify or delete: the tests, their configuration, CI and
+# ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
+DEFAULT_PROTECT = [
+    "tests/**",
+    "test/**",
+    "test_*.py",
+    "*_test.py",
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "noxfile.py",
+    "pyproject.toml#tool.pytest",
+    "setup.cfg#tool:pytest",
+    "ralph.yaml",
+    ".github/**",
+    ".gitlab-ci.yml",
+    ".circleci/**",
+    ".ci/**",
+    ".pre-commit-config.yaml",
+    ".githooks/**",
+    ".husky/**",
+    ".gitattributes",
+    ".gitmodules",
+    ".mcp.json",
+]
+
+
+# What setup installs from: a lap that changes one of these gets setup again before its checks.
+DEFAULT_SETUP_INPUTS = [
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "requirements*.txt",
+    "uv.lock",
+    "poetry.lock",
+    "Pipfile.lock",
+    "package.json",
+    "package-lock.json",
+    "pnpm-lock.yaml",
+    "yarn.lock",
+    "Cargo.lock",
+    "go.sum",
+    "Gemfile.lock",
+]
+
+
+class Config(Section):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    goal: str = Field(min_length=1, description="What the whole run is for, in a sentence.")
+    agent: AgentConfig = Field(description="The agent that writes each lap: an agent CLI or the built-in one.")
+    checks: list[CheckSpec] = Field(
+        default_factory=list, description="Shell commands (or {run, retries}); done = every one exits 0."
+    )
+    limits: Limits = Field(default_factory=Limits, description="The fuses and timeouts.")
+    files: Files = Field(default_factory=Files, description="Where the checklist and the handoff note are.")
+    commit: Commit = Field(default_factory=Commit, description="How lap commits are made.")
+    protect: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PROTECT),
+        description="Globs a lap may add to but not modify or delete; [] turns it off.",
+    )
+    strict: bool = Field(
+        False, description="Delete the ignored files setup did not make from the lap's tree before the checks."
+    )
+    env: EnvConfig = Field(default_factory=EnvConfig, description="What agents and checks get of ralph's environment.")
+    setup: list[str] = Field(
+        default_factory=list,
+        description="Shell commands run in the lap workspace before the baseline, and again before "
+        "the checks of a lap that changed a setup input (a venv, `npm ci`).",
+    )
+    setup_inputs: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SETUP_INPUTS),
+        description="Files (globs; without a slash, at any depth) whose change makes setup run again.",
+    )
+    copy_: list[str] = Field(
+        default_factory=list,
+        alias="copy",
+        description="Untracked files of your work tree (a .env) copied into the workspace before setup; "
+        "never committed by a lap.",
+    )
+    sandbox: SandboxConfig = Field(
+        default_factory=SandboxConfig, description="`auto | required | off`, or a mapping with `mode:` and more."
+    )
+    hooks: LifecycleHooks = Field(default_factory=LifecycleHooks, description="Commands run as the run goes.")
+    roles: Roles = Field(default_factory=Roles, description="Models of their own for the planner and the judge.")
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="USD per million tokens by model name, for the built-in agent and the roles."
+    )
+    mcp: McpConfig = Field(
+        default_factory=McpConfig, description="MCP servers whose read-only tools the built-in agent and roles get."
+    )
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _mode_alone(cls, value: object) -> object:
+        return {"mode": value} if isinstance(value, (str, bool)) else value
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _one_command(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("copy_")
+    @classmethod
+    def _inside_the_tree(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            parts = PurePosixPath(path).parts
+            if not parts or PurePosixPath(path).is_absolute() or ".." in parts or parts[0] == ".git":
+                raise ValueError(f"copy: '{path}' must be a path inside the repository, relative to its top")
+        return [str(PurePosixPath(path)) for path in paths]
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _plain_commands(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"run": item} if isinstance(item, str) else item for item in value]
+        return value
+
+    def role_endpoint(self, role: RoleConfig) -> AgentConfig | None:
+        """The endpoint a role asks, as an agent configuration: the role's own keys over the
+        agent's when the agent is `openai`; None when the role has no model at all."""
+        base = self.agent if self.agent.kind == "openai" else None
+        model = role.model or (base.model if base else None)
+        if model is None:
+            return None
+        # The agent's key goes only where the agent's requests go: a role on another host names its own.
+        same_host = base is not None and role.base_url in (None, base.base_url)
+        if base is not None and not same_host and role.api_key_env is None:
+            raise RalphError(
+                "a role on a base_url of its own needs api_key_env too (the name of the variable "
+                "holding its key; any unset name for a server that needs none)"
+            )
+        inherited = base.model_dump() if same_host and base else {"kind": "openai"}
+        return AgentConfig.model_validate(
+            dict(
+                inherited,
+                kind="openai",
+                command=None,
+                model=model,
+                base_url=role.base_url or (base.base_url if base else None),
+                api_key_env=role.api_key_env or (base.api_key_env if base else "OPENAI_API_KEY"),
+                max_turns=role.max_turns,
+            )
+        )
+
+    @property
+    def agents(self) -> list[AgentConfig]:
+        """The agent, then its fallbacks: a lap's `fallback` is its index here."""
+        return [self.agent, *self.agent.fallback]
+
+    @property
+    def key_variables(self) -> tuple[str, ...]:
+        """The variables holding every model's key (the agents', the roles'): no agent CLI but
+        the one that uses it, no check and no MCP server gets them, unless env.pass says so."""
+        return (*(agent.api_key_env for agent in self.agents), *self.role_key_variables)
+
+    @property
+    def role_key_variables(self) -> tuple[str, ...]:
+        """The variables holding the roles' keys: kept from agents and checks like the agent's."""
+        roles = [self.roles.planner, self.roles.judge]
+        return tuple(role.api_key_env for role in roles if role is not None and role.api_key_env)
+
+    def cost_of(self, model: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What `prices` says the tokens of `model` cost; None when it names no price for it."""
+        price = self.prices.get(model or "")
+        if price is None:
+            return None
+        return round((prompt_tokens * price.input + completion_tokens * price.output) / 1e6, 6)
+
+    def unknown_cost(self) -> str | None:
+        """Why a lap's cost could not be known, when it could not (max_cost_usd needs it)."""
+        for agent in self.agents:
+            if agent.kind == "command":
+                if agent.preset is None or PRESETS[agent.preset].reports not in COSTED:
+                    named = f"the preset {agent.preset}" if agent.preset else "a command agent without a preset"
+                    return f"{named} reports no cost (presets that do: {', '.join(sorted(COSTED_PRESETS))})"
+            elif agent.model not in self.prices:
+                return f"prices names no price for the agent's model {agent.model!r}"
+        judge = self.roles.judge
+        endpoint = self.role_endpoint(judge) if judge else None
+        if endpoint is not None and endpoint.model not in self.prices:
+            return f"prices names no price for the judge's model {endpoint.model!r}"
+        return None
+
+    @property
+    def protected(self) -> list[str]:
+        """What a lap may not change: `protect`; the files that define how the checks run (their
+        Makefile, scripts, `package.json` scripts: ralph/verdict/check_files.py); and the file MCP servers
+        are loaded from (a lap that could add one would choose the programs the next run starts
+        outside the sandbox). The last two whatever `protect` says."""
+        return [
+            *self.protect,
+            *check_files.patterns(self.check_commands),
+            *([self.mcp.from_] if self.mcp.from_ else []),
+        ]
+
+    @property
+    def check_commands(self) -> list[str]:
+        return [check.run for check in self.checks]
+
+
+def load(path: Path) -> Config:
+    """Read and validate a config file; every problem becomes one RalphError line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RalphError(f"{path}: not found — write one with `ralph init` or pass --config") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RalphError(f"{path}: cannot read it ({exc})") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, name: str) -> Config:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise RalphError(f"{name}{where}: not valid YAML: {problem}") from None
+    if data is None:
+        raise RalphError(f"{name}: the file is empty — it needs at least `goal:`, `agent:` and `checks:`")
+    if not isinstance(data, dict):
+        raise RalphError(f"{name}: expected a mapping of keys (goal:, agent:, checks: …), found {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise RalphError(problems.describe(exc, text, name, Config)) from None

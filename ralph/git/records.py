@@ -1,0 +1,132 @@
+"""What ralph stores, versioned: a run's record and each lap's note (ledger.py reads them from git).
+
+Records outlive the ralph that wrote them: each carries its FORMAT; a reader takes every
+earlier format (migrated here, in one place) and names a newer one instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ralph.agents.base import AgentResult, Usage
+from ralph.config import Config
+from ralph.errors import RalphError
+from ralph.run.status import LapStatus
+from ralph.todo import Counts
+from ralph.verdict.checks import CheckResult
+
+# 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
+# (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
+# 3: a lap's prepare_s, and pytest's set-up names modules run from the user's work tree.
+# 4: a lap's judge (roles.judge) and the user's messages it was told (told).
+# 5: a lap may be `limited` (its agent hit a usage limit: limited_until), usage has a cost_usd, and
+#    a lap says which agent ran it (fallback; agent.name, agent.model).
+# 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
+# 7: a lap of a parallel run says its slot and the items it claimed.
+# 8: a lap of a remote's run says its worker; a run's record says whether a remote keeps it.
+FORMAT = 8
+MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7)}  # format N -> N+1, in order
+
+
+class NewerFormat(RalphError):
+    """A record written by a later ralph than this one."""
+
+
+class RunRecord(BaseModel):
+    """Written once when a run starts, as a blob its record ref (layout.RunRefs.record) points at."""
+
+    format: int = FORMAT
+    run: str
+    created_at: str
+    base: str
+    user_branch: str | None
+    config: Config  # the configuration the run is judged by
+    baseline: list[CheckResult]  # the checks on the base commit
+    on_remote: bool = False  # started by `ralph run --remote`: its refs are the remote's, clones copy them
+
+
+class Score(BaseModel):
+    dimension: str = Field(min_length=1)
+    evidence: str = ""
+    reason: str = ""
+    score: float = Field(ge=0, le=1)
+    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
+
+
+class JudgeRecord(BaseModel):
+    """The judge's part of a lap note (ralph/verdict/judge.py)."""
+
+    status: Literal["passed", "held", "unavailable"]
+    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
+    judge_score: float | None = None  # the mean of the scores that count
+    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
+    scores: list[Score] = []
+    blocking: list[str] = []
+    suggestions: list[str] = []
+    detail: str = ""  # why it was unavailable
+    usage: Usage = Field(default_factory=Usage)
+
+
+class TestChanges(BaseModel):
+    __test__ = False
+
+    passing_before: int  # passing tests on the last green commit
+    passing_after: int
+    newly_failing: list[str] = []
+    newly_passing: list[str] = []
+
+
+class LapRecord(BaseModel):
+    """The JSON note on each lap commit."""
+
+    format: int = FORMAT
+    run: str
+    lap: int
+    status: LapStatus
+    reason: str
+    started_at: str
+    duration_s: float
+    prepare_s: float = 0.0  # of duration_s: the workspace reset to the start commit, copy and setup
+    commit: str
+    parent: str  # the last green commit the lap started from
+    checks: list[CheckResult] = []
+    agent: AgentResult
+    todo: Counts  # the TODO's items after the lap
+    ticked: list[str] = []
+    files_changed: int = 0
+    progress: bool = False  # objective progress: green, and ticked an item or raised the passing tests
+    done: bool = False  # every check passes and no TODO item is open
+    output_tail: str = ""  # the output that explains a red verdict (check, hook or agent)
+    protected_touched: list[str] = []  # protected files the lap modified or deleted
+    granted: list[str] = []  # protected files a ticked TODO item named, so allowed
+    tests: TestChanges | None = None  # where a check ran pytest
+    flaky: list[str] = []  # checks that failed, then passed on a retry
+    removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
+    judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
+    told: list[str] = []  # messages from the user (`ralph tell`) this lap's prompt carried
+    fallback: int = 0  # which agent ran it: 0 the agent, N its Nth fallback
+    slot: int | None = None  # `--parallel`: the slot that ran it (1..N); None when laps run one at a time
+    items: list[str] = []  # `--parallel`: the TODO items it claimed
+    worker: str | None = None  # `--remote`: the worker that ran it (host:pid:tag); its number is `slot`
+
+
+def migrated(text: str, what: str) -> dict:
+    """A record's JSON at the current FORMAT; NewerFormat for one a later ralph wrote, ValueError
+    for one that is no record at all."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    found = data.get("format", 1)
+    if not isinstance(found, int) or found < 1:
+        raise ValueError(f"format {found!r} is no format ralph ever wrote")
+    if found > FORMAT:
+        raise NewerFormat(
+            f"{what} was written by a newer ralph (format {found}; this one reads up to "
+            f"{FORMAT}) — upgrade ralph to read it"
+        )
+    for version in range(found, FORMAT):
+        data = MIGRATIONS[version](data)
+    return dict(data, format=FORMAT)

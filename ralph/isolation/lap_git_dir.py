@@ -1,0 +1,94 @@
+"""A lap's own git dir (git/), made anew before every phase: HEAD detached at the lap's start,
+the repository's tags, objects borrowed read-only from the repository (alternates), a config
+with no credential helper. The agent's commits, stash, branches, hooks and config land here
+and die here; whatever one phase planted (hooks, config, a rewritten .git file) never reaches
+the next, nor ralph.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from ralph import git
+from ralph.isolation.files import remove_path
+from ralph.isolation.git_syntax import quoted
+
+
+def make(
+    lap_git: Path, tree: Path, head: str, *, common_dir: Path, tags: str, config: str, index: Path, keep_modules: bool
+) -> None:
+    """Make `lap_git` anew, HEAD detached at `head`, and point `tree`/.git at it; its
+    submodules' repositories (modules/) stay with `keep_modules`. `index`: ralph's, copied with
+    its mtime, for git's racy check."""
+    os.chmod(lap_git, stat.S_IRWXU)  # whatever mode the last phase left it in
+    for entry in os.listdir(lap_git):
+        if entry != "modules" or not keep_modules:
+            remove_path(lap_git / entry)
+    for folder in ("objects/info", "refs/heads", "refs/tags", "info"):
+        (lap_git / folder).mkdir(parents=True)
+    (lap_git / "HEAD").write_text(head + "\n")
+    (lap_git / "objects/info/alternates").write_text(f"{common_dir / 'objects'}\n")
+    (lap_git / "packed-refs").write_text(tags)
+    (lap_git / "config").write_text(config)
+    shallow = common_dir / "shallow"
+    if shallow.is_file():
+        shutil.copyfile(shallow, lap_git / "shallow")
+    if index.is_file():
+        shutil.copy2(index, lap_git / "index")  # with its mtime, for git's racy check
+    dot_git = tree / ".git"
+    remove_path(dot_git)
+    with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
+        out.write(f"gitdir: {lap_git}\n")
+
+
+def config(identity: tuple[str, str], hooks_path: str) -> str:
+    """The lap's git config: its user, the repository's hooks, nothing that reaches out."""
+    name, email = identity
+    return (
+        f"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+        f"\thooksPath = {quoted(hooks_path)}\n"
+        f"[user]\n\tname = {quoted(name)}\n\temail = {quoted(email)}\n"
+        # No credential helper: a lap asks git for nobody's password.
+        "[credential]\n\thelper =\n"
+        "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n[commit]\n\tgpgSign = false\n"
+    )
+
+
+def submodules(lap_git: Path, tree: Path, common_dir: Path, commit: str) -> dict[str, str]:
+    """Empty the submodules' folders of `commit` in `tree` for a fresh `git submodule update`, and point
+    each at the repository's own copy of it where there is one (offline, objects shared).
+    Returns {path: name}."""
+    found = {}
+    for path, name in git.submodule_paths(common_dir, commit).items():
+        # .gitmodules is the lap's to write: only a path the commit holds as a gitlink, below
+        # tree/ through real folders, is touched (an absolute one emptied the user's hooks).
+        folder = _gitlink_folder(tree, common_dir, commit, path)
+        if folder is None:
+            continue
+        found[path] = name
+        remove_path(folder)
+        folder.mkdir(parents=True)
+        mine = common_dir / "modules" / name
+        if ".." not in Path(name).parts and (mine / "HEAD").is_file():
+            with open(lap_git / "config", "a") as config:
+                config.write(f"[submodule {quoted(name)}]\n\turl = {quoted(str(mine))}\n")
+    return found
+
+
+def _gitlink_folder(tree: Path, common_dir: Path, commit: str, path: str) -> Path | None:
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts:
+        return None
+    entry = git.run(tree, "--git-dir", str(common_dir), "ls-tree", "-z", commit, "--", path, check=False).output
+    if not entry.startswith("160000 commit ") or entry.rstrip("\0").split("\t", 1)[-1] != path:
+        return None
+    for depth in range(1, len(parts)):  # every folder on the way is a real one, no link
+        try:
+            if not stat.S_ISDIR(os.lstat(tree.joinpath(*parts[:depth])).st_mode):
+                return None
+        except OSError:
+            return None
+    return tree / path

@@ -1,0 +1,117 @@
+"""The lap's agent phase: the prompt, and the agent at work in the workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ralph import git
+from ralph.agents.base import AgentResult, LapTask
+from ralph.git import ledger
+from ralph.git.ledger import RunState
+from ralph.run import crashpoint, prompt
+from ralph.run.context import LapTurn, RunContext
+from ralph.run.prepare import Prepared
+from ralph.run.status import LapStatus
+from ralph.run.watch import watching_the_repository
+from ralph.show import events
+from ralph.verdict import guard as guard_module
+from ralph.verdict import ratchet
+from ralph.verdict.checks import CheckResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class Worked:
+    """What the agent did, as ralph saw it."""
+
+    result: AgentResult  # its outcome, usage and summary, named after the agent of config.agents that ran
+    told: dict[str, str]  # the user's messages (`ralph tell`) its prompt carried, by ref
+    tampered: list[str]  # what it changed in the shared repository state (put back): unsandboxed laps only
+
+
+def work(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared) -> Worked:
+    """The agent's lap. Sandboxed, the lap cannot reach the repository. Without a sandbox, code
+    the agent wrote runs as the user: whatever it does to the shared repository state is put
+    back, here (before ralph's own git reads the repository's config to stage the lap) and
+    again after the hooks and checks, which run the lap's code too."""
+    told = ledger.messages(ctx.top, ctx.run_name)  # forgotten once this lap's note holds them
+    task = _task(ctx, state, turn, prepared, list(told.values()))
+    with watching_the_repository(ctx, turn.number) as tampered:
+        crashpoint.reached("agent")
+        events.emit("phase_changed", phase="agent")
+        chosen = ctx.config.agents[turn.which]
+        result = (
+            ctx.agents[turn.which]
+            .run_lap(task)
+            .model_copy(update={"name": chosen.name, "model": chosen.model if chosen.kind == "openai" else None})
+        )
+    return Worked(result=result, told=told, tampered=tampered)
+
+
+def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, told: list[str]) -> LapTask:
+    limits, slot, items = ctx.config.limits, turn.slot, turn.items
+    lap_prompt = prompt.build(
+        ctx.config,
+        prepared.todo_text,
+        git.show_file(ctx.top, state.green, ctx.config.files.progress),
+        last_failure(ctx, state, items),
+        told,
+        items=items,
+        slot=prompt.slot_heading(slot) if slot is not None else None,
+    )
+    log_dir = prepared.log_dir
+    return LapTask(
+        ctx.run_name,
+        turn.number,
+        ctx.workspace.tree,
+        lap_prompt,
+        limits.lap_timeout,
+        log_dir,
+        dict(ctx.env, RALPH_ITEMS="\n".join(items), RALPH_SLOT=str(slot)) if slot is not None else ctx.env,
+        check=lambda: _check_now(ctx, state, log_dir),
+        jail=ctx.jail("agent"),
+        idle_timeout=limits.idle_timeout,
+        mcp=ctx.mcp if "agent" in ctx.config.mcp.roles else None,
+    )
+
+
+def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
+    """What is left on the agent's uncommitted work when it says it is done, for agents that fix
+    red checks in the lap: no change at all, a check that regressed or could not run, a check
+    that still fails. None when nothing is."""
+    if not ctx.workspace.changed():
+        return "you changed no file, and a lap that changes nothing is red."
+    checks = ctx.check(log_dir)
+    comparison = ratchet.compare(state.green_checks(), checks, guard_module.GuardReport())
+    events.emit("phase_changed", phase="agent")
+    problems = comparison.unrun + comparison.problems
+    if problems:
+        return "the repository's checks fail on your edits: " + "; ".join(problems) + "\n" + comparison.failing_output
+    failing = [check for check in checks if not check.passed]
+    if not failing:
+        return None
+    named = [f"`{check.command}`" + _failing_tests(check) for check in failing]
+    return (
+        f"these checks still fail: {'; '.join(named)}\n{failing[0].output_tail[-2000:]}\n"
+        "If they are for later laps and your slice is done, call finish again."
+    )
+
+
+def _failing_tests(check: CheckResult) -> str:
+    failing = check.tests.failing_ids if check.tests else []
+    return f" ({ratchet.named(failing)})" if failing else ""
+
+
+def last_failure(ctx: RunContext, state: RunState, items: Sequence[str] = ()) -> prompt.LastFailure | None:
+    """The last lap, when it was red; in a parallel run, the last lap on any of these items,
+    when it was red (a conflict among them: its hunks are the diff it could not rebase)."""
+    record = state.last_record()
+    if items:
+        mine = [lap.record for lap in state.laps if lap.record and set(lap.record.items) & set(items)]
+        record = mine[-1] if mine else None
+    if record is None or record.status == LapStatus.GREEN:
+        return None
+    return prompt.LastFailure(
+        record.lap, record.reason, git.diffstat(ctx.top, record.parent, record.commit), record.output_tail[-3000:]
+    )

@@ -1,0 +1,104 @@
+"""The lap's commit phase: every file the agent left, through the repository's hooks, made
+into ralph's commit of the lap; and what the later phases need of it, read once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ralph import git, todo
+from ralph.agents.base import AgentResult
+from ralph.git import layout
+from ralph.git.ledger import RunState
+from ralph.run.context import RunContext
+from ralph.verdict import commit_hooks
+from ralph.verdict.commit_hooks import commit_message
+
+
+@dataclass(frozen=True, kw_only=True)
+class LapCommit:
+    """One commit of the lap's, as the checks and the verdict see it: nobody reads it through
+    git again."""
+
+    sha: str
+    parent: str  # the last green commit it was made (or rebased) onto
+    changes: dict[str, tuple[str, str]]  # path → (status, mode), as git.changes gives them
+    todo_before: list[todo.Item]  # TODO.md on `parent`
+    todo_after: list[todo.Item]  # TODO.md in the commit
+    refusal: tuple[str, str] | None = None  # why the hooks (or git) refused it, and their output
+
+    @property
+    def ticked(self) -> list[str]:
+        return todo.newly_ticked(self.todo_before, self.todo_after)
+
+    @property
+    def counts(self) -> todo.Counts:
+        return todo.count(self.todo_after)
+
+    @classmethod
+    def read(cls, ctx: RunContext, sha: str, parent: str) -> LapCommit:
+        """A commit made elsewhere (a rebase), read from git."""
+        name = ctx.config.files.todo
+        return cls(
+            sha=sha,
+            parent=parent,
+            changes=git.changes(ctx.top, parent, sha),
+            todo_before=todo.parse(git.show_file(ctx.top, parent, name)),
+            todo_after=todo.parse(git.show_file(ctx.top, sha, name)),
+        )
+
+
+def commit_lap(
+    ctx: RunContext, state: RunState, number: int, agent: AgentResult, todo_before: list[todo.Item]
+) -> LapCommit:
+    """Commit every file the agent left, its ticks counted against `todo_before` (the last green
+    TODO).
+
+    The repository's hooks run on the lap's changes in the lap's own git dir (sandboxed, when
+    laps are); the lap commit itself is ralph's, made from the files the hooks left. A refused
+    lap is still committed, so it can be reviewed and the next lap told why.
+    """
+    workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
+    workspace.verify()
+    refusal = _hooks_refusal(ctx, state, number, agent, todo_before)
+    tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
+    if unstaged is not None:
+        refusal = ("git could not stage the lap's files", unstaged)
+    after = _todo_in(ctx, tree)
+    ticked = todo.newly_ticked(todo_before, after)
+    sha = workspace.commit_tree(tree, state.green, commit_message(ctx.run_name, number, ticked, agent))
+    return LapCommit(
+        sha=sha,
+        parent=state.green,
+        changes=git.changes(ctx.top, state.green, sha),
+        todo_before=todo_before,
+        todo_after=after,
+        refusal=refusal,
+    )
+
+
+def unjudged(
+    ctx: RunContext, state: RunState, number: int, agent: AgentResult, todo_before: list[todo.Item]
+) -> LapCommit:
+    """The lap's commit when its files could not be staged: the last green tree, nothing of the lap's."""
+    message = commit_message(ctx.run_name, number, [], agent)
+    sha = ctx.workspace.commit_tree(f"{state.green}^{{tree}}", state.green, message)
+    return LapCommit(sha=sha, parent=state.green, changes={}, todo_before=todo_before, todo_after=todo_before)
+
+
+def _hooks_refusal(
+    ctx: RunContext, state: RunState, number: int, agent: AgentResult, todo_before: list[todo.Item]
+) -> tuple[str, str] | None:
+    """The repository's hooks on the staged lap, when it has any and commit.verify is on: they see
+    the message the commit will have."""
+    workspace = ctx.workspace
+    if not (ctx.config.commit.verify and workspace.has_hooks()):
+        return None
+    staged = workspace.stage(state.green, ctx.config.limits.check_timeout)[0]
+    ticked = todo.newly_ticked(todo_before, _todo_in(ctx, staged))
+    message = commit_message(ctx.run_name, number, ticked, agent)
+    log_dir = layout.lap_dir(ctx.run_dir, number)
+    return commit_hooks.run_on_lap(ctx, state.record.base, state.green, staged, message, log_dir)
+
+
+def _todo_in(ctx: RunContext, tree: str) -> list[todo.Item]:
+    return todo.parse(git.show_file(ctx.top, tree, ctx.config.files.todo))

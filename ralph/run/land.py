@@ -1,0 +1,100 @@
+"""The lap's last phase: a green lap lands, the run's branch moved to it by compare-and-swap.
+
+The line advances in the same swap that lets go of the lap's claims, which must still be its
+own: a lap of a worker taken for dead (its items given to others) does not land. When others
+moved the line during the lap (laps side by side), the lap is rebased onto it and judged again
+there, never forced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+from ralph import git
+from ralph.errors import Interrupted, RalphError
+from ralph.git import layout, ledger
+from ralph.git.layout import RunRefs
+from ralph.git.records import LapRecord
+from ralph.run import crashpoint
+from ralph.run.commit import LapCommit
+from ralph.run.context import LapTurn, RunContext
+from ralph.run.rebase import rebase_lap
+from ralph.run.record import LapFacts, lap_record
+from ralph.run.status import LapStatus
+from ralph.run.verdict import judge
+
+LOST_CLAIMS = (
+    "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
+    "limits.worker_timeout) and its items given to other laps; not advanced"
+)
+MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
+
+
+def land(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
+    """The lap's record as it ends: green and landed, or overruled red when it could not land."""
+    try:
+        crashpoint.reached("advance")
+        return _advance(ctx, turn, facts, record)
+    except (KeyboardInterrupt, Interrupted):
+        _unlanded(ctx, record)
+        raise
+
+
+def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
+    claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
+    for _ in range(MOVED_LINE_RETRIES):
+        landing: dict[str, tuple[str | None, str | None]] = {
+            RunRefs(ctx.run_name).branch: (record.commit, record.parent)
+        }
+        landing.update(dict.fromkeys(claimed, (None, turn.held_by)))
+        if record.status != LapStatus.GREEN or ctx.store.update(landing):
+            return record
+        if any(git.rev(ctx.top, ref) != turn.held_by for ref in claimed):
+            return _overrule(ctx, record, LOST_CLAIMS)
+        record = _replay_on_moved_line(ctx, facts, record)
+    return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
+
+
+def _unlanded(ctx: RunContext, record: LapRecord) -> None:
+    """A worker of a remote's run lands only its own laps: one that did not land now never will."""
+    branch = git.rev(ctx.top, RunRefs(ctx.run_name).branch) or record.parent
+    if (
+        ctx.worker is not None
+        and record.status == LapStatus.GREEN
+        and not git.is_ancestor(ctx.top, record.commit, branch)
+    ):
+        with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
+            _overrule(ctx, record, "interrupted before it landed; its items are done again")
+
+
+def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -> LapRecord:
+    """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None  # the run's own record exists: this lap was run from it
+    sha, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
+    if sha is None:
+        return _overrule(
+            ctx,
+            record,
+            f"conflict: the green line moved to {state.green[:10]} during the lap, and the lap's changes to "
+            f"{', '.join(conflicts[:10])} conflict with it",
+        )
+    lap = LapCommit.read(ctx, sha, state.green)
+    judged = judge(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
+    rebased = replace(judged, reason=f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
+    replayed = lap_record(ctx, state, facts, lap, rebased)
+    ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
+    names = RunRefs(ctx.run_name)
+    moves: dict[str, tuple[str, str | None]] = {names.lap(facts.number): (sha, record.commit)}
+    original = names.rebased_lap(facts.number)
+    if git.rev(ctx.top, original) is None:  # the lap's own commit, as its agent left it: kept too
+        moves[original] = (record.commit, None)
+    ctx.store.update(moves)
+    return replayed
+
+
+def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:
+    red = record.model_copy(update=dict(status=LapStatus.RED, progress=False, done=False, reason=reason))
+    ctx.store.add_note(record.commit, red.model_dump_json(indent=1))
+    return red

@@ -1,0 +1,81 @@
+"""A lap's commit replayed onto a green line that moved under it (laps side by side): TODO.md
+and PROGRESS.md merged by meaning, everything else by git."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from ralph import git, todo
+from ralph.run.context import RunContext
+from ralph.run.prompt import slot_heading
+
+
+def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tuple[str | None, list[str]]:
+    """The lap's commit replayed onto `onto`, or None and the paths that conflict. TODO.md and
+    PROGRESS.md never conflict: the lap's ticks (and new items) are put onto `onto`'s TODO,
+    and its PROGRESS note onto `onto`'s: its own section of it when laps run side by side,
+    else the whole note, which each lap rewrites."""
+    top, files = ctx.top, ctx.config.files
+    parent = git.out(top, "rev-parse", f"{commit}^")
+    notes = [name for name in (files.todo, files.progress) if git.show_file(top, commit, name) is not None]
+    # The lap's commit without its changes to the two (None: not there before it), so only
+    # the rest can conflict.
+    kept = {name: git.show_file(top, parent, name) for name in notes}
+    bare = git.commit_tree(top, git.with_files(top, f"{commit}^{{tree}}", kept), parent, "ralph: the lap, notes aside")
+    tree, conflicts = git.merge_trees(top, onto, bare)
+    if tree is None:
+        return None, conflicts
+    ours: dict[str, str] = {}
+    if files.todo in notes:
+        after = git.show_file(top, commit, files.todo) or ""
+        ours[files.todo] = _todo_onto(kept[files.todo] or "", after, git.show_file(top, onto, files.todo) or "")
+    if files.progress in notes:
+        theirs = git.show_file(top, onto, files.progress) or ""
+        mine = git.show_file(top, commit, files.progress) or ""
+        ours[files.progress] = mine if slot is None else progress_with(theirs, mine, slot)
+    message = git.run(top, "log", "-1", "--format=%B", commit).output
+    return git.commit_tree(top, git.with_files(top, tree, ours), onto, message), []
+
+
+def _todo_onto(before_text: str, after_text: str, onto_text: str) -> str:
+    """`onto_text` (TODO.md on the green line) with the lap's ticks, and the items it added, whole."""
+    before = todo.parse(before_text)
+    known = Counter(item.text for item in before)
+    added = []
+    for item, _, source in todo.sources(after_text):
+        if known[item.text] > 0:
+            known[item.text] -= 1
+        else:
+            added.append(source)
+    return todo.combined(onto_text, todo.newly_ticked(before, todo.parse(after_text)), added)
+
+
+def progress_with(theirs: str, mine: str, slot: int) -> str:
+    """`theirs` (PROGRESS.md on the green line) with slot `slot`'s section as `mine` has it
+    (its last, when the lap wrote the heading more than once)."""
+    written = list(_sections(mine, slot))
+    if not written:
+        return theirs
+    start, end = written[-1]
+    section = mine[start:end] if mine[start:end].endswith(("\n", "\r")) else mine[start:end] + "\n"
+    current = next(_sections(theirs, slot), None)
+    if current is not None:
+        return theirs[: current[0]] + section + theirs[current[1] :]
+    return theirs + ("" if not theirs or theirs.endswith(("\n", "\r")) else "\n") + "\n" + section
+
+
+def _sections(text: str, slot: int) -> Iterator[tuple[int, int]]:
+    """Where each stretch from the slot's heading to the next heading of that level, or the
+    end, starts and ends; by lines as todo.lines has them (a CRLF file's heading is one too)."""
+    heading, start, at = slot_heading(slot), None, 0
+    for line in todo.lines(text):
+        bare = line.rstrip("\r\n")
+        if start is not None and bare.startswith("## "):
+            yield start, at
+            start = None
+        if start is None and bare.rstrip(" \t") == heading:
+            start = at
+        at += len(line)
+    if start is not None:
+        yield start, at

@@ -1,0 +1,113 @@
+"""The lap's record phase: its verdict and facts made into the lap's note, which is saved."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ralph.agents.base import AgentResult
+from ralph.config import Config
+from ralph.errors import RalphError
+from ralph.git import ledger
+from ralph.git.ledger import RunState
+from ralph.git.records import LapRecord, TestChanges
+from ralph.run.commit import LapCommit
+from ralph.run.context import RunContext
+from ralph.run.status import LapStatus
+from ralph.run.verdict import Judged
+from ralph.verdict.checks import CheckResult, passing_tests
+from ralph.verdict.checks import done as checks_done
+
+
+@dataclass(frozen=True, kw_only=True)
+class LapFacts:
+    """What a lap did, whatever commit it ends up as (rebased, its facts stay)."""
+
+    number: int
+    started: float
+    started_at: str
+    prepare_s: float  # the workspace made ready at the lap's start: reset, copy, setup
+    agent: AgentResult
+    told: list[str]  # the user's messages the lap's prompt carried (`ralph tell`)
+    fallback: int  # which of config.agents ran it
+    slot: int | None
+    items: list[str]
+    worker: str | None
+
+
+def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit, judged: Judged) -> LapRecord:
+    """The lap's note: what it did, the verdict, and the evidence for it."""
+    is_green = judged.status == LapStatus.GREEN
+    passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
+    return LapRecord(
+        run=ctx.run_name,
+        lap=facts.number,
+        status=judged.status,
+        reason=judged.reason,
+        started_at=facts.started_at,
+        duration_s=round(time.monotonic() - facts.started, 3),
+        prepare_s=facts.prepare_s,
+        commit=lap.sha,
+        parent=lap.parent,
+        checks=judged.checks if is_green else [_without_passed_ids(check) for check in judged.checks],
+        agent=_priced(ctx.config, facts.agent),
+        todo=lap.counts,
+        ticked=lap.ticked,
+        files_changed=judged.files_changed,
+        output_tail=judged.output_tail[-4000:],
+        progress=is_green and (bool(lap.ticked) or passing_after > passing_before),
+        # With a judge, done also needs the judge's pass: "unavailable" is not one.
+        done=is_green
+        and checks_done(judged.checks, lap.counts)
+        and (judged.judge is None or judged.judge.status == "passed"),
+        protected_touched=judged.guard.protected_touched,
+        granted=judged.guard.granted,
+        tests=_test_changes(judged, passing_before, passing_after),
+        flaky=[check.command for check in judged.checks if check.flaky],
+        removed_before_checks=judged.removed,
+        judge=judged.judge,
+        told=facts.told,
+        fallback=facts.fallback,
+        slot=facts.slot,
+        items=facts.items,
+        worker=facts.worker,
+    )
+
+
+def save(ctx: RunContext, record: LapRecord, told: dict[str, str], stop: str) -> None:
+    """The note saved; the messages it carried forgotten, unless the agent never worked (then the
+    next lap hears them). A `stop` ends the run once the lap is recorded: `ralph run` goes on
+    from the next lap, never this one again."""
+    ledger.save_lap(ctx.store, record)
+    if record.status not in (LapStatus.ERROR, LapStatus.LIMITED):
+        for ref in told:
+            ctx.store.delete(ref)
+    if stop:
+        raise RalphError(stop)
+
+
+def _priced(config: Config, agent: AgentResult) -> AgentResult:
+    """The built-in agent's cost, from ralph.yaml's prices (a CLI's own report comes with it)."""
+    if agent.model is None or agent.usage.cost_usd is not None:
+        return agent
+    cost = config.cost_of(agent.model, agent.usage.prompt_tokens, agent.usage.completion_tokens)
+    return agent.model_copy(update={"usage": agent.usage.model_copy(update={"cost_usd": cost})})
+
+
+def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> TestChanges | None:
+    if not any(check.tests for check in judged.checks):
+        return None
+    return TestChanges(
+        passing_before=passing_before,
+        passing_after=passing_after,
+        newly_failing=judged.comparison.newly_failing,
+        newly_passing=judged.comparison.newly_passing,
+    )
+
+
+def _without_passed_ids(check: CheckResult) -> CheckResult:
+    """Red laps are never a ratchet baseline: their notes need counts, not every passing test's
+    id nor pytest's set-up."""
+    if check.tests is None:
+        return check
+    return check.model_copy(update={"tests": check.tests.model_copy(update={"passed_ids": [], "setup": None})})

@@ -1,0 +1,144 @@
+"""What refuses a run before its first lap, or warns of it: a HEAD, a repository or a
+configuration that laps could not be committed, checked or trusted on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ralph import config as config_module
+from ralph import git, todo
+from ralph.errors import RalphError
+from ralph.git.layout import RunRefs
+from ralph.isolation import sandbox
+from ralph.run.context import RunContext
+from ralph.show import ui
+from ralph.verdict import checks, could_not_run, guard, junit
+from ralph.verdict.pytest_results import COLLECTION
+
+
+def refuse_bad_start(repo: git.RepoInfo, cfg: config_module.Config, allow_dirty: bool) -> None:
+    """What makes the user's HEAD a bad place to start a new run from."""
+    if repo.branch is None:
+        raise RalphError("HEAD is detached — check out the branch the run should start from")
+    if not allow_dirty and git.is_dirty(repo.top):
+        raise RalphError(
+            "the work tree has uncommitted changes, which laps would not see — "
+            "commit or stash them, or pass --allow-dirty to start from HEAD anyway"
+        )
+    if git.uses_lfs(repo.top, repo.head) and not git.run(repo.top, "lfs", "version", check=False).ok:
+        raise RalphError(
+            "this repository uses Git LFS (filter=lfs in .gitattributes) but git-lfs is not "
+            "installed, so lap worktrees would hold pointer files — install git-lfs first"
+        )
+    _refuse_bad_todo(repo, cfg)
+
+
+def refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:
+    """What makes laps impossible to commit or to record, new run or resumed."""
+    if not git.run(repo.top, "var", "GIT_COMMITTER_IDENT", check=False).ok:
+        raise RalphError(
+            "git does not know who you are, so laps cannot be committed — "
+            "set it with `git config user.name NAME` and `git config user.email EMAIL`"
+        )
+    elsewhere = git.worktree_branches(repo.top).get(RunRefs(name).branch)
+    if elsewhere is not None:
+        raise RalphError(
+            f"the run branch ralph/{name} is checked out in {elsewhere} — switch that worktree to another branch first"
+        )
+
+
+def warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
+    """A `protect` pattern of the user's that matches no file protects nothing: say so once."""
+    own = [
+        pattern
+        for pattern in ctx.config.protect
+        if pattern not in config_module.DEFAULT_PROTECT and not pattern.startswith("!")
+    ]
+    files = git.files_at(ctx.top, base) if own else []
+    for pattern in own:
+        if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
+            ui.warn(f"protect: '{pattern}' matches no file at the run's start")
+
+
+def warn_outside_environments(ctx: RunContext) -> None:
+    """A setup command that runs a virtualenv's program by its absolute path installs into that
+    environment, outside the lap workspace (yours, with the lap's code in it)."""
+    for command in ctx.config.setup:
+        for word in sandbox.words(command):
+            path = Path(word)
+            if path.is_absolute() and any((folder / "pyvenv.cfg").is_file() for folder in path.parents):
+                ui.warn(
+                    f"setup `{command}` runs {word}, of a virtualenv outside the lap workspace: it would "
+                    "install the lap's code there — make the environment inside the workspace "
+                    "(README: Lap environments)"
+                )
+                return
+
+
+def refuse_reports_over_tracked_files(ctx: RunContext, base: str) -> None:
+    """A `junit:` pattern is deleted before each check: one that matches files of the commit
+    would change the very tree the checks judge (a fixture `tests/data/config.xml` under `**/*.xml`)."""
+    patterns = [check.junit for check in ctx.config.checks if check.junit]
+    tracked = git.files_at(ctx.top, base) if patterns else []
+    for pattern in patterns:
+        found = junit.tracked_matches(tracked, pattern)
+        if found:
+            raise RalphError(
+                f"junit: '{pattern}' matches files git tracks ({', '.join(found[:3])}), which ralph would delete "
+                "before each check — name the folder the report is written to (reports/*.xml)"
+            )
+
+
+def refuse_bad_copy(ctx: RunContext) -> None:
+    """`copy` brings in files git does not track: a tracked one would hide the commit's version."""
+    paths = ctx.config.copy_
+    tracked = git.out(ctx.top, "ls-files", "--", *(f":(literal){path}" for path in paths)) if paths else ""
+    if tracked:
+        raise RalphError(
+            f"copy: {tracked.splitlines()[0]} is tracked by git, so laps already have it — "
+            "copy is for untracked files (a .env)"
+        )
+
+
+def refuse_unjudged_baseline(baseline: list[checks.CheckResult], log_dir: Path) -> None:
+    """A check that could not run on the base commit judges nothing: no lap could be held to it,
+    so the run does not start. Test files that fail to import there are named (a module missing
+    from the environment looks the same as code still to write), and so is a check that fails
+    with no per-test results: laps cannot regress it, only "done" waits for it."""
+    for index, check in enumerate(baseline, 1):
+        if check.could_not_run:
+            raise RalphError(
+                f"the check `{check.command}` could not run on the base commit: {check.could_not_run} — "
+                f"{could_not_run.fix(check.could_not_run)} (its output: {log_dir / f'check-{index}.log'})"
+            )
+    for check in baseline:
+        failing = check.tests.failing_ids if check.tests else []
+        broken = [test.removesuffix(f"::{COLLECTION}") for test in failing if test.endswith(f"::{COLLECTION}")]
+        if broken:
+            missing = re.search(r"No module named '[^']+'", check.output_tail)
+            ui.warn(
+                f"`{check.command}`: {len(broken)} test file(s) fail to import on the base commit "
+                f"({', '.join(broken[:3])}{': ' + missing.group(0) if missing else ''}): they count as failing "
+                "until they pass; if it is the environment that lacks a module, add it in `setup:`"
+            )
+        if not check.passed and check.tests is None:
+            ui.warn(
+                f"`{check.command}` fails on the base commit and gives no per-test results: laps cannot "
+                'regress it, only "done" waits for it — declare the JUnit report it writes (`junit:`) to judge '
+                "it test by test (README: Per-test results)"
+            )
+
+
+def _refuse_bad_todo(repo: git.RepoInfo, cfg: config_module.Config) -> None:
+    name = cfg.files.todo
+    text = git.show_file(repo.top, repo.head, name)
+    if text is None:
+        raise RalphError(
+            f"{name} is not in HEAD — write the job as a checklist (`- [ ] item`; "
+            "`ralph init` writes one) and commit it"
+        )
+    if not todo.parse(text):
+        raise RalphError(
+            f"{name} has no checkbox items — write the job as `- [ ] item` lines (see TODO.example.md) and commit it"
+        )

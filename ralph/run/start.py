@@ -1,0 +1,131 @@
+"""A run's start (the baseline checks on the user's HEAD, then the run's refs) or its resume,
+and which run `ralph run` means without --name."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+from ralph import config as config_module
+from ralph import git
+from ralph.errors import RalphError
+from ralph.git import ledger
+from ralph.git.layout import RunRefs
+from ralph.git.ledger import RunState
+from ralph.git.records import RunRecord
+from ralph.run import refusals
+from ralph.run.context import RunContext, now_iso
+from ralph.run.prepare import workspace_at
+from ralph.run.status import LapStatus
+from ralph.show import events, ui
+from ralph.verdict import commit_hooks
+
+
+class StartedElsewhere(RalphError):
+    """Another worker of a `--remote` run started it while this one ran the baseline."""
+
+
+def pinned_config(state: RunState, current: config_module.Config) -> config_module.Config:
+    """A run is judged by the configuration it started with, whatever the file says now."""
+    pinned = state.record.config
+    if pinned != current:
+        ui.say(
+            "[yellow]note:[/] the config file differs from the configuration this run started with; "
+            "the run keeps its own (use --name to start a new run with the file's)"
+        )
+    return pinned
+
+
+def name_for(top: Path, goal: str) -> str:
+    """Without --name: the latest unfinished run of the same goal (resume it, whatever day it
+    started), else a new name from today's date and the goal's first words."""
+    for record in reversed(ledger.run_records(top)):
+        if record.config.goal == goal:
+            state = ledger.load(top, record.run)
+            if state and not state.is_done:
+                return record.run
+    return default_name(goal)
+
+
+def default_name(goal: str) -> str:
+    """Today's date and the goal's first words: a name a person can tell runs apart by."""
+    words = re.findall(r"[a-z0-9]+", goal.lower())[:4]
+    return "-".join([date.today().strftime("%Y%m%d"), *words]) if words else date.today().strftime("%Y%m%d")
+
+
+def resume(ctx: RunContext, state: RunState) -> RunState:
+    """The run as a crash or a stop left it, its hooks tried again on the base.
+
+    A remote's run: the lap may be another worker's, alive and about to land it (or taken for
+    dead, its items given to others) — a worker lands only its own laps."""
+    if ctx.worker is None:
+        state = _finish_interrupted_advance(ctx, state)
+    _run_started(ctx, state.record.base, state)
+    if commit_hooks.to_try(ctx) and not state.is_done:  # before this ralph's first lap too, on the base
+        log_dir = ctx.run_dir / "resumed"
+        log_dir.mkdir(exist_ok=True)
+        workspace_at(ctx, state.record.base, 0, log_dir)
+        commit_hooks.try_out(ctx, state.record.base, log_dir)
+    return state
+
+
+def _run_started(ctx: RunContext, base: str, state: RunState | None) -> None:
+    events.emit(
+        "run_started",
+        resumed=state is not None,
+        base=base,
+        green=state.green if state else base,
+        next_lap=state.next_lap if state else 1,
+        max_laps=ctx.config.limits.max_laps,
+        one_session=state.context_bars()[1] if state else 0,
+        goal=ctx.config.goal,
+    )
+
+
+def start(ctx: RunContext) -> RunState:
+    """Baseline checks on the user's HEAD, then the run's refs: base, branch, record (last)."""
+    # Refs left by a start that died before its record are this run's own: start over.
+    names = RunRefs(ctx.run_name)
+    leftover = git.rev(ctx.top, names.base)
+    branch = git.rev(ctx.top, names.branch)
+    if branch not in (None, leftover):
+        raise RalphError(
+            f"a branch ralph/{ctx.run_name} already exists and is not this run's — pick another name with --name"
+        )
+    base = ctx.repo.head
+    _run_started(ctx, base, None)
+    log_dir = ctx.run_dir / "baseline"
+    log_dir.mkdir(exist_ok=True)
+    refusals.warn_unmatched_patterns(ctx, base)
+    refusals.refuse_bad_copy(ctx)
+    refusals.refuse_reports_over_tracked_files(ctx, base)
+    refusals.warn_outside_environments(ctx)
+    workspace_at(ctx, base, 0, log_dir)
+    commit_hooks.try_out(ctx, base, log_dir)
+    baseline = ctx.check(log_dir)
+    refusals.refuse_unjudged_baseline(baseline, log_dir)
+    record = RunRecord(
+        run=ctx.run_name,
+        created_at=now_iso(),
+        base=base,
+        user_branch=ctx.repo.branch,
+        config=ctx.config,
+        baseline=baseline,
+        on_remote=ctx.worker is not None,
+    )
+    refs = {names.base: (base, leftover), names.branch: (base, branch)}
+    if not ledger.save_record(ctx.store, record, refs):
+        if ctx.worker is not None:
+            raise StartedElsewhere(f"another worker started run {ctx.run_name} meanwhile: joining it")
+        raise RalphError(f"run {ctx.run_name!r} was started by another process at the same time")
+    return RunState(ctx.run_name, record, base)
+
+
+def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
+    """A lap judged green whose branch update a crash cut off: its checks ran, so advance it."""
+    last = state.laps[-1] if state.laps else None
+    if last and last.record and last.record.status == LapStatus.GREEN and last.record.parent == state.green:
+        if ctx.store.swap(RunRefs(ctx.run_name).branch, last.commit, state.green):
+            state.green = last.commit
+    return state
