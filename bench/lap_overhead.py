@@ -53,7 +53,7 @@ class LapClock:
 
         def timed_lap(ctx, state, number, *more):  # more: which agent, as the loop passes it
             bare, bare_reset = before_lap(ctx.top)  # the control, just before the lap
-            self.current = {"git_n": 0, "git_s": 0.0, "add_s": 0.0}
+            self.current = {"git_n": 0, "git_s": 0.0, "checkout_s": 0.0}
             seconds, record = timed(run_lap, ctx, state, number, *more)
             self.laps.append(dict(self.current, wall=seconds, bare=bare, bare_reset=bare_reset))
             self.current = None
@@ -64,7 +64,7 @@ class LapClock:
             if self.current is not None and isinstance(command, list) and command[0] == "git":
                 self.current["git_n"] += 1
                 self.current["git_s"] += seconds
-                self.current["add_s"] += seconds if "read-tree" in command else 0.0
+                self.current["checkout_s"] += seconds if "read-tree" in command else 0.0
             return done
 
         ralph.run.loop.run_lap, proc.run = timed_lap, counted_process
@@ -127,9 +127,9 @@ def summary(readings: list[dict]) -> list:
         prepare,
         bare_reset,
         f"{prepare / bare_reset:.2f}×",
-        median(r["add_s"] for r in readings),
+        median(r["checkout_s"] for r in readings),
         median(r["git_n"] for r in readings),
-        median(r["git_s"] - r["add_s"] for r in readings),
+        median(r["git_s"] - r["checkout_s"] for r in readings),
         median(r["in_note"] for r in readings),
         median(r["outside"] for r in readings),
     ]

@@ -112,7 +112,9 @@ def init(preset: str) -> None:
 @click.option("--items-per-lap", type=click.IntRange(min=1), default=1, help="--parallel: items a lap claims.")
 @click.option("--slot", type=click.IntRange(min=1), hidden=True)  # a worker of a --parallel run, started by it
 @click.option(
-    "--remote", metavar="REMOTE", help="Be one worker of a run this git remote keeps (needs --name; README: Remote)."
+    "--remote",
+    metavar="REMOTE",
+    help="Be one worker of a run this git remote keeps (needs --name; docs/parallel.md: Many machines).",
 )
 def run(
     config_path: Path | None,

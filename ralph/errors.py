@@ -4,7 +4,7 @@ from enum import IntEnum
 
 
 class Exit(IntEnum):
-    """`ralph run` exit codes, documented in the README."""
+    """`ralph run` exit codes, documented in docs/commands.md (tests/test_docs.py holds it to these)."""
 
     DONE = 0
     ERROR = 1

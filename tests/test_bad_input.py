@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo, ralph, snapshot, write
+from helpers.repos import git, make_repo, write
+from helpers.running import ralph, snapshot
 
 GOOD = 'goal: "g"\nagent:\n  kind: command\n  command: "true"\nchecks:\n  - "true"\n'
 

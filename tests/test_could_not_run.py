@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, ralph, snapshot
+from helpers.repos import PY, git, make_repo, python_agent
+from helpers.running import lap_notes, ralph, snapshot
 
-PY = sys.executable
 PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
 CALC = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    raise NotImplementedError\n",
@@ -23,17 +22,15 @@ TICK = "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]',
 
 
 def repo_with(tmp_path: Path, checks: list, files: dict | None = None, setup=(), script: str = "", **more) -> Path:
-    agent = tmp_path / "agent.py"
-    agent.write_text("import os, pathlib\n" + script)
     config = {
         "goal": "g",
-        "agent": {"kind": "command", "command": f"{PY} {agent}"},
+        "agent": python_agent(tmp_path / "agent.py", "import os, pathlib\n" + script),
         "checks": checks,
         "setup": list(setup),
         "limits": {"max_laps": 1},
         **more,
     }
-    return make_repo(tmp_path / "repo", {**CALC, **(files or {}), "ralph.yaml": json.dumps(config)})
+    return make_repo(tmp_path / "repo", {**CALC, **(files or {})}, config=config)
 
 
 def one_line_error(result) -> str:

@@ -8,15 +8,14 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
+from helpers.repos import IDENTITY, PY, SANDBOX_MODES, git, make_repo
+from helpers.running import lap_notes, ralph, ralph_workspaces, snapshot
 
 from ralph.isolation.sandbox import why_unavailable
 
-PY = sys.executable
 PHASES = ["workspace", "agent", "add", "commit", "checks", "note", "lap-ref", "advance"]
 AGENT = (
     f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); text = t.read_text(); "
@@ -35,7 +34,7 @@ def job(path: Path) -> Path:
         "checks": [CHECK],
         "sandbox": "off" if why_unavailable() else "required",
     }
-    return make_repo(path, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
+    return make_repo(path, config=config, todo=["first", "second"])
 
 
 def guarded(repo: Path) -> dict[str, str]:
@@ -58,12 +57,10 @@ def _work(repo: Path) -> str:
 
 @pytest.fixture(scope="module")
 def uninterrupted_tree(tmp_path_factory) -> str:
-    from conftest import IDENTITY  # the autouse fixture is function-scoped: pin the same here
-
     home = tmp_path_factory.mktemp("home")
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
     old = dict(os.environ)
-    os.environ.update(IDENTITY, HOME=str(home))
+    os.environ.update(IDENTITY, HOME=str(home))  # the autouse fixture is function-scoped: pin the same here
     try:
         repo = job(tmp_path_factory.mktemp("clean") / "repo")
         assert ralph(repo, "run", "--name", "r").returncode == 0
@@ -122,7 +119,7 @@ def test_a_kill_inside_the_commit_hook(tmp_path: Path, uninterrupted_tree: str, 
     """Unsandboxed, a hook can kill ralph (and the resume repairs it); sandboxed, it cannot see
     ralph's process nor write outside the lap, and the run goes on undisturbed."""
     config = {"goal": "g", "agent": {"kind": "command", "command": AGENT}, "checks": [CHECK], "sandbox": sandbox}
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] first\n- [ ] second\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["first", "second"])
     pid_file = tmp_path / "ralph.pid"
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text(
@@ -173,7 +170,7 @@ pathlib.Path('work-%d.txt' % lap).write_text('w')
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_path: Path, sandbox: str):
     config = {"goal": "g", "agent": {"kind": "command", "command": TAMPER}, "checks": ["true"], "sandbox": sandbox}
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["one"])
     git(repo, "branch", "feature")
     write_extra = repo / "extra.txt"
     write_extra.write_text("second commit")
@@ -231,7 +228,7 @@ def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again
         "checks": [check],
         "limits": {"max_laps": 1},
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n- [ ] two\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["one", "two"])
     hook = repo / ".git" / "hooks" / "reference-transaction"
     hook.write_text(OTHER_WRITER.format(marker=tmp_path / "moved"))
     hook.chmod(0o755)

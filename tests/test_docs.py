@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import tokenize
 import types
 import typing
 from collections.abc import Iterator
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import click
 import yaml
-from conftest import git, make_repo, ralph
+from helpers.repos import git, make_repo
+from helpers.running import ralph
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
@@ -203,8 +205,8 @@ def test_the_readme_links_every_page_of_docs() -> None:
 def test_the_two_set_up_commands_are_in_the_readme_and_ci_runs_the_test_one() -> None:
     readme = read("README.md")
     assert "```sh\npip install -e . && ralph demo\n```" in readme
-    assert "```sh\npip install -e '.[dev]' && python -m pytest\n```" in readme
-    assert "\npip install -e '.[dev]' && python -m pytest\n" in read(".ci/run")
+    assert "```sh\npip install -e '.[dev]' && python -m pytest -n 4 --cov\n```" in readme
+    assert "\npip install -e '.[dev]' && python -m pytest -n 4 --cov\n" in read(".ci/run")
 
 
 def test_the_design_page_names_every_entry_of_the_package() -> None:
@@ -235,3 +237,40 @@ def test_a_runs_log_columns_show_line_and_record_format_are_as_documented(tmp_pa
     assert "prepare_s" in note
     stated = re.search(r"carries `format` \(now\s+(\d+);", (DOCS / "design.md").read_text())
     assert stated and int(stated.group(1)) == note["format"]
+
+
+# A pointer at the docs in ralph's own strings and comments: a page, and maybe the section of
+# it (`docs/sandbox.md`, `docs/agents.md: Presets`); a message that sends a user to a section
+# that moved sends them nowhere.
+POINTER = re.compile(r"\b(README(?:\.md)?|docs/[\w-]+\.md)(?:: ([A-Z][\w-]*(?: [\w-]+)*))?")
+
+
+def headings(page: Path) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    return re.findall(r"^#+ (.+)$", text, re.MULTILINE)
+
+
+def pointers_in_ralph() -> Iterator[tuple[str, str, str]]:
+    """Each pointer of ralph/'s strings and comments, as (module, page, section or "")."""
+    for path in sorted((ROOT / "ralph").rglob("*.py")):
+        with path.open("rb") as source:
+            words = [
+                token.string
+                for token in tokenize.tokenize(source.readline)
+                if token.type in (tokenize.STRING, tokenize.COMMENT)
+            ]
+        for found in POINTER.finditer("\n".join(words)):
+            yield str(path.relative_to(ROOT)), found.group(1), found.group(2) or ""
+
+
+def test_every_pointer_at_the_docs_in_ralph_names_a_page_and_section_that_exist() -> None:
+    pointers = list(pointers_in_ralph())
+    assert len(pointers) > 10  # ralph's messages point users at the docs: the look finds them
+    for module, name, wanted in pointers:
+        page = ROOT / ("README.md" if name.startswith("README") else name)
+        assert page.is_file(), (module, name)
+        if wanted:
+            sections = headings(page)
+            assert any(
+                heading == wanted or heading.startswith((f"{wanted}: ", f"{wanted} (")) for heading in sections
+            ), (module, name, wanted, sections)

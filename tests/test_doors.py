@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
+from helpers.repos import SANDBOX_MODES, git, make_repo, needs_bwrap
+from helpers.running import lap_notes, ralph, snapshot
 
 # Everything git could run from a repository's config, each a command that leaves a marker.
 PLANTS = """

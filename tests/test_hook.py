@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import make_repo
+from helpers.repos import make_repo
 
 HOOK = Path(__file__).parent.parent / "hooks" / "pre-commit"
 

@@ -3,14 +3,12 @@ not to secrets in the environment, not to the user's own worktrees."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import sys
 from pathlib import Path
 
-from conftest import git, make_repo, ralph, snapshot
+from helpers.repos import PY, git, make_repo
+from helpers.running import ralph, snapshot
 
-PY = sys.executable
 TICK = (
     f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
     "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\""
@@ -27,7 +25,7 @@ def job(tmp_path: Path, name: str = "repo", agent: str = TICK, checks=("true",),
         "sandbox": {"writable": [str(tmp_path / "out")]},
         **extra,
     }
-    return make_repo(tmp_path / name, {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] one\n"})
+    return make_repo(tmp_path / name, config=config, todo=["one"])
 
 
 def test_git_variables_from_a_calling_hook_do_not_redirect_ralph(tmp_path: Path):

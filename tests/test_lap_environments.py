@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_MODES, git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
+from helpers.repos import PY, SANDBOX_MODES, git, make_repo
+from helpers.running import lap_notes, ralph, ralph_workspaces, snapshot
 
 from ralph.config import load as load_config
 
-PY = sys.executable
 TODO = "# TODO\n- [ ] First\n- [ ] Second\n- [ ] Third\n"
 
 # Lap 1 ticks an item; lap 2 changes a setup input; lap 3 breaks it; lap 4 finishes.

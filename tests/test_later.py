@@ -10,15 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import git, lap_notes, make_repo, needs_bwrap, ralph, write
-
-PY = sys.executable
+from helpers.repos import PY, git, make_repo, needs_bwrap, write
+from helpers.running import lap_notes, ralph
 
 
 def committed(path: Path, files: dict[str, str], executable: tuple[str, ...] = ()) -> Path:

@@ -4,13 +4,13 @@ opens and closes per use)."""
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 from pathlib import Path
 
-from conftest import make_repo
+from helpers.repos import make_repo
 
+import ralph.run.lap as lap_module
 from ralph.run.loop import run
 from ralph.run.options import RunOptions
 
@@ -42,10 +42,8 @@ def test_40_laps_in_one_process_leak_nothing(tmp_path: Path, monkeypatch):
         "checks": ["true"],
         "limits": {"max_laps": LAPS, "stagnation": 5},
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
+    repo = make_repo(tmp_path / "repo", {"TODO.md": todo}, config=config)
     samples: list[tuple[int, int, int]] = []
-
-    import ralph.run.lap as lap_module
 
     real_run_lap = lap_module.run_lap
 

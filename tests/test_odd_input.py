@@ -4,20 +4,18 @@ lap with a reason, or handled; never a crash, a hang, nor a lap that is replayed
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, needs_bwrap, ralph, ralph_workspaces
+from helpers.repos import PY, git, make_repo, needs_bwrap, python_agent
+from helpers.running import lap_notes, ralph, ralph_workspaces
 
 from ralph import todo
 from ralph.run.rebase import progress_with
 
-PY = sys.executable
 TICK = """
 import os, pathlib
 todo = pathlib.Path("TODO.md")
@@ -28,14 +26,8 @@ pathlib.Path("work.txt").write_text(os.environ["RALPH_LAP"])
 
 def repo_for(tmp_path: Path, agent: str, files: dict[str, str] | None = None, **config: object) -> Path:
     """A repository whose command agent is the Python script `agent` (kept outside it)."""
-    (tmp_path / "agent.py").write_text(agent)
-    settings = {"goal": "g", "agent": {"kind": "command", "command": f"{PY} {tmp_path / 'agent.py'}"}, **config}
-    files = {
-        "ralph.yaml": json.dumps({"checks": ["true"], **settings}),
-        "TODO.md": "- [ ] a\n- [ ] b\n",
-        **(files or {}),
-    }
-    return make_repo(tmp_path / "repo", files)
+    settings = {"checks": ["true"], "goal": "g", "agent": python_agent(tmp_path / "agent.py", agent), **config}
+    return make_repo(tmp_path / "repo", files, config=settings, todo=["a", "b"])
 
 
 # --- a full disk -------------------------------------------------------------------------

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo, ralph, snapshot
+from helpers.repos import PY, git, make_repo
+from helpers.running import ralph, snapshot
 
-PY = sys.executable
 TICK = (
     f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
     "t.write_text(t.read_text().replace('- [ ]', '- [x]', 1)); pathlib.Path('work.txt').write_text('w')\""

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 
-from conftest import git, lap_notes, make_repo, ralph
+from helpers.repos import PY, git, make_repo
+from helpers.running import lap_notes, ralph
 
-from ralph.agents.scripted import Hang, HttpError, ScriptedServer, bash, finish, text, tool_call
+from ralph.agents.scripted import Hang, HttpError, Reply, ScriptedServer, Step, bash, finish, text, tool_call
 
-PY = sys.executable
 CANARY = "sk-canary-9f8e7d6c5b4a"
 FILES = {
     "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
@@ -22,7 +21,7 @@ FILES = {
 }
 
 
-def edit(command: str, path: str, **arguments) -> object:
+def edit(command: str, path: str, **arguments: object) -> Reply:
     return tool_call("str_replace_based_edit_tool", dict(command=command, path=path, **arguments))
 
 
@@ -33,7 +32,7 @@ def repo_for(tmp_path: Path, base_url: str, checks: list[str], **limits) -> Path
         "checks": checks,
         "limits": {"stagnation": 5, **limits},
     }
-    return make_repo(tmp_path / "repo", dict(FILES, **{"ralph.yaml": json.dumps(config)}))
+    return make_repo(tmp_path / "repo", FILES, config=config)
 
 
 def laps(repo: Path) -> list[dict]:
@@ -41,7 +40,7 @@ def laps(repo: Path) -> list[dict]:
 
 
 def test_a_lap_with_every_tool_ends_done(tmp_path: Path):
-    script = [
+    script: list[Step] = [
         edit("view", "calc.py"),
         edit("str_replace", "calc.py", old_str="raise NotImplementedError", new_str="return a * b"),
         edit("create", "NOTES.md", file_text="calc: mul\n"),
@@ -118,9 +117,9 @@ def test_an_endpoint_that_refuses_the_request_shape_names_what_it_refused(tmp_pa
 
 
 def test_a_server_that_hangs_then_recovers_within_outage_wait_lets_the_run_finish(tmp_path: Path):
-    recovers = []  # the moment the server answers again: 4 s after the first lap's first request
+    recovers: list[float] = []  # the moment the server answers again: 4 s after the first lap's first request
 
-    def script(body: dict, index: int):
+    def script(body: dict, index: int) -> Step:
         if not recovers:
             recovers.append(time.monotonic() + 4)
         if time.monotonic() < recovers[0]:
@@ -196,7 +195,7 @@ def test_status_and_show_draw_the_context_bars(tmp_path: Path):
 def test_finish_on_a_lap_that_changed_nothing_or_while_checks_fail_is_pushed_back_once(tmp_path: Path):
     # docs/agents.md promises the built-in agent sees what is left before its lap ends: here a
     # finish with no edit, then one while the check still fails; each is answered once.
-    script = [
+    script: list[Step] = [
         finish("nothing to do"),
         edit("create", "NOTES.md", file_text="calc: mul\n"),
         finish("wrote notes"),

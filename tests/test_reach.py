@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, needs_bwrap, ralph
+from helpers.repos import PY, git, make_repo, needs_bwrap
+from helpers.running import lap_notes, ralph
+
+from ralph.isolation import sockets
 
 pytestmark = needs_bwrap
-PY = sys.executable
 MESSAGE = "signed by whoever reached the agent\n"
 
 ATTACKS = r"""
@@ -217,8 +218,8 @@ def repository_with_tokens(tmp_path: Path, config: dict) -> Path:
     lib = make_repo(tmp_path / "lib", {"lib.txt": "lib\n"})
     git(lib, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "inner")
     git(lib, "commit", "-qm", "inner")
-    files = {"calc.py": "def add(a, b):\n    raise NotImplementedError\n", "TODO.md": "- [ ] add\n"}
-    repo = make_repo(tmp_path / "repo", {**files, "ralph.yaml": json.dumps(config)})
+    calc = {"calc.py": "def add(a, b):\n    raise NotImplementedError\n"}
+    repo = make_repo(tmp_path / "repo", calc, config=config, todo=["add"])
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
     git(repo, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
     git(repo, "commit", "-qm", "lib")
@@ -294,8 +295,6 @@ def test_what_sandbox_sockets_lists_is_reachable_and_only_that(tmp_path: Path, m
 def test_the_look_on_disk_follows_links_to_folders_and_says_where_it_stopped(tmp_path: Path, monkeypatch, capsys):
     """A socket in a folder HOME links to (a container's, shared there) is found through the
     link; a look that runs out of its budget says where it stopped, once."""
-    from ralph.isolation import sockets
-
     users = Path(tempfile.mkdtemp(prefix="look-"))
     try:
         (users / "home").mkdir()

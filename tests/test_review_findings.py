@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
+from helpers.repos import PY, SANDBOX_MODES, git, make_repo, needs_bwrap
+from helpers.running import lap_notes, ralph, snapshot
 
-PY = sys.executable
 FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    raise NotImplementedError\n",
     "tests/test_calc.py": "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
@@ -209,14 +210,10 @@ def test_sigkill_during_the_agent_is_undone_on_resume(tmp_path: Path):
 
 
 def _env(**extra: str) -> dict:
-    import os
-
     return dict(os.environ, **extra)
 
 
 def _wait_for(path: Path) -> None:
-    import time
-
     deadline = time.monotonic() + 30
     while not path.exists():
         assert time.monotonic() < deadline

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -17,9 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_MODES, git, lap_notes, make_repo, needs_bwrap, ralph, snapshot
+from helpers.repos import PY, SANDBOX_MODES, git, make_repo, needs_bwrap
+from helpers.running import lap_notes, ralph, snapshot
 
-PY = sys.executable
+from ralph.isolation.user_state import saved_at
 
 # Every attack is a function of the agent script below; a test names the ones its agent runs.
 # `users` is the repository's git dir as an attacker finds it: the lap's alternates name its objects.
@@ -303,8 +305,6 @@ def _cmdline(environ: str) -> bytes:
 
 def test_a_rewritten_crash_snapshot_is_refused(tmp_path: Path):
     """The snapshot a killed unsandboxed lap leaves is checked before anything is written."""
-    from ralph.isolation.user_state import saved_at
-
     repo, env = hostile(tmp_path, "", sandbox="off")
     first = ralph(repo, "run", "--name", "r", env=dict(env, RALPH_DEBUG_STOP_AT="agent"))
     assert first.returncode == -9
@@ -347,8 +347,6 @@ def test_a_writable_path_holding_the_repository_is_refused(tmp_path: Path):
 @needs_bwrap
 @pytest.mark.parametrize("network", [True, False])
 def test_sandbox_network_false_takes_the_network_from_the_checks(tmp_path: Path, network: bool):
-    import socket
-
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -378,7 +376,7 @@ def test_land_refuses_to_overwrite_an_ignored_file(tmp_path: Path):
         "checks": ["true"],
         "agent": {"kind": "command", "command": "echo built > build.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"},
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] build\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["build"])
     assert ralph(repo, "run", "--name", "r").returncode == 0
     (repo / ".git" / "info" / "exclude").write_text("build.txt\n")  # the user ignores a build.txt of their own
     (repo / "build.txt").write_text("the user's own build output")
@@ -441,7 +439,7 @@ def test_a_named_home_is_read_only_but_for_what_writable_lists(tmp_path: Path):
         "checks": ["true"],
         "sandbox": {"home": "~", "writable": ["~/.agentcli"]},
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert git(repo, "show", "ralph/r:seen.txt") == "token-file"
@@ -486,6 +484,35 @@ def test_the_checks_run_on_what_a_checkout_of_the_commit_holds(tmp_path: Path, s
     assert 'ID = "$Id$"' in git(repo, "show", "refs/ralph/r/laps/1:calc.py")
 
 
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_the_checks_see_the_files_a_new_gitattributes_would_check_out(tmp_path: Path, sandbox: str):
+    """A lap that only adds `data.txt text eol=crlf` leaves data.txt's blob as it was: git's
+    checkout would rewrite no file, and the checks would read the LF bytes no checkout of the
+    commit holds. A clone of the lap's commit has CRLF, which the check refuses: so must the
+    checks' tree. (The agent sleeps: git rereads a file no older than its index, and a real lap
+    takes longer than a second.)"""
+    config = {
+        "goal": "g",
+        "agent": {
+            "kind": "command",
+            "command": "sleep 1.1; printf 'data.txt text eol=crlf\\n' > .gitattributes && sed -i 's/\\[ \\]/[x]/' TODO.md",
+        },
+        "sandbox": sandbox,
+        "checks": [f"{PY} -c \"import sys; sys.exit(b'\\\\r' in open('data.txt', 'rb').read())\""],
+        "limits": {"max_laps": 1},
+        "protect": [],
+    }  # this test is about the checks, not the guard of .gitattributes
+    repo = make_repo(tmp_path / "repo", {"data.txt": "a\nb\n"}, config=config, todo=["x"])
+    ralph(repo, "run", "--name", "r")
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "red" and "check regressed" in lap["reason"], lap["reason"]
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(repo), str(clone))
+    git(clone, "fetch", "-q", "origin", "refs/ralph/r/laps/1")
+    git(clone, "checkout", "-q", "FETCH_HEAD")
+    assert b"\r\n" in (clone / "data.txt").read_bytes()  # what the checks had to see
+
+
 @pytest.mark.parametrize("planted", ["mkfifo $f", "ln -s $(basename $f).real $f"])
 def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Path, planted: str):
     """The link points at a valid report of one passing test: read, it would count."""
@@ -496,7 +523,7 @@ def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Pat
         "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"},
         "checks": [check],
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
     result = ralph(repo, "run", "--name", "r", timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert lap_notes(repo, "r")[0]["checks"][0]["tests"] is None
@@ -507,8 +534,6 @@ def test_no_socket_outside_the_lap_is_reachable_in_the_sandbox(tmp_path: Path):
     """SSH_AUTH_SOCK is not passed and sockets are out of sight: the ssh-agent's folder, and
     /tmp, /var/tmp and /run but for what the lap needs (a socket on a read-only mount still
     takes connections)."""
-    import socket
-
     folders = [Path(root) / f"ralphtest-{tmp_path.name}" for root in ("/tmp", "/var/tmp", "/run")]
     servers = []
     try:
@@ -532,7 +557,7 @@ def test_no_socket_outside_the_lap_is_reachable_in_the_sandbox(tmp_path: Path):
             "checks": ["true"],
             "sandbox": {"writable": [str(tmp_path / "out")]},
         }
-        repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+        repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
         result = ralph(
             repo,
             "run",
@@ -574,7 +599,7 @@ def test_what_a_lap_leaves_in_a_submodule_is_not_judged(tmp_path: Path, sandbox:
         "checks": ["! grep -q needs-extra main.txt || test -f vendor/lib/extra.txt"],
         "limits": {"max_laps": 1},
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
+    repo = make_repo(tmp_path / "repo", {"main.txt": "\n"}, config=config, todo=["x"])
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "vendor/lib")
     git(repo, "commit", "-qm", "a submodule")
     ralph(repo, "run", "--name", "r")
@@ -599,7 +624,7 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
         "sandbox": "off",
         "protect": [],
     }  # (adding a .gitmodules needs a grant otherwise)
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert (victim / "keep.txt").read_text() == "mine"
@@ -617,7 +642,7 @@ def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_pa
         "checks": ["true"],
         "protect": [],
     }  # (adding a .gitmodules needs a grant otherwise)
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = lap_notes(repo, "r")
@@ -637,7 +662,7 @@ def test_an_untracked_gitignore_cannot_hide_files_from_the_commit_but_not_the_ch
         "limits": {"max_laps": 1},
         "checks": ["test -f sub/marker || ! grep -q needs-marker main.txt"],
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "main.txt": "\n"})
+    repo = make_repo(tmp_path / "repo", {"main.txt": "\n"}, config=config, todo=["x"])
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
     # A folder that ignores itself is a tool's cache: what it held is in no commit, and so the
@@ -680,7 +705,7 @@ def test_a_repository_the_lap_makes_inside_the_tree_is_a_red_lap(tmp_path: Path,
         "checks": [f"{PY} -c 'import calc'"],
         "limits": {"max_laps": 1},
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "calc.py": "\n"})
+    repo = make_repo(tmp_path / "repo", {"calc.py": "\n"}, config=config, todo=["x"])
     ralph(repo, "run", "--name", "r")
     (lap,) = lap_notes(repo, "r")
     assert (
@@ -698,7 +723,7 @@ def test_a_folder_a_check_leaves_where_its_report_goes_is_no_crash(tmp_path: Pat
         "checks": [check],
         "sandbox": "off",
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
     result = ralph(repo, "run", "--name", "r")
     assert "internal error" not in result.stderr and result.returncode == 0, result.stdout + result.stderr
 
@@ -736,7 +761,7 @@ def test_a_venv_under_var_tmp_named_by_the_checks_is_there_in_the_sandbox(tmp_pa
         check = f"{venv}/bin/python3 -c 'print(1)' && test -d {venv}"
         config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch x"}}
         config |= {"checks": [check], "sandbox": "required"}
-        repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+        repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
         result = ralph(repo, "run", "--name", "r")
         assert result.returncode == 0, result.stdout + result.stderr
     finally:
@@ -765,7 +790,7 @@ def test_a_fifo_named_gitignore_does_not_hang_the_commit(tmp_path: Path):
     agent = "mkdir sub && mkfifo sub/.gitignore && echo work > notes.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"
     config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"]}
     config["limits"] = {"max_laps": 1, "check_timeout": 60}
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
     started = time.monotonic()
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0 and time.monotonic() - started < 30, result.stdout + result.stderr

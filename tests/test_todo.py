@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import lap_notes, make_repo, ralph
+from helpers.repos import make_repo
+from helpers.running import lap_notes, ralph
 
 from ralph.todo import Item, parse
 
@@ -41,7 +41,7 @@ def test_a_box_in_a_code_fence_does_not_keep_a_run_from_being_done(tmp_path: Pat
         "agent": {"kind": "command", "command": "sed -i '1s/\\[ \\]/[x]/' TODO.md && touch x"},
         "checks": ["true"],
     }
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
+    repo = make_repo(tmp_path / "repo", {"TODO.md": todo}, config=config)
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert lap_notes(repo, "r")[0]["done"] is True

@@ -4,15 +4,13 @@ reason naming the effect, while honest laps on the same repository go green."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, ralph, write
+from helpers.repos import PY, git, make_repo, write
+from helpers.running import lap_notes, ralph
 
 from ralph.verdict.guard import GuardReport
-
-PY = sys.executable
 
 FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    raise NotImplementedError\n\n\n"

@@ -195,7 +195,7 @@ class Conversation:
         return (
             f"the model called no tool in {self.text_only} replies: {self.config.model} at {self.endpoint}"
             f"{server} answers in text only — the model or the server does not do tool calls as sent; "
-            "see the README's table of servers for the setting each needs (llama.cpp: --jinja; "
+            "see docs/agents.md's table of servers for the setting each needs (llama.cpp: --jinja; "
             "llama-cpp-python: a --chat_format that does tools; vLLM: --enable-auto-tool-choice)"
         )
 

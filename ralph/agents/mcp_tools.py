@@ -236,7 +236,7 @@ class McpTools:
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-        environ = os.environ  # ${VAR} reads ralph's own environment, secrets included (README)
+        environ = os.environ  # ${VAR} reads ralph's own environment, secrets included (docs/agents.md: External tools)
         if server.url is not None:
             headers = {key: expand(value, environ) for key, value in server.headers.items()}
             http = await stack.enter_async_context(create_mcp_http_client(headers=headers))

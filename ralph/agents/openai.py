@@ -150,7 +150,7 @@ def _outcome(end: Ended) -> tuple[str, str, str]:
         return OUTCOMES[end.limit], "", end.detail
     assert isinstance(end, EndpointFailed)
     # The endpoint's failure, even when it used up the lap's time retrying: an error lap (not
-    # judged, not stagnation), as the README promises, never a red one.
+    # judged, not stagnation), as docs/agents.md promises (The built-in agent), never a red one.
     failure = end.failure
     whole = f"\n\nthe server's whole answer (HTTP {failure.status}):\n{failure.body}" if failure.body else ""
     return "error", "", end.detail + whole

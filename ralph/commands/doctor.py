@@ -36,7 +36,7 @@ def doctor(cwd: Path) -> Exit:
         ui.say(f"sandbox      [bold red]unavailable[/]: {missing}")
         ui.say("             sandbox: auto runs laps unsandboxed with a warning; sandbox: required refuses to run")
         if platform.system() == "Darwin":
-            ui.say("             on macOS there is no bubblewrap: laps run unsandboxed (see README, Sandbox)")
+            ui.say("             on macOS there is no bubblewrap: laps run unsandboxed (docs/sandbox.md)")
     checks_ran = _try_checks(cwd)
     return Exit.DONE if missing is None and checks_ran is not False else Exit.ERROR
 

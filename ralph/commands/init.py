@@ -13,12 +13,12 @@ from ralph.errors import Exit
 from ralph.show import ui
 
 CONFIG_TEMPLATE = """\
-# ralph.yaml — how `ralph run` works on this repository. Reference: ralph's README.
+# ralph.yaml — how `ralph run` works on this repository. Reference: ralph's docs/configuration.md.
 goal: "Describe the whole job in one sentence"      # required
 
 agent:
   kind: command                  # command: any agent CLI; openai: the built-in agent
-  preset: {preset:<22} # {presets} (README: Presets)
+  preset: {preset:<22} # {presets} (docs/agents.md: Presets)
   # command: "my-agent --yes"    # or any command, run in the lap's work tree, prompt on stdin
   # args: "--model sonnet"       # appended to the preset's command
   # kind: openai
@@ -44,13 +44,13 @@ commit:
 sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux): auto | required | off
 # Sandboxed, each phase of a lap gets a fresh private HOME, so the agent logs in by
 #   {login}
-# in your environment, not by your ~ (README: Presets). A path in sandbox.writable is the laps' to
-# write, and stays written: never list one that anything outside the sandbox runs (README: The sandbox).
+# in your environment, not by your ~ (docs/agents.md: Presets). A path in sandbox.writable is the laps' to
+# write, and stays written: never list one that anything outside the sandbox runs (docs/sandbox.md).
 # sandbox:
 #   mode: auto
 #   network: true                # false: the checks run without network
 
-# mcp:                           # MCP servers' read-only tools for the built-in agent (README: External tools)
+# mcp:                           # MCP servers' read-only tools for the built-in agent (docs/agents.md: External tools)
 #   from: .mcp.json              # the servers a .mcp.json declares; or servers: {{name: {{command, args}}}}
 """
 
@@ -68,7 +68,7 @@ GENERIC_ENVIRONMENT = """\
 checks:                          # the repository's own checks; done = every one exits 0
   - "python -m pytest -q"
 # setup:                         # commands that build what the checks need inside the lap workspace
-#   - "make deps"                # (README: Lap environments)
+#   - "make deps"                # (docs/environments.md)
 """
 
 # What `ralph init` suggests, by the file that tells what the repository is: the environment is
@@ -102,7 +102,8 @@ TEST_NAMES = ("test", "tests", "testing", "dev")  # the extra or dependency grou
 # Pinned test requirements, as pip-tools lays them out (the Pallets projects: requirements/tests.txt).
 TEST_REQUIREMENTS = tuple(f"{folder}{name}.txt" for name in TEST_NAMES for folder in ("requirements/", "requirements-"))
 # Node test runners that write JUnit XML, found in package.json's test script: the check that
-# writes the report beside the usual output, and where (README: Per-test results).
+# writes the report beside the usual output, and where
+# (docs/trust.md: Per-test results from other runners).
 JUNIT_NODE = "mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout " + (
     "--test-reporter=junit --test-reporter-destination=reports/junit.xml"
 )

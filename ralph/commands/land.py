@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 from ralph import git
-from ralph.commands.summary import what_is_left
 from ralph.errors import Exit, RalphError
 from ralph.git import ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
 from ralph.git.store import RefStore
 from ralph.isolation import proc
+from ralph.run.summary import what_is_left
 from ralph.show import ui
 from ralph.verdict import hook_code
 

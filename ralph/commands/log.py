@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ralph import git
-from ralph.commands.summary import laps_table
 from ralph.errors import Exit
 from ralph.git import ledger
+from ralph.run.summary import laps_table
 from ralph.show import ui
 
 

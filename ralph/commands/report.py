@@ -14,8 +14,7 @@ from ralph.errors import Exit, RalphError
 from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord
-from ralph.run.status import LapStatus
+from ralph.git.records import LapRecord, LapStatus
 from ralph.show import ui
 
 DIFF_CAP = 100_000  # characters of a lap's diff in the page; the rest is one `git show` away

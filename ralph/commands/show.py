@@ -8,8 +8,7 @@ from ralph import git
 from ralph.errors import Exit, RalphError
 from ralph.git import ledger
 from ralph.git.ledger import Lap, RunState
-from ralph.git.records import JudgeRecord, LapRecord
-from ralph.run.status import LapStatus
+from ralph.git.records import JudgeRecord, LapRecord, LapStatus
 from ralph.show import ui
 
 

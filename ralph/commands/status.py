@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from ralph import git, todo
-from ralph.commands.summary import what_is_left
 from ralph.errors import Exit
 from ralph.git import ledger
 from ralph.git.ledger import RunState
+from ralph.git.records import LapStatus
 from ralph.run import claims, workers
-from ralph.run.status import LapStatus
+from ralph.run.summary import what_is_left
 from ralph.show import ui
 
 

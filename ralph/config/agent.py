@@ -13,7 +13,7 @@ from ralph.config.sections import Section
 
 
 class CompatConfig(Section):
-    """Where OpenAI-compatible servers truly differ (the README's table of servers says which)."""
+    """Where OpenAI-compatible servers truly differ (docs/agents.md's table of servers says which)."""
 
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
         "max_tokens",
@@ -24,7 +24,7 @@ class CompatConfig(Section):
 
 class AgentConfig(Section):
     kind: Literal["command", "openai"] = Field("command", description="Which agent runs a lap.")
-    preset: str | None = Field(None, description="kind: command — an agent CLI ralph knows (README: Presets).")
+    preset: str | None = Field(None, description="kind: command — an agent CLI ralph knows (docs/agents.md: Presets).")
     command: str | None = Field(
         None,
         description="kind: command — run through the shell in the lap's work tree; beside a preset, instead of its.",

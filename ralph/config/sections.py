@@ -27,7 +27,7 @@ class Limits(Section):
     max_minutes: float | None = Field(None, gt=0, description="Wall clock for one `ralph run`.")
     max_tokens: PositiveInt | None = Field(None, description="Tokens for the whole run (agents that report them).")
     max_cost_usd: float | None = Field(
-        None, gt=0, description="USD for the whole run; needs every lap's cost known (README: Cost)."
+        None, gt=0, description="USD for the whole run; needs every lap's cost known (docs/agents.md: Presets)."
     )
     setup_timeout: float = Field(1800, gt=0, description="Seconds for each `setup` command.")
     requests_per_minute: PositiveInt | None = Field(
@@ -99,7 +99,7 @@ class SandboxConfig(Section):
     writable: list[str] = Field(
         default_factory=list,
         description="More existing paths laps may write, in every phase (agent, setup, hooks, checks), and what "
-        "they write there stays: never one that anything outside the sandbox runs (README: The sandbox); ~ expanded.",
+        "they write there stays: never one that anything outside the sandbox runs (docs/sandbox.md); ~ expanded.",
     )
     readable: list[str] = Field(
         default_factory=list,

@@ -20,10 +20,9 @@ from ralph import git
 from ralph.errors import RalphError
 from ralph.git import layout
 from ralph.git.layout import RunRefs
-from ralph.git.records import LapRecord, NewerFormat, RunRecord, migrated
+from ralph.git.records import LapRecord, LapStatus, NewerFormat, RunRecord, migrated
 from ralph.git.store import RefStore
-from ralph.run import crashpoint
-from ralph.run.status import LapStatus
+from ralph.isolation import crashpoint
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 

@@ -7,6 +7,7 @@ earlier format (migrated here, in one place) and names a newer one instead of fa
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -14,7 +15,6 @@ from pydantic import BaseModel, Field
 from ralph.agents.base import AgentResult, Usage
 from ralph.config import Config
 from ralph.errors import RalphError
-from ralph.run.status import LapStatus
 from ralph.todo import Counts
 from ralph.verdict.checks import CheckResult
 
@@ -28,6 +28,19 @@ from ralph.verdict.checks import CheckResult
 # 7: a lap of a parallel run says its slot and the items it claimed.
 # 8: a lap of a remote's run says its worker; a run's record says whether a remote keeps it.
 FORMAT = 8
+
+
+class LapStatus(StrEnum):
+    """A lap's status: the one type every lap outcome is made of and compared with. Its values
+    are stored, in every lap's note and in the events: the words older ralphs wrote, kept byte
+    for byte, so a note of any format reads back as the same status."""
+
+    GREEN = "green"  # the checks passed (and the judge, if any): the green line may advance to it
+    RED = "red"  # judged and discarded: the next lap starts from the last green commit again
+    ERROR = "error"  # the agent failed before it could work (an endpoint down): the lap judges nothing
+    LIMITED = "limited"  # the agent hit a usage or rate limit: the lap counts for nothing
+
+
 MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7)}  # format N -> N+1, in order
 
 

@@ -10,6 +10,7 @@ tree/ for git to trip on is made safe before each command (`before`): ralph/isol
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ _LFS = """[lfs]
 \trequired = true
 """
 UNLISTABLE = "could not open directory"  # git's warning for a folder it skips
+_GITLINK_MODE = (0o160000).to_bytes(4, "big")  # as an index entry stores it
 
 
 def make_git_dir(own: Path, top: Path, common_dir: Path, identity: tuple[str, str]) -> None:
@@ -129,11 +131,24 @@ class OwnGit:
     def read_tree(self, commit: str) -> None:
         """The index and tree/'s tracked files made `commit`'s, and remembered as checked out."""
         self.restore_index()
+        before = (self.git_dir / "HEAD").read_text().strip()
         (self.git_dir / "HEAD").write_text(commit + "\n")  # what `changed` compares the index with
+        if self._attributes_changed(before, commit):
+            self.index.unlink(missing_ok=True)  # every file written anew, as the new attributes make it
         if not self.run("read-tree", "-u", "--reset", commit, check=False).ok:
             make_usable(self.tree)  # a folder a lap made read-only
             self.run("read-tree", "-u", "--reset", commit)
         self.checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
+
+    def _attributes_changed(self, before: str, commit: str) -> bool:
+        """Whether a `.gitattributes` differs between the tree checked out and `commit`. git
+        rewrites only the files whose entry changed, so a file the new attributes would check
+        out otherwise (`eol=crlf`, `working-tree-encoding`, `ident`) keeps its old bytes: the
+        checks would judge what no checkout of the commit holds (issue 27's review)."""
+        if before == commit or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", before):  # not one yet
+            return False
+        same = self.run("diff-tree", "--quiet", "-r", before, commit, "--", ":(glob)**/.gitattributes", check=False)
+        return not same.ok
 
     def usable(self, *args: str) -> proc.Completed:
         """ralph's git on tree/, once more after making every folder usable if git could not list
@@ -181,7 +196,11 @@ class OwnGit:
         return [path for path in paths if path not in ignored]
 
     def gitlinks(self) -> list[str]:
-        """The paths ralph's index holds as gitlinks (submodules)."""
+        """The paths ralph's index holds as gitlinks (submodules), asked before staging, while its
+        entries are the last checkout's. Every index entry stores its mode as 4 bytes, big-endian:
+        an index without those of a gitlink's holds none (most repositories'), and needs no `ls-files`."""
+        if self.checked_out is not None and _GITLINK_MODE not in self.checked_out[0]:
+            return []
         listing = self.run("ls-files", "-s", "-z").output
         return [entry.split("\t", 1)[1] for entry in listing.split("\0") if entry.startswith("160000 ")]
 

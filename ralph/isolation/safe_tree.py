@@ -32,7 +32,7 @@ def make_safe_for_git(tree: Path, lap_git: Path) -> None:
     top, within = str(tree), (tree, lap_git)
     for folder, folders, files in walk(tree):
         # What ralph cannot name it cannot look at (git, from the top, may reach it): gone.
-        beyond = {name for name in (*folders, *files) if len(os.fsencode(os.path.join(folder, name))) >= PATH_MAX}
+        beyond = _too_long(folder, (*folders, *files))
         for name in beyond:
             remove_path(Path(folder, name))
         folders[:] = [name for name in folders if name not in beyond]
@@ -45,6 +45,14 @@ def make_safe_for_git(tree: Path, lap_git: Path) -> None:
             if not os.path.islink(os.path.join(folder, name)) and not os.path.isfile(os.path.join(folder, name)):
                 remove_path(Path(folder, name))
         folders[:] = [name for name in folders if name != ".git"]
+
+
+def _too_long(folder: str, names: tuple[str, ...]) -> set[str]:
+    """Those of `names` whose path in `folder` is too long to name (PATH_MAX bytes). A character
+    takes at most 4 bytes, so only a long name is encoded: the walk meets every name in the
+    tree twice a lap, and encoding each whole path was most of its time."""
+    room = PATH_MAX - len(os.fsencode(folder)) - 1  # the bytes left for a name after `folder/`
+    return {name for name in names if 4 * len(name) >= room and len(os.fsencode(name)) >= room}
 
 
 def submodule_heads(tree: Path, lap_git: Path, gitlinks: list[str]) -> dict[str, str | None]:

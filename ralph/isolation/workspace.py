@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.isolation import lap_git_dir, proc
+from ralph.isolation import crashpoint, lap_git_dir, proc
 from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path
 from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
@@ -34,7 +34,6 @@ from ralph.isolation.lap_rules import remove_what_its_own_rules_hide
 from ralph.isolation.own_git import UNLISTABLE, OwnGit, make_git_dir
 from ralph.isolation.provision import Provision, SetupFailed
 from ralph.isolation.safe_tree import make_safe_for_git, submodule_heads
-from ralph.run import crashpoint
 
 
 def workspaces_root() -> Path:
@@ -208,8 +207,7 @@ class Workspace:
         if not staged.ok or UNLISTABLE in staged.stderr:  # (git skips a folder it cannot list)
             refusal = (staged.stderr or staged.output).strip() or f"exit {staged.exit_code}"
             own.run("read-tree", parent)
-        else:
-            moved = "".join(f"160000 {head}\t{path}\n" for path, head in submodules.items() if head)
+        elif moved := "".join(f"160000 {head}\t{path}\n" for path, head in submodules.items() if head):
             own.run("update-index", "--index-info", input=moved)
         return own.run(*git.DURABLE, "write-tree").output.strip(), refusal
 

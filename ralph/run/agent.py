@@ -10,10 +10,11 @@ from ralph import git
 from ralph.agents.base import AgentResult, LapTask
 from ralph.git import ledger
 from ralph.git.ledger import RunState
-from ralph.run import crashpoint, prompt
+from ralph.git.records import LapStatus
+from ralph.isolation import crashpoint
+from ralph.run import prompt
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.prepare import Prepared
-from ralph.run.status import LapStatus
 from ralph.run.watch import watching_the_repository
 from ralph.show import events
 from ralph.verdict import guard as guard_module

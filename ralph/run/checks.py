@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git
+from ralph.isolation import crashpoint
 from ralph.isolation.provision import CopyFailed, SetupFailed
-from ralph.run import crashpoint
 from ralph.run.commit import LapCommit
 from ralph.run.context import RunContext
 from ralph.run.prepare import workspace_at

@@ -117,7 +117,7 @@ class RunContext:
             ui.warn(
                 f"`{what}` ran code from your own work tree, not the lap's: {found[0]} — an editable "
                 "install (pip install -e) or an absolute path in a config makes it test your checkout; "
-                "build the environment inside the lap workspace with `setup:` (README: Lap environments)"
+                "build the environment inside the lap workspace with `setup:` (docs/environments.md)"
             )
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ralph.commands import summary
 from ralph.config.sections import LifecycleHooks
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.git import ledger
 from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord
-from ralph.run import lifecycle
+from ralph.run import lifecycle, summary
 from ralph.run.context import RunContext
 from ralph.show import events, ui
 

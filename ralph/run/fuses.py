@@ -14,10 +14,9 @@ from ralph.config import Config
 from ralph.config.sections import Limits
 from ralph.errors import Exit
 from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord
+from ralph.git.records import LapRecord, LapStatus
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
-from ralph.run.status import LapStatus
 from ralph.show import events, ui
 from ralph.verdict import checks
 

@@ -15,13 +15,12 @@ from ralph import git
 from ralph.errors import Interrupted, RalphError
 from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
-from ralph.git.records import LapRecord
-from ralph.run import crashpoint
+from ralph.git.records import LapRecord, LapStatus
+from ralph.isolation import crashpoint
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.rebase import rebase_lap
 from ralph.run.record import LapFacts, lap_record
-from ralph.run.status import LapStatus
 from ralph.run.verdict import judge
 
 LOST_CLAIMS = (

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 from ralph.errors import RalphError
 from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord
+from ralph.git.records import LapRecord, LapStatus
+from ralph.isolation import crashpoint
 from ralph.isolation.workspace import WorkspaceTampered
-from ralph.run import agent, commit, crashpoint, disk, land, prepare, record, verdict
+from ralph.run import agent, commit, disk, land, prepare, record, verdict
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
-from ralph.run.status import LapStatus
 from ralph.run.verdict import Judged
 from ralph.run.watch import watching_the_repository
 from ralph.show import events, ui

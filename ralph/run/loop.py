@@ -18,7 +18,7 @@ from ralph.agents.mcp_tools import McpTools
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.git import layout, ledger
 from ralph.git.ledger import RunState
-from ralph.git.records import NewerFormat
+from ralph.git.records import LapStatus, NewerFormat
 from ralph.git.remote import Remote, check_remote
 from ralph.isolation import hardening, orphans, proc, sandbox, user_state
 from ralph.isolation.workspace import Workspace, workspaces_root
@@ -28,7 +28,6 @@ from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, agent_for
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
-from ralph.run.status import LapStatus
 from ralph.show import events, ui, view
 from ralph.verdict.judge import Judge, check_independence
 
@@ -247,7 +246,7 @@ def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config, side_by_side: bool
     if not sandboxed and cfg.sandbox.mode == "auto":
         ui.warn(
             f"laps run without a sandbox: {sandbox.why_unavailable()}. The agent can reach your "
-            "repository and files; ralph watches the repository and puts it back (see README, Sandbox)"
+            "repository and files; ralph watches the repository and puts it back (docs/sandbox.md)"
         )
     if side_by_side and not sandboxed:
         raise RalphError(

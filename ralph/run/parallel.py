@@ -28,6 +28,7 @@ from ralph import git, todo
 from ralph.errors import Exit, RalphError
 from ralph.git import ledger
 from ralph.git.ledger import RunState
+from ralph.git.records import LapStatus
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.isolation.workspace import folder_for
@@ -37,7 +38,6 @@ from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, agent_for
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
-from ralph.run.status import LapStatus
 from ralph.run.workers import Crew
 from ralph.show import events, ui
 

@@ -11,8 +11,9 @@ from ralph import git, todo
 from ralph.errors import RalphError
 from ralph.git import layout
 from ralph.git.ledger import RunState
+from ralph.isolation import crashpoint
 from ralph.isolation.provision import CopyFailed, SetupFailed
-from ralph.run import crashpoint, disk
+from ralph.run import disk
 from ralph.run.context import RunContext, now_iso
 from ralph.show import events, ui
 
@@ -145,5 +146,5 @@ def _warn_missing_extra(ctx: RunContext, output: str) -> None:
         ctx.warned.add("missing extra")
         ui.warn(
             f"setup: {ui.one_line(missing_extra, 200)} — name an extra or dependency group the project "
-            "has (README: Lap environments)"
+            "has (docs/environments.md)"
         )

@@ -10,10 +10,9 @@ from ralph.config import Config
 from ralph.errors import RalphError
 from ralph.git import ledger
 from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord, TestChanges
+from ralph.git.records import LapRecord, LapStatus, TestChanges
 from ralph.run.commit import LapCommit
 from ralph.run.context import RunContext
-from ralph.run.status import LapStatus
 from ralph.run.verdict import Judged
 from ralph.verdict.checks import CheckResult, passing_tests
 from ralph.verdict.checks import done as checks_done

@@ -71,7 +71,7 @@ def warn_outside_environments(ctx: RunContext) -> None:
                 ui.warn(
                     f"setup `{command}` runs {word}, of a virtualenv outside the lap workspace: it would "
                     "install the lap's code there — make the environment inside the workspace "
-                    "(README: Lap environments)"
+                    "(docs/environments.md)"
                 )
                 return
 
@@ -126,7 +126,7 @@ def refuse_unjudged_baseline(baseline: list[checks.CheckResult], log_dir: Path) 
             ui.warn(
                 f"`{check.command}` fails on the base commit and gives no per-test results: laps cannot "
                 'regress it, only "done" waits for it — declare the JUnit report it writes (`junit:`) to judge '
-                "it test by test (README: Per-test results)"
+                "it test by test (docs/trust.md: Per-test results from other runners)"
             )
 
 

@@ -13,11 +13,10 @@ from ralph.errors import RalphError
 from ralph.git import ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
-from ralph.git.records import RunRecord
+from ralph.git.records import LapStatus, RunRecord
 from ralph.run import refusals
 from ralph.run.context import RunContext, now_iso
 from ralph.run.prepare import workspace_at
-from ralph.run.status import LapStatus
 from ralph.show import events, ui
 from ralph.verdict import commit_hooks
 

@@ -9,11 +9,10 @@ from pathlib import Path
 from ralph import git
 from ralph.agents.base import AgentResult
 from ralph.git.ledger import RunState
-from ralph.git.records import JudgeRecord
+from ralph.git.records import JudgeRecord, LapStatus
 from ralph.run import checks
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
-from ralph.run.status import LapStatus
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet

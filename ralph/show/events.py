@@ -3,7 +3,7 @@
 `emit` stamps each event with its type, the run, the lap (0 before the first) and the time, and
 hands it to whatever listens (the `--events` file is ralph/show/event_lines.py, which adds its
 format version); with nothing listening it costs nothing. The types, with the
-fields each adds, are TYPES: the README's "Events" section lists the same.
+fields each adds, are TYPES, which the events table of docs/watching.md lists too.
 """
 
 from __future__ import annotations

@@ -269,7 +269,7 @@ def try_out(ctx: RunContext, base: str, log_dir: Path) -> None:
 
 def _judge_try(ctx: RunContext, hook: str, done: proc.Completed, report: Report, log: Path) -> None:
     where = "in the sandbox, where laps commit" if ctx.sandboxed else "where laps commit"
-    fix = f"make it run there (README: The sandbox), or set `commit.verify: false` (its output: {log})"
+    fix = f"make it run there (docs/sandbox.md), or set `commit.verify: false` (its output: {log})"
     if done.timed_out:
         ui.warn(
             f"the {hook} hook did not finish on the base commit's files within limits.check_timeout "

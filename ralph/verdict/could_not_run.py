@@ -103,7 +103,11 @@ _FIXES = (
     ),
     ("could not import ralph's plugin", "where the check sets PYTHONPATH, keep ralph's: PYTHONPATH=src:$PYTHONPATH"),
     ("plugin failed", "a bug in ralph: please report it with the check's output"),
-    ("JUnit", "make the runner write its report where `junit:` says, inside the workspace (README: Per-test results)"),
+    (
+        "JUnit",
+        "make the runner write its report where `junit:` says, inside the workspace "
+        "(docs/trust.md: Per-test results from other runners)",
+    ),
     ("collected no tests", "point the command at the tests (`ralph doctor` runs each check once)"),
     ("not found", "install it with `setup:`, or fix the command in ralph.yaml"),
     ("not executable", "make it executable in the commit, or fix the command in ralph.yaml"),

@@ -2,7 +2,7 @@
 as the user, outside any sandbox, with the ssh agent: it refuses when the landed change
 touches any of it, since the hooks would then run code a lap wrote.
 
-What a hook runs, as ralph reads it (README: Landing):
+What a hook runs, as ralph reads it (docs/git.md: Landing):
 - pre-commit's hooks: the configuration they name, and each `repo: local` hook of it but a
   `pygrep` or `fail` one, read as a command (its `entry` and `args`);
 - any other hook in the hooks folder: its script, each line a command.

@@ -157,7 +157,7 @@ def _capped(text: str, limit: int) -> str:
 def signals(
     material: Material, all_pass: bool, passing_before: int, passing_after: int, progress_changed: bool
 ) -> dict[str, float]:
-    """ralph's own measurable signals, each 0 or 1 (README: The judge)."""
+    """ralph's own measurable signals, each 0 or 1 (docs/agents.md: The judge)."""
     changed_lines = sum(
         1 for line in material.diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))
     )

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo
+from helpers.repos import git, make_repo
 
 from ralph.agents.tools import BASH_OUTPUT_CAP, VIEW_MAX_LINES, Tools
 from ralph.isolation import proc

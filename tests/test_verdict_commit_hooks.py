@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import git, lap_notes, make_repo, ralph
-
-PY = sys.executable
+from helpers.repos import PY, git, make_repo
+from helpers.running import lap_notes, ralph
 
 # Lap 1 leaves a FIXME (the hook refuses it); lap 2 reads why and writes clean code.
 AGENT = r"""
@@ -51,7 +50,7 @@ def setup(tmp_path: Path, hook: str, verify: bool = True) -> Path:
         "limits": {"max_laps": 3},
         "sandbox": {"writable": [str(tmp_path / "prompts")]},
     }  # where the agent leaves its prompts
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] write mod.py\n"})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["write mod.py"])
     hook_path = repo / ".git" / "hooks" / "pre-commit"
     hook_path.write_text(hook)
     hook_path.chmod(0o755)

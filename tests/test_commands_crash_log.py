@@ -3,14 +3,14 @@ line and the traceback, where the user's runs live (ralph/commands/crash_log.py)
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
-from conftest import git, make_repo, ralph
+from helpers.repos import git, make_repo
+from helpers.running import ralph
 
 import ralph as ralph_package
 from ralph.commands import crash_log
@@ -45,7 +45,7 @@ def _assert_whole(log: str, command: str) -> None:
 
 
 def test_a_crash_in_a_run_is_logged_in_the_repositorys_git_dir(tmp_path: Path):
-    repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(CONFIG), "TODO.md": "- [ ] one\n"})
+    repo = make_repo(tmp_path / "repo", config=CONFIG, todo=["one"])
     path = _named_log(_crash(repo, "run", "--max-laps", "1", cache=tmp_path / "cache"))
     assert path == Path(git(repo, "rev-parse", "--absolute-git-dir")) / "ralph" / "crash.log"
     _assert_whole(path.read_text(), command="run --max-laps 1")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
-from conftest import git, lap_notes, make_repo, ralph
+from helpers.repos import PY, git, make_repo, python_agent
+from helpers.running import lap_notes, ralph
 
-PY = sys.executable
+from ralph.config.sections import LifecycleHooks
+from ralph.run import lifecycle
+
 AGENT = r"""
 import os, pathlib
 lap = os.environ["RALPH_LAP"]
@@ -24,14 +26,8 @@ HOOK = (
 
 
 def repo_for(tmp_path: Path, **config: object) -> Path:
-    (tmp_path / "agent.py").write_text(AGENT)
-    settings = {
-        "goal": "Do one",
-        "agent": {"kind": "command", "command": f"{PY} {tmp_path / 'agent.py'}"},
-        "checks": ["true"],
-        **config,
-    }
-    return make_repo(tmp_path / "repo", {"TODO.md": "- [ ] One\n", "ralph.yaml": json.dumps(settings)})
+    settings = {"goal": "Do one", "agent": python_agent(tmp_path / "agent.py", AGENT), "checks": ["true"], **config}
+    return make_repo(tmp_path / "repo", config=settings, todo=["One"])
 
 
 def test_hooks_hear_every_lap_and_the_end_and_a_failing_hook_is_only_a_warning(tmp_path: Path):
@@ -83,8 +79,6 @@ def test_on_stop_hears_of_a_run_that_ends_in_an_error(tmp_path: Path):
 def test_a_hook_gets_a_reason_as_a_model_or_a_lap_may_write_it(tmp_path: Path):
     """A NUL and a reason of 300,000 characters (a judge's blocking items, a lap's output) reach
     the hook cut and cleaned, rather than failing to start it."""
-    from ralph.config.sections import LifecycleHooks
-    from ralph.run import lifecycle
 
     heard = tmp_path / "heard.json"
     hooks = LifecycleHooks(on_lap_end=f"{HOOK} > {heard}")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from conftest import SANDBOX_MODES, git, make_repo, ralph, ralph_workspaces, snapshot
+from helpers.repos import PY, SANDBOX_MODES, git, make_repo
+from helpers.running import ralph, ralph_workspaces, snapshot
 
-PY = sys.executable
 CALC = """\
 def add(a, b):
     return a + b
@@ -204,9 +206,6 @@ def test_clean_refs_removes_everything_of_the_run(calc_repo: Path):
 
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_path: Path, sandbox: str):
-    import os
-    import subprocess
-    import time
 
     (tmp_path / "out").mkdir()
     with (calc_repo / "ralph.yaml").open("a") as yaml:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
-from conftest import lap_notes, make_repo, ralph
+from helpers.repos import PY, make_repo, python_agent
+from helpers.running import lap_notes, ralph
 
-from ralph.agents.scripted import HttpError, ScriptedServer, finish, tool_call
+from ralph.agents.scripted import HttpError, Reply, ScriptedServer, Step, finish, tool_call
 
-PY = sys.executable
 # Lap 1 fixes add; lap 2 (after the judge held lap 1 back) fixes it and adds a test.
 AGENT = r"""
 import os, pathlib
@@ -26,7 +24,7 @@ print("fixed add")
 """
 
 
-def verdict(scores: list[tuple[str, float, str]], blocking=(), suggestions=()) -> object:
+def verdict(scores: list[tuple[str, float, str]], blocking=(), suggestions=()) -> Reply:
     return tool_call(
         "verdict",
         {
@@ -41,26 +39,20 @@ def verdict(scores: list[tuple[str, float, str]], blocking=(), suggestions=()) -
 
 
 def repo_for(tmp_path: Path, judge: dict, agent: dict | None = None) -> Path:
-    tmp_path.mkdir(exist_ok=True)
-    (tmp_path / "agent.py").write_text(AGENT)
+    script = python_agent(tmp_path / "agent.py", AGENT)
     config = {
         "goal": "Make calc.add right",
-        "agent": agent or {"kind": "command", "command": f"{PY} {tmp_path / 'agent.py'}"},
+        "agent": agent or script,
         "checks": [f"{PY} -c 'import calc; assert calc.add(2, 3) == 5'"],
         "roles": {"judge": judge},
         "limits": {"max_laps": 2},
     }
-    files = {
-        "calc.py": "def add(a, b):\n    return a - b\n",
-        "TODO.md": "- [ ] Fix add\n",
-        "PROGRESS.md": "",
-        "ralph.yaml": json.dumps(config),
-    }
-    return make_repo(tmp_path / "repo", files)
+    calc = {"calc.py": "def add(a, b):\n    return a - b\n"}
+    return make_repo(tmp_path / "repo", calc, config=config, todo=["Fix add"], progress="")
 
 
 def test_a_lap_the_judge_holds_back_is_red_and_its_blocking_items_reach_the_next_lap(tmp_path: Path):
-    script = [
+    script: list[Step] = [
         verdict([("does what the ticked items ask", 0.9, "return a + b")], blocking=["Add a test for add"]),
         verdict(
             [
@@ -137,7 +129,7 @@ pathlib.Path("PROGRESS.md").write_text(f"lap {lap}\n")
 
 
 def test_what_a_lap_writes_cannot_speak_for_ralph_nor_hide_from_the_judge(tmp_path: Path):
-    script = [
+    script: list[Step] = [
         verdict(
             [("does what the ticked items ask", 0.9, "diff --git a/calc.py b/calc.py")],  # a header, no evidence
             blocking=["Fix \ud800 this"],  # a lone surrogate, as JSON can spell one

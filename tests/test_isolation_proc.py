@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
+from helpers.repos import make_repo
 
+from ralph.config.sections import CheckSpec
 from ralph.isolation import proc
+from ralph.verdict.checks import run_checks
 
 OUT_OF_BAND = 8.0  # seconds: generous, the suite runs under xdist on a small machine
 
@@ -437,8 +439,6 @@ def test_waiting_out_the_grace_does_not_spin(term_ignored_timeout):
 
 
 def test_a_silent_check_is_stopped_as_idle_and_one_that_writes_is_not(tmp_path: Path):
-    from ralph.config.sections import CheckSpec
-    from ralph.verdict.checks import run_checks
 
     specs = [CheckSpec(run="echo start; sleep 30"), CheckSpec(run="for i in 1 2 3 4 5 6; do touch f; sleep 0.3; done")]
     started = time.monotonic()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write as write_files
+from helpers.repos import write as write_files
 
 from ralph.verdict import pytest_results
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from conftest import git, lap_notes, make_repo, ralph, ralph_workspaces, snapshot
+from helpers.repos import PY, git, make_repo
+from helpers.running import lap_notes, ralph, ralph_workspaces, snapshot
 
-PY = sys.executable
+from ralph.agents.base import AgentResult
+from ralph.git.ledger import Lap, RunState
+from ralph.git.records import LapRecord, LapStatus
+from ralph.todo import Counts
+
 TICK_ONE = f"""{PY} -c "
 import os, pathlib
 t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]', 1))
@@ -28,8 +31,7 @@ def repo_with(tmp_path: Path, agent: str, *, items: int = 5, checks=("true",), *
         "limits": limits,
         "sandbox": {"writable": [str(tmp_path / "out")]},
     }
-    todo = "".join(f"- [ ] item {n}\n" for n in range(1, items + 1))
-    return make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": todo})
+    return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])
 
 
 def notes(repo: Path, run: str) -> list[dict]:
@@ -175,13 +177,22 @@ def test_without_a_name_the_latest_unfinished_run_of_the_goal_resumes(tmp_path: 
 def test_endpoint_failures_are_waited_out_not_counted_as_agent_errors():
     """Two laps the endpoint failed, then one the model failed: not three agent errors in a row
     (the outage is limits.outage_wait's to judge), though three model failures are."""
-    from ralph.agents.base import AgentResult
-    from ralph.git.ledger import Lap, RunState
-    from ralph.git.records import LapRecord
 
     def lap(number: int, endpoint_failed: bool) -> Lap:
         agent = AgentResult(kind="openai", outcome="error", duration_s=1, endpoint_failed=endpoint_failed)
-        return Lap(number, f"c{number}", LapRecord.model_construct(status="error", agent=agent))
+        record = LapRecord(
+            run="r",
+            lap=number,
+            status=LapStatus.ERROR,
+            reason="agent error",
+            started_at="",
+            duration_s=1,
+            commit=f"c{number}",
+            parent="g",
+            agent=agent,
+            todo=Counts(open=1, done=0),
+        )
+        return Lap(number, f"c{number}", record)
 
     state = RunState("r", record=None, green="g", laps=[lap(1, True), lap(2, True), lap(3, False)])  # type: ignore[arg-type]
     assert state.errors_in_a_row() == 1

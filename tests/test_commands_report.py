@@ -3,7 +3,6 @@ Chromium) and judged by what it draws."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -12,23 +11,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_repo, ralph
+from helpers.jobs import mul_repo
+from helpers.repos import make_repo
+from helpers.running import ralph
 from PIL import Image
-from test_view import repo_for
 
-from ralph.agents.scripted import ScriptedServer, bash, finish, tool_call
-from ralph.commands.report import COLOURS, SESSION_COLOUR, TOKENS_COLOUR
-
-PY = sys.executable
+from ralph.agents.scripted import Reply, ScriptedServer, Step, bash, finish, tool_call
+from ralph.commands.report import COLOURS, DIFF_CAP, SESSION_COLOUR, TOKENS_COLOUR, _diff
+from ralph.git.records import LapStatus
 
 
-def edit(**arguments: str) -> object:
+def edit(**arguments: str) -> Reply:
     return tool_call("str_replace_based_edit_tool", arguments)
 
 
 def judged_run(tmp_path: Path) -> Path:
     """Lap 1 breaks calc (red); lap 2 does the job, which the judge scores (green, done)."""
-    agent = [
+    agent: list[Step] = [
         edit(command="create", path="calc.py", file_text="def mul(a, b)\n"),
         finish("tried"),
         bash("echo working"),
@@ -47,7 +46,7 @@ def judged_run(tmp_path: Path) -> Path:
     with ScriptedServer(agent) as model, ScriptedServer([verdict]) as judge:
         judge_role = {"model": "judge-1", "base_url": judge.base_url, "api_key_env": "JUDGE_KEY"}
         goal = "Finish calc <script>alert(1)</script>"
-        repo = repo_for(tmp_path, model.base_url, goal=goal, roles={"judge": judge_role})
+        repo = mul_repo(tmp_path, model.base_url, goal=goal, roles={"judge": judge_role})
         result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     return repo
@@ -100,7 +99,7 @@ def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
     data = image.tobytes()  # RGB, a byte a channel, row after row
     pixels = [tuple(data[at : at + 3]) for at in range(0, len(data), 3)]
     rows = [pixels[y * width : (y + 1) * width] for y in range(height)]
-    statuses = {name: COLOURS[name] for name in ("green", "red", "error")}
+    statuses = {str(status): COLOURS[status] for status in (LapStatus.GREEN, LapStatus.RED, LapStatus.ERROR)}
     status_pixels = {tuple(int(hex_[i : i + 2], 16) for i in (1, 3, 5)) for hex_ in statuses.values()}
 
     def coloured(row: list[tuple[int, ...]]) -> int:
@@ -120,7 +119,7 @@ def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
 def test_report_to_stdout_and_its_errors(tmp_path: Path):
     agent = {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && echo done > notes.txt"}
     config = {"goal": "g", "agent": agent, "checks": ["true"]}
-    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n", "ralph.yaml": json.dumps(config)})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["a"])
     assert ralph(repo, "report").stderr == "ralph: no ralph run in this repository yet — start one with `ralph run`\n"
     assert ralph(repo, "run", "--name", "s").returncode == 0
     shown = ralph(repo, "report", "-o", "-")
@@ -142,8 +141,6 @@ def test_report_to_stdout_and_its_errors(tmp_path: Path):
 
 
 def test_a_huge_diff_is_read_and_shown_only_in_part(tmp_path: Path):
-    from ralph.commands.report import DIFF_CAP, _diff
-
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     (repo / "big.txt").write_text("line of a huge file\n" * 300_000)  # 6 MB
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)

@@ -7,7 +7,8 @@ from ralph.agents.limiter import RequestLimiter
 
 class Clock:
     def __init__(self) -> None:
-        self.now, self.slept = 1000.0, []
+        self.now = 1000.0
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import git, ralph
+from helpers.repos import git
+from helpers.running import ralph
 
 from ralph.agents.scripted import ScriptedServer
 from ralph.commands.demo import scripted_model

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, ralph
+from helpers.repos import git, make_repo
+from helpers.running import lap_notes, ralph
 
 from ralph.verdict import junit, ratchet
 from ralph.verdict.checks import CheckResult

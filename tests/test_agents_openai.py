@@ -9,16 +9,18 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import openai
 import pytest
-from conftest import make_repo
+from helpers.repos import make_repo
 
 from ralph.agents import transcript
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.conversation import CUT_OFF, empty_reply
+from ralph.agents.kinds import make_agent
 from ralph.agents.openai import USE_A_TOOL, OpenAIAgent
-from ralph.agents.scripted import Hang, HttpError, ScriptedServer, bash, call, finish, text, tool_call, tool_calls
+from ralph.agents.scripted import Hang, HttpError, ScriptedServer, Step, bash, call, finish, text, tool_call, tool_calls
 from ralph.agents.tools import TOOL_SCHEMAS
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
@@ -108,7 +110,7 @@ def closed_port() -> int:
 
 
 def test_a_lap_edits_the_worktree_and_finishes(repo: Path, logs: Path) -> None:
-    script = [
+    script: list[Step] = [
         tool_call(
             "str_replace_based_edit_tool",
             {
@@ -160,7 +162,8 @@ def test_a_lap_edits_the_worktree_and_finishes(repo: Path, logs: Path) -> None:
 def test_the_strict_server_refuses_what_the_strictest_real_servers_refuse() -> None:
     """So that the agent's tests, run against it, mean something: a null content is a 500, and
     tools without tool_choice are not offered to the model."""
-    history = [
+    # Plain JSON, as any client may send it: the SDK's types are not what the server is tested on.
+    history: Any = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": [call("bash", {"command": "ls"}, call_id="c1")]},
         {"role": "tool", "tool_call_id": "c1", "content": "x"},
@@ -171,8 +174,9 @@ def test_the_strict_server_refuses_what_the_strictest_real_servers_refuse() -> N
     ):
         with pytest.raises(openai.InternalServerError, match="messages.1.content Input should be a valid string"):
             client.chat.completions.create(model="m", messages=history)
-        reply = client.chat.completions.create(model="m", messages=history[:1], tools=TOOL_SCHEMAS)
-    assert reply.choices[0].message.tool_calls is None and reply.choices[0].message.content.startswith("I would")
+        reply = client.chat.completions.create(model="m", messages=history[:1], tools=cast(Any, TOOL_SCHEMAS))
+    content = reply.choices[0].message.content
+    assert reply.choices[0].message.tool_calls is None and content is not None and content.startswith("I would")
 
 
 def test_compat_names_the_output_limit_and_a_null_temperature_is_not_sent(repo: Path) -> None:
@@ -252,7 +256,7 @@ def test_a_model_that_only_answers_in_text_ends_the_lap_with_an_error_early(repo
 
 
 def test_three_format_errors_in_a_row_end_the_lap_with_error(repo: Path) -> None:
-    script = [tool_call("bash", "{oops"), tool_call("python", {}), text(""), finish()]
+    script: list[Step] = [tool_call("bash", "{oops"), tool_call("python", {}), text(""), finish()]
     with ScriptedServer(script) as server:
         result = run_lap(repo, server.base_url)
     assert result.outcome == "error" and len(server.requests) == 3
@@ -263,7 +267,14 @@ def test_three_format_errors_in_a_row_end_the_lap_with_error(repo: Path) -> None
 
 
 def test_a_usable_reply_resets_the_format_error_count(repo: Path) -> None:
-    script = [tool_call("bash", "{oops"), text(""), bash("true"), tool_call("python", {}), text(""), finish()]
+    script: list[Step] = [
+        tool_call("bash", "{oops"),
+        text(""),
+        bash("true"),
+        tool_call("python", {}),
+        text(""),
+        finish(),
+    ]
     with ScriptedServer(script) as server:
         assert run_lap(repo, server.base_url).outcome == "ok"
     assert len(server.requests) == 6
@@ -440,7 +451,7 @@ def test_red_checks_at_finish_go_back_to_the_model(repo: Path, logs: Path) -> No
         checked.append(time.monotonic())
         return None if (repo / "fixed.txt").exists() else "check regressed: `test -f fixed.txt` (exit 1)"
 
-    script = [finish("first try"), bash("touch fixed.txt"), finish("fixed")]
+    script: list[Step] = [finish("first try"), bash("touch fixed.txt"), finish("fixed")]
     with ScriptedServer(script) as server:
         result = run_lap(repo, server.base_url, check=check, fix_attempts=2)
     assert (result.outcome, result.summary, len(checked)) == ("ok", "fixed", 2)
@@ -455,11 +466,14 @@ def test_red_checks_at_finish_go_back_to_the_model(repo: Path, logs: Path) -> No
 
 @pytest.mark.parametrize(("fix_attempts", "requests"), [(0, 1), (1, 2)])
 def test_fix_attempts_are_bounded(repo: Path, fix_attempts: int, requests: int) -> None:
-    checked = []
+    checked: list[int] = []
+
+    def check() -> str:
+        checked.append(1)
+        return "still red"
+
     with ScriptedServer([finish("one"), finish("two")]) as server:
-        result = run_lap(
-            repo, server.base_url, fix_attempts=fix_attempts, check=lambda: checked.append(1) or "still red"
-        )
+        result = run_lap(repo, server.base_url, fix_attempts=fix_attempts, check=check)
     assert (result.outcome, len(server.requests), len(checked)) == ("ok", requests, fix_attempts)
 
 
@@ -501,8 +515,6 @@ def test_the_api_key_reaches_the_endpoint_but_not_the_tools_or_the_transcript(
 
 
 def test_the_config_selects_this_agent() -> None:
-    from ralph.agents.kinds import make_agent
-
     agent = make_agent(AgentConfig(kind="openai", model="any", base_url="http://127.0.0.1:9/v1"))
     assert isinstance(agent, OpenAIAgent) and agent.kind == "openai"
 

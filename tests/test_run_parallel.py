@@ -9,62 +9,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-from conftest import git, lap_notes, make_repo, ralph
+from helpers.jobs import ITEMS_AGENT, items_repo
+from helpers.repos import PY, git, make_repo
+from helpers.running import lap_notes, ralph
 
 from ralph import todo
 from ralph.git import ledger
 from ralph.git.store import RefStore
 from ralph.run import claims
 from ralph.run.rebase import progress_with
-
-PY = sys.executable
-AGENT = r"""
-import os, pathlib, re, time
-# Its items, or (a lap of a run without slots) the first open one.
-items = [line for line in os.environ.get("RALPH_ITEMS", "").splitlines() if line]
-items = items or re.findall(r"- \[ \] (.*)", pathlib.Path("TODO.md").read_text())[:1]
-prompt = pathlib.Path(os.environ["RALPH_PROMPT_FILE"]).read_text()
-print("slot", os.environ.get("RALPH_SLOT"), "items", items, "saw a conflict" if "conflict:" in prompt else "")
-time.sleep(SLEEP)
-todo = pathlib.Path("TODO.md")
-text = todo.read_text()
-for item in items:
-    written = re.match(r"Write (\S+)", item)
-    if written:
-        pathlib.Path(written[1]).write_text(item + "\n")
-    greeting = re.match(r"Set the greeting to (\w+)", item)
-    if greeting:
-        pathlib.Path("greeting.txt").write_text(greeting[1] + "\n")
-    text = text.replace(f"- [ ] {item}", f"- [x] {item}")
-    if "tick every item" in item:  # a lap that ticks what others claimed
-        text = text.replace("- [ ]", "- [x]")
-todo.write_text(text)
-progress = pathlib.Path("PROGRESS.md")
-progress.write_text(progress.read_text() + f"\n## Slot {os.environ.get('RALPH_SLOT')}\nlap {os.environ['RALPH_LAP']}: {items}\n")
-"""
-
-
-def repo_with(tmp_path: Path, items: list[str], sleep: float = 0.5, **limits: object) -> Path:
-    """A repository whose agent does the items it claimed, taking `sleep` seconds."""
-    (tmp_path / "agent.py").write_text(AGENT.replace("SLEEP", str(sleep)))
-    config = {
-        "goal": "Do every item",
-        "agent": {"kind": "command", "command": f"{PY} {tmp_path / 'agent.py'}"},
-        "checks": [f"{PY} -c 'import pathlib; assert pathlib.Path(\"TODO.md\").exists()'"],
-        "limits": {"max_laps": 12, "stagnation": 6, **limits},
-    }
-    files = {
-        "TODO.md": "# TODO\n" + "".join(f"- [ ] {item}\n" for item in items),
-        "PROGRESS.md": "# Progress\n",
-        "greeting.txt": "hello\n",
-        "ralph.yaml": json.dumps(config),
-    }
-    return make_repo(tmp_path / "repo", files)
 
 
 def parallel_run(repo: Path, *args: str) -> subprocess.Popen:
@@ -93,7 +50,7 @@ def slot_processes(repo: Path) -> list[int]:
 
 def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green_line(tmp_path: Path):
     items = [f"Write f{number}.txt" for number in range(1, 7)]
-    repo = repo_with(tmp_path, items)
+    repo = items_repo(tmp_path, items)
     result = ralph(repo, "run", "--name", "p", "--parallel", "3", "--events", str(tmp_path / "events.jsonl"))
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
@@ -124,7 +81,7 @@ def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green
 
 def test_laps_that_conflict_the_later_is_red_and_its_items_are_done_again_knowing_why(tmp_path: Path):
     items = ["Set the greeting to hi", "Set the greeting to hey", "Write other.txt"]
-    repo = repo_with(tmp_path, items, sleep=2)
+    repo = items_repo(tmp_path, items, sleep=2)
     result = ralph(repo, "run", "--name", "p", "--parallel", "2")
     output = result.stdout + result.stderr
     assert ledger.audit(repo, "p") == []
@@ -145,7 +102,7 @@ def test_laps_that_conflict_the_later_is_red_and_its_items_are_done_again_knowin
 
 
 def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
-    repo = repo_with(tmp_path, [f"Write f{number}.txt" for number in range(1, 7)], sleep=30)
+    repo = items_repo(tmp_path, [f"Write f{number}.txt" for number in range(1, 7)], sleep=30)
     run = parallel_run(repo, "--parallel", "3")
     deadline = time.monotonic() + 60
     while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
@@ -165,7 +122,7 @@ def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
 
 def test_a_ralph_killed_mid_run_is_resumed_and_every_item_is_done_once(tmp_path: Path):
     items = [f"Write f{number}.txt" for number in range(1, 7)]
-    repo = repo_with(tmp_path, items, sleep=4)
+    repo = items_repo(tmp_path, items, sleep=4)
     run = parallel_run(repo, "--parallel", "3")
     deadline = time.monotonic() + 60
     while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
@@ -177,7 +134,7 @@ def test_a_ralph_killed_mid_run_is_resumed_and_every_item_is_done_once(tmp_path:
     while slot_processes(repo) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert slot_processes(repo) == []
-    (tmp_path / "agent.py").write_text(AGENT.replace("SLEEP", "0.2"))
+    (tmp_path / "agent.py").write_text(ITEMS_AGENT.replace("SLEEP", "0.2"))
     resumed = ralph(repo, "run", "--name", "p", "--parallel", "3")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert ledger.audit(repo, "p") == []
@@ -234,14 +191,14 @@ def test_a_lap_put_onto_another_todo_and_progress_keeps_its_ticks_items_and_sect
     assert progress_with("# Progress", "## Slot 3\nthree\n", 3) == "# Progress\n\n## Slot 3\nthree\n"
     assert progress_with(theirs, "no section of its own", 1) == theirs
     # The heading written twice: the last one counts; only slot 1's section is replaced.
-    twice = "## Slot 1\nfirst\n## Slot 1\nsecond\n"
-    assert progress_with(theirs, twice, 1) == "# Progress\n\n## Slot 1\nsecond\n## Slot 2\ntwo\n"
+    headed_twice = "## Slot 1\nfirst\n## Slot 1\nsecond\n"
+    assert progress_with(theirs, headed_twice, 1) == "# Progress\n\n## Slot 1\nsecond\n## Slot 2\ntwo\n"
     same_text = "## Slot 2\nsame\n\n## Slot 1\nsame\n"
     assert progress_with(same_text, "## Slot 1\nnew\n", 1) == "## Slot 2\nsame\n\n## Slot 1\nnew\n"
 
 
 def test_parallel_laps_need_the_sandbox_and_slots_are_started_by_ralph_alone(tmp_path: Path):
-    repo = repo_with(tmp_path, ["Write a.txt"])
+    repo = items_repo(tmp_path, ["Write a.txt"])
     config = json.loads((repo / "ralph.yaml").read_text())
     (repo / "ralph.yaml").write_text(json.dumps(dict(config, sandbox="off")))
     git(repo, "commit", "-qam", "no sandbox")
@@ -257,7 +214,7 @@ def test_parallel_laps_need_the_sandbox_and_slots_are_started_by_ralph_alone(tmp
 def test_a_slot_takes_what_is_open_and_stops_when_the_run_is_done(tmp_path: Path, monkeypatch):
     """A slot on its own (as the coordinator starts it, here in this process): it claims the
     open items (two a lap), runs its lap, sees the run done and stops; the lap says its slot."""
-    repo = repo_with(tmp_path, ["Write a.txt", "Write b.txt", "Write c.txt"], sleep=0)
+    repo = items_repo(tmp_path, ["Write a.txt", "Write b.txt", "Write c.txt"], sleep=0)
     assert ralph(repo, "run", "--name", "p", "--max-laps", "1").returncode == 3  # a.txt, then the fuse
     monkeypatch.setenv("RALPH_PARALLEL_PARENT", str(os.getppid()))  # what ends it: this process's parent
     result = ralph(repo, "run", "--name", "p", "--slot", "2", "--max-laps", "4", "--items-per-lap", "2")
@@ -269,7 +226,7 @@ def test_a_slot_takes_what_is_open_and_stops_when_the_run_is_done(tmp_path: Path
 
 
 def test_max_laps_holds_across_slots(tmp_path: Path):
-    repo = repo_with(tmp_path, [f"Write f{number}.txt" for number in range(1, 5)], sleep=1)
+    repo = items_repo(tmp_path, [f"Write f{number}.txt" for number in range(1, 5)], sleep=1)
     result = ralph(repo, "run", "--name", "p", "--parallel", "4", "--max-laps", "2")
     assert result.returncode == 3, result.stdout + result.stderr
     assert len(lap_notes(repo, "p")) == 2 and ledger.audit(repo, "p") == []  # 4 slots, and still 2 laps
@@ -277,7 +234,7 @@ def test_max_laps_holds_across_slots(tmp_path: Path):
 
 def test_a_lap_that_ticks_items_it_did_not_claim_is_red(tmp_path: Path, monkeypatch):
     items = ["Write a.txt", "Write b.txt and tick every item", "Write c.txt"]
-    repo = repo_with(tmp_path, items, sleep=0)
+    repo = items_repo(tmp_path, items, sleep=0)
     assert ralph(repo, "run", "--name", "p", "--max-laps", "1").returncode == 3  # a.txt
     monkeypatch.setenv("RALPH_PARALLEL_PARENT", str(os.getppid()))
     result = ralph(repo, "run", "--name", "p", "--slot", "1", "--max-laps", "2")

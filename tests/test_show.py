@@ -10,15 +10,19 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from conftest import make_repo, ralph
+from helpers.jobs import mul_repo
+from helpers.repos import PY, make_repo
+from helpers.running import ralph
+from rich.console import Console
 
-from ralph.agents.scripted import ScriptedServer, bash, finish, tool_call
+from ralph.agents.scripted import Reply, ScriptedServer, Step, bash, finish, tool_call
+from ralph.show import events, ui
+from ralph.show.view import LiveView, Plain, console_for
 
-PY = sys.executable
 ESCAPE = "\x1b"
 
 
@@ -29,7 +33,7 @@ def tick(item: str) -> object:
     )
 
 
-def write_file(path: str, text: str) -> object:
+def write_file(path: str, text: str) -> Reply:
     return tool_call("str_replace_based_edit_tool", dict(command="create", path=path, file_text=text))
 
 
@@ -45,27 +49,10 @@ def two_laps() -> list:
     ]
 
 
-def repo_for(tmp_path: Path, base_url: str, **more: object) -> Path:
-    """calc.py to finish with the built-in agent: importing it passes, multiplying fails."""
-    config = {
-        "goal": "Finish calc",
-        "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url, "fix_attempts": 0},
-        "checks": [f"{PY} -c 'import calc'", f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
-        **more,
-    }
-    files = {
-        "calc.py": "def mul(a, b):\n    raise NotImplementedError\n",
-        "TODO.md": "# TODO\n- [ ] Implement mul\n",
-        "PROGRESS.md": "nothing yet\n",
-        "ralph.yaml": json.dumps(config),
-    }
-    return make_repo(tmp_path / "repo", files)
-
-
 def test_plain_output_events_and_the_table_of_laps(tmp_path: Path):
     events_file = tmp_path / "events.jsonl"
     with ScriptedServer(two_laps()) as server:
-        repo = repo_for(tmp_path, server.base_url)
+        repo = mul_repo(tmp_path, server.base_url)
         result = ralph(repo, "run", "--name", "v", "--plain", "--events", str(events_file))
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -115,13 +102,13 @@ def test_plain_output_events_and_the_table_of_laps(tmp_path: Path):
 
 def test_quiet_prints_only_the_result_and_events_can_own_stdout(tmp_path: Path):
     with ScriptedServer(two_laps()[2:]) as server:
-        repo = repo_for(tmp_path, server.base_url)
+        repo = mul_repo(tmp_path, server.base_url)
         quiet = ralph(repo, "run", "--name", "q", "--quiet", "--max-laps", "1")
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert quiet.stdout == "stopped: done at lap 1: every check passes and every TODO item is ticked (exit 0)\n"
 
     with ScriptedServer(two_laps()[2:]) as server:
-        repo = repo_for(tmp_path / "second", server.base_url)
+        repo = mul_repo(tmp_path / "second", server.base_url)
         piped = ralph(repo, "run", "--name", "e", "--events", "-")
     assert piped.returncode == 0, piped.stdout + piped.stderr
     events = [json.loads(line) for line in piped.stdout.splitlines()]  # every line of stdout is an event
@@ -144,8 +131,6 @@ def test_an_error_ends_the_events_with_its_reason(tmp_path: Path):
 
 
 def test_plain_says_a_silent_phase_is_still_going():
-    from ralph.show import events, ui
-    from ralph.show.view import Plain, console_for
 
     display = Plain(heartbeat=0.4)
     console = console_for(plain=True)
@@ -173,7 +158,7 @@ def test_plain_says_a_silent_phase_is_still_going():
 def test_the_live_view_in_a_terminal_shows_the_phase_and_the_token_bars(tmp_path: Path):
     """A real `ralph run` on a pseudo-terminal: what a person watching it sees."""
     with ScriptedServer(two_laps()[2:]) as server:
-        repo = repo_for(tmp_path, server.base_url)
+        repo = mul_repo(tmp_path, server.base_url)
         screen = _run_in_terminal(repo, ["run", "--name", "t"])
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.replace("\r", ""))
     assert ESCAPE in screen  # drawn, not printed as lines
@@ -220,13 +205,10 @@ def _run_in_terminal(repo: Path, args: list[str], timeout: float = 60, expect: i
 
 
 def test_the_live_view_draws_the_lap_the_phase_the_agents_lines_and_the_bars():
-    from rich.console import Console
-
-    from ralph.show.view import LiveView
 
     live = LiveView()
     start = dict(run="r", resumed=True, base="b" * 40, green="c" * 40, next_lap=3, max_laps=9, one_session=1200)
-    steps = [
+    steps: list[tuple[str, Mapping[str, object]]] = [
         ("run_started", start),
         ("lap_started", dict(lap=3, max_laps=9)),
         ("phase_changed", dict(phase="agent")),
@@ -250,14 +232,14 @@ HOSTILE = "\x1b]52;c;ZXZpbA==\x1b\\\x1b[31m\x9b2J\u202e\x07"  # clipboard write,
 
 def test_what_an_agent_says_reaches_the_terminal_without_a_control_character(tmp_path: Path):
     """Tool calls, output lines, file names in a lap's reason, its summary: printed as text, never as codes."""
-    script = [
+    script: list[Step] = [
         write_file(f"p{HOSTILE}.txt", "x"),
         bash(f"echo 'out{HOSTILE}put'; ln -s /etc/hostname \"$(printf 'ln\\033]0;PWNED\\033\\\\')\""),
         finish(f"summary{HOSTILE}"),
     ]
     events_file = tmp_path / "events.jsonl"
     with ScriptedServer(script) as server:
-        repo = repo_for(tmp_path, server.base_url)
+        repo = mul_repo(tmp_path, server.base_url)
         result = ralph(repo, "run", "--name", "h", "--plain", "--max-laps", "1", "--events", str(events_file))
     assert result.returncode == 3, result.stdout + result.stderr
     shown = [result.stdout, result.stderr, ralph(repo, "log").stdout, ralph(repo, "show", "1").stdout]
@@ -271,8 +253,6 @@ def test_what_an_agent_says_reaches_the_terminal_without_a_control_character(tmp
 
 
 def test_an_agent_that_says_too_much_is_cut_and_rate_limited(monkeypatch):
-    from ralph.show import events
-
     heard: list[dict] = []
     monkeypatch.setattr(events.time, "monotonic", lambda: 1000.0)  # all in one second
     with events.listening(heard.append):
@@ -288,7 +268,7 @@ def test_a_command_agents_lines_become_events_the_last_one_too_and_a_full_disk_i
         "printf 'first\\n\\033[1mbold\\033[0m\\n' && sed -i 's/\\[ \\]/[x]/' TODO.md && echo x > x.txt && printf last"
     )
     config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"]}
-    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n", "ralph.yaml": json.dumps(config)})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["a"])
     events_file = tmp_path / "events.jsonl"
     assert ralph(repo, "run", "--name", "c", "--events", str(events_file)).returncode == 0
     said = [event["line"] for event in map(json.loads, events_file.read_text().splitlines()) if "line" in event]

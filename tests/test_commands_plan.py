@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import git, make_repo, ralph
+from helpers.repos import git, make_repo
+from helpers.running import ralph
 
 from ralph import todo
-from ralph.agents.scripted import ScriptedServer, tool_call
+from ralph.agents.scripted import ScriptedServer, Step, tool_call
 
 GOOD_PLAN = {
     "approaches": [
@@ -26,7 +27,7 @@ FILES = {
 
 def repo_with(tmp_path: Path, agent: dict, **config: object) -> Path:
     settings = {"goal": "Finish calc", "agent": agent, "checks": ["true"], **config}
-    repo = make_repo(tmp_path / "repo", dict(FILES, **{"ralph.yaml": json.dumps(settings)}))
+    repo = make_repo(tmp_path / "repo", FILES, config=settings)
     (repo / ".env").write_text("TOKEN=secret-untracked\n")  # untracked: the planner cannot read it
     return repo
 
@@ -36,7 +37,7 @@ def tool_results(request: dict) -> list[str]:
 
 
 def test_the_planner_reads_the_repository_and_writes_the_checklist(tmp_path: Path):
-    script = [
+    script: list[Step] = [
         tool_call("list", {"path": "."}),
         tool_call("view", {"path": "calc.py"}),
         tool_call("view", {"path": ".env"}),
@@ -112,7 +113,7 @@ def test_the_planner_has_a_model_of_its_own_beside_a_command_agent(tmp_path: Pat
 
 
 def test_odd_replies_and_odd_checklists_get_a_clear_answer_never_a_crash(tmp_path: Path):
-    script = [
+    script: list[Step] = [
         tool_call("view", {"path": "calc.py", "view_range": ["²", 5]}),  # isdigit, yet no int
         tool_call("write_plan", "[" * 100_000),  # nested deeper than any parser recurses
         tool_call("write_plan", GOOD_PLAN),

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write
+from helpers.repos import write
 
 from ralph.verdict import pytest_results
 

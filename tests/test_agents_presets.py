@@ -7,18 +7,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import git, lap_notes, make_repo, needs_bwrap, ralph
+from helpers.repos import PY, git, make_repo, needs_bwrap
+from helpers.running import lap_notes, ralph
 
 from ralph.agents.presets import PRESETS
-from ralph.agents.scripted import ScriptedServer, call, tool_call, tool_calls
+from ralph.agents.scripted import ScriptedServer, Step, call, tool_call, tool_calls
 
-PY = sys.executable
 SECRETS = {
     "ANTHROPIC_API_KEY": "sk-ant-canary",
     "OPENAI_API_KEY": "sk-openai-canary",
@@ -91,8 +90,7 @@ def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off",
         "limits": {"stagnation": 5, **limits},
         "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")]},
     }
-    todo = "".join(f"- [ ] item {n}\n" for n in range(1, items + 1))
-    return make_repo(tmp_path / "repo", {"TODO.md": todo, "ralph.yaml": json.dumps(config)})
+    return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])
 
 
 def calls(tmp_path: Path, tool: str) -> list[dict]:
@@ -236,7 +234,7 @@ def test_the_idle_watchdog_stops_a_silent_agent_but_not_one_that_writes_files(tm
         "checks": ["true"],
         "limits": {"idle_timeout": 1, "lap_timeout": 60, "stagnation": 5},
     }
-    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n", "ralph.yaml": json.dumps(config)})
+    repo = make_repo(tmp_path / "repo", config=config, todo=["a"])
     started = time.monotonic()
     result = ralph(repo, "run", "--name", "i")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -282,7 +280,7 @@ def test_the_real_mini_swe_agent_does_a_lap_through_its_preset(tmp_path: Path):
     CLI reads the prompt, runs its commands in the lap's work tree and finishes, sandboxed."""
     if shutil.which("mini") is None:
         pytest.fail("mini-swe-agent is not installed: pip install -e '.[dev]' installs it")
-    script = [
+    script: list[Step] = [
         tool_calls(
             call("bash", {"command": "sed -i 's/- \\[ \\]/- [x]/' TODO.md && echo hi > notes.txt"}), content="Ticking."
         ),

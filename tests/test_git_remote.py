@@ -10,22 +10,20 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
-from conftest import git, lap_notes, ralph
-from test_parallel import repo_with
+from helpers.jobs import items_repo
+from helpers.repos import PY, git
+from helpers.running import lap_notes, ralph
 
 from ralph.git import ledger
-
-PY = sys.executable
 
 
 def remote_with(tmp_path: Path, items: list[str], clones: int, sleep: float, **limits: object) -> list[Path]:
     """A bare repository (the remote) holding a job of `items`, and `clones` clones of it."""
-    repo = repo_with(tmp_path, items, sleep, **limits)
+    repo = items_repo(tmp_path, items, sleep, **limits)
     origin = tmp_path / "origin.git"
     git(tmp_path, "clone", "-q", "--bare", str(repo), str(origin))
     made = []
@@ -221,5 +219,6 @@ def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_p
         assert result.returncode == 1 and said in result.stderr, (args, result.stdout, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
     assert git(clone, "ls-remote", "origin", "refs/ralph/*") == ""
-    assert ledger.load(clone, "mine") is not None and ledger.load(clone, "mine").is_done
+    state = ledger.load(clone, "mine")
+    assert state is not None and state.is_done
     assert (git(clone, "status", "--porcelain", "--branch"), git(clone, "rev-parse", "HEAD")) == before

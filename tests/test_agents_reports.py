@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from ralph.agents import reports
 from ralph.agents.limited import limit_hit, reset_at
 from ralph.agents.presets import PRESETS
 from ralph.agents.reports import read
@@ -116,8 +117,6 @@ def test_each_presets_limit_messages_are_recognised_and_ordinary_output_is_not()
 
 
 def test_a_log_longer_than_what_is_read_keeps_its_final_result_and_counts_no_partial_sum(tmp_path, monkeypatch):
-    from ralph.agents import reports
-
     monkeypatch.setattr(reports, "LOG_CAP", 2000)
     log = tmp_path / "agent.log"
     step = {"type": "step_finish", "part": {"tokens": {"input": 1}, "cost": 0.5}}

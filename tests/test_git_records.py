@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import git, ralph
+from helpers.repos import git
+from helpers.running import ralph
 
 from ralph.git.records import FORMAT
 

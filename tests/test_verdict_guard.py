@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_repo, ralph
+from helpers.repos import make_repo
+from helpers.running import ralph
 
 from ralph.verdict.guard import matches
 

@@ -3,7 +3,9 @@
 Inert unless RALPH_DEBUG_STOP_AT is set; tests set it to `PHASE` (SIGKILL at the first
 time ralph reaches PHASE), `PHASE:INT` (SIGINT, as Ctrl-C would) or `PHASE:RAISE` (an
 exception no code expects: a bug, to prove the crash log). The phases, in lap order:
-workspace, agent, add, commit, checks, note, lap-ref, advance.
+workspace, agent, add, commit, checks, note, lap-ref, advance. It sits in isolation/, below
+git/, since the workspace, the ledger and the lap all stop at one, and it ends ralph's own
+process as the process door ends others.
 """
 
 from __future__ import annotations

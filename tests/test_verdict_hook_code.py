@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo
+from helpers.repos import git, make_repo
 
 from ralph.verdict import hook_code
 

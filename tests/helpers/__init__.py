@@ -1,0 +1,1 @@
+"""What the tests share besides fixtures: building repositories (`repos`) and running ralph in them (`running`)."""
