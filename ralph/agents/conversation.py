@@ -63,7 +63,7 @@ class Finished(Ended):
 
 
 class LimitReached(Ended):
-    """One of the role's `Limits` ended it; `detail` says which in words."""
+    """One of the role's `ConversationLimits` ended it; `detail` says which in words."""
 
     def __init__(self, limit: Limit, detail: str):
         super().__init__(detail)
@@ -84,7 +84,7 @@ class FormatError(Exception):
 
 
 @dataclass(frozen=True)
-class Limits:
+class ConversationLimits:
     turns: int  # model calls
     seconds: float = math.inf  # for the whole conversation
     retry_seconds: float = math.inf  # for each request, its retries included
@@ -111,7 +111,7 @@ class Role:
     run_tool: Callable[[ToolCall, Transcript], str]  # one of its tools; may raise Finished or FormatError
     ending: str  # the tool that ends it: finish, write_plan, verdict
     nudge: str  # the answer to a reply without a tool call
-    limits: Limits
+    limits: ConversationLimits
     said: Callable[[str], None] | None = None  # tells the person watching the run; None: nobody watches
     start: dict = field(default_factory=dict)  # the role's own fields of the transcript's start
 

@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable
 
 from ralph.agents.base import AgentResult, LapTask
-from ralph.agents.conversation import Conversation, Ended, EndpointFailed, Finished, LimitReached, Limits, Role
+from ralph.agents.conversation import (
+    Conversation,
+    ConversationLimits,
+    Ended,
+    EndpointFailed,
+    Finished,
+    LimitReached,
+    Role,
+)
 from ralph.agents.model import PREFLIGHT, api_key_of, endpoint_of, preflight
 from ralph.agents.replies import ToolCall
 from ralph.agents.retry import MAX_ATTEMPTS, RequestFailed
@@ -102,7 +110,7 @@ class _Lap:
 
     def __init__(self, config: AgentConfig, task: LapTask):
         self.task = task
-        self.limits = Limits(turns=config.max_turns, seconds=task.timeout)
+        self.limits = ConversationLimits(turns=config.max_turns, seconds=task.timeout)
         self.tools = Tools(task.worktree, task.log_dir, task.env, self.limits.deadline, task.jail)
         self.said = events.Lines("tool_called")  # what it does, for the person watching
         self.fixes_left = config.fix_attempts

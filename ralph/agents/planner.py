@@ -16,12 +16,12 @@ from ralph import git
 from ralph.agents.base import Usage
 from ralph.agents.conversation import (
     Conversation,
+    ConversationLimits,
     Ended,
     EndpointFailed,
     Finished,
     FormatError,
     LimitReached,
-    Limits,
     Role,
 )
 from ralph.agents.mcp_tools import McpTools
@@ -148,7 +148,7 @@ class Planner:
             run_tool=self.run_tool,
             ending="write_plan",
             nudge="Reply with a tool call: view, list, search or write_plan.",
-            limits=Limits(
+            limits=ConversationLimits(
                 turns=self.config.max_turns, seconds=PLAN_SECONDS, malformed=FORMAT_ERRORS, text_only=FORMAT_ERRORS
             ),
             start={"goal": goal},

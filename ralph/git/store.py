@@ -2,7 +2,8 @@
 
 A `RefStore` is made once by whatever starts the work (the run, `ralph tell`, `ralph land`)
 and handed on, so where a write goes is a value each caller is given, never a state of the
-process. Every ref ralph writes in the user's repository is written here, by compare-and-swap.
+process. Every ref ralph writes in the user's repository is written here, by compare-and-swap,
+but the remote's notes as fetched and merged into ours (git/remote.py's `sync`).
 A Ctrl-C waits for a write: git killed mid-update leaves the ref's lock, and no one can move
 the ref again until a person deletes the lock by hand.
 """

@@ -19,9 +19,9 @@ from ralph.git.records import LapRecord, LapStatus
 from ralph.isolation import crashpoint
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
+from ralph.run.judging import judge
 from ralph.run.rebase import rebase_lap
 from ralph.run.record import LapFacts, lap_record
-from ralph.run.verdict import judge
 
 LOST_CLAIMS = (
     "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "

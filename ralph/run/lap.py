@@ -13,10 +13,10 @@ from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus
 from ralph.isolation import crashpoint
 from ralph.isolation.workspace import WorkspaceTampered
-from ralph.run import agent, commit, disk, land, prepare, record, verdict
+from ralph.run import agent, commit, disk, judging, land, prepare, record
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
-from ralph.run.verdict import Judged
+from ralph.run.judging import Judged
 from ralph.run.watch import watching_the_repository
 from ralph.show import events, ui
 
@@ -38,7 +38,7 @@ def run_lap(
     with watching_the_repository(ctx, number) as tampered:
         events.emit("phase_changed", phase="committing")
         lap, judged = _commit_and_judge(ctx, state, number, prepared, worked)
-    judged = verdict.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
+    judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
     facts = _facts(ctx, turn, prepared, worked)
     recorded = record.lap_record(ctx, state, facts, lap, judged)
     record.save(ctx, recorded, worked.told, judged.stop)
@@ -70,7 +70,7 @@ def _commit_and_judge(
     try:
         made = commit.commit_lap(ctx, state, number, worked.result, prepared.todo_before)
         crashpoint.reached("commit")
-        return made, verdict.judge(ctx, state, made, worked.result, number, prepared.log_dir)
+        return made, judging.judge(ctx, state, made, worked.result, number, prepared.log_dir)
     except (RalphError, OSError) as failed:
         if isinstance(failed, WorkspaceTampered) or not disk.full(ctx, failed):
             raise

@@ -13,7 +13,7 @@ from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus, TestChanges
 from ralph.run.commit import LapCommit
 from ralph.run.context import RunContext
-from ralph.run.verdict import Judged
+from ralph.run.judging import Judged
 from ralph.verdict.checks import CheckResult, passing_tests
 from ralph.verdict.checks import done as checks_done
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ralph import git
 from ralph.agents.base import Usage
-from ralph.agents.conversation import Conversation, EndpointFailed, Finished, FormatError, Limits, Role
+from ralph.agents.conversation import Conversation, ConversationLimits, EndpointFailed, Finished, FormatError, Role
 from ralph.agents.mcp_tools import McpTools
 from ralph.agents.model import PREFLIGHT, api_key_of, endpoint_of, preflight
 from ralph.agents.replies import ToolCall, schema_problems
@@ -209,7 +209,7 @@ class Judge:
             run_tool=_verdict,
             ending="verdict",
             nudge="Call the tool verdict.",
-            limits=Limits(
+            limits=ConversationLimits(
                 turns=ATTEMPTS + LOOKUPS,
                 retry_seconds=RETRY_SECONDS,
                 malformed=ATTEMPTS,

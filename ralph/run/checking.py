@@ -32,7 +32,7 @@ class Checked:
     removed: list[str]  # untracked files deleted before the checks (with strict: the lap's)
 
 
-def check_lap(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Checked:
+def checks_on(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Checked:
     """The checks judge exactly the commit: the workspace made that commit again (by ralph's own
     index, which no lap writes), nothing untracked but ignored files, and with strict nothing
     but what setup made."""

@@ -1,5 +1,5 @@
 """The lap's verdict phase: green, red, error or limited, and the evidence for it. The checks
-run in between (checks.py), unless the verdict is clear without them."""
+run in between (checking.py), unless the verdict is clear without them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ralph import git
 from ralph.agents.base import AgentResult
 from ralph.git.ledger import RunState
 from ralph.git.records import JudgeRecord, LapStatus
-from ralph.run import checks
+from ralph.run import checking
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
 from ralph.show import events
@@ -47,8 +47,8 @@ def judge(ctx: RunContext, state: RunState, lap: LapCommit, agent: AgentResult, 
         ctx.top, lap.parent, lap.sha, lap.changes, ctx.config.protected, files.todo, files.progress, state.record.base
     )
     try:
-        checked = checks.check_lap(ctx, lap, number, log_dir)
-    except checks.CannotCheck as cannot:
+        checked = checking.checks_on(ctx, lap, number, log_dir)
+    except checking.CannotCheck as cannot:
         return Judged(
             status=LapStatus.RED, reason=cannot.reason, output_tail=cannot.detail, files_changed=len(lap.changes)
         )
@@ -106,7 +106,7 @@ def _after_checks(
     lap: LapCommit,
     agent: AgentResult,
     report: guard_module.GuardReport,
-    checked: checks.Checked,
+    checked: checking.Checked,
     log_dir: Path,
 ) -> Judged:
     results, removed = checked.results, checked.removed
