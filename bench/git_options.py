@@ -8,7 +8,7 @@ bench/lap_overhead.py (`checkout -f --detach`, `clean -fd`, a one-line edit, `ad
 then ralph's own index-reading steps on a copy of the worktree's index, as its workspace runs
 them (`read-tree -u --reset`, `clean -ffd`, `ls-files -o` of bytecode, `add -A`). Each option
 set takes its turn lap by lap, so all share the machine's mood; medians per step.
-ralph keeps the untracked cache and fsmonitor off for its own git (README, Design notes):
+ralph keeps the untracked cache and fsmonitor off for its own git (docs/design.md):
 their rows say what that costs.
 """
 
