@@ -82,8 +82,8 @@ class Sampler(threading.Thread):
 def sample_after_each_lap(after_lap: list[dict], between_laps: Callable[[], None]) -> None:
     run_lap = ralph.run.loop.run_lap
 
-    def sampled_lap(ctx, state, number):
-        record = run_lap(ctx, state, number)
+    def sampled_lap(ctx, state, number, *more):  # more: which agent, as the loop passes it
+        record = run_lap(ctx, state, number, *more)
         between_laps()
         after_lap.append(sample())
         return record

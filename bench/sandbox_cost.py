@@ -77,8 +77,8 @@ def one_run(folder: Path, size: int, laps: int, mode: str) -> list[float]:
     seconds: list[float] = []
     run_lap = ralph.run.loop.run_lap
 
-    def timed_lap(ctx, state, number):
-        spent, record = timed(run_lap, ctx, state, number)
+    def timed_lap(ctx, state, number, *more):  # more: which agent, as the loop passes it
+        spent, record = timed(run_lap, ctx, state, number, *more)
         seconds.append(spent)
         return record
 
