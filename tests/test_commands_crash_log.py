@@ -67,3 +67,29 @@ def test_a_git_dir_that_cannot_be_written_sends_the_log_to_the_cache(tmp_path: P
     path = crash_log.write(ValueError("boom"), repo, ["ralph", "status"])
     assert path == tmp_path / "cache" / "ralph" / "crash.log"
     assert path.read_text().endswith("ValueError: boom\n")
+
+
+def test_a_link_planted_where_the_log_goes_is_replaced_not_followed(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    (repo / ".git" / "ralph").mkdir()
+    (repo / ".git" / "ralph" / "crash.log").symlink_to(victim)
+    path = crash_log.write(ValueError("boom"), repo, ["ralph", "status"])
+    assert path == repo / ".git" / "ralph" / "crash.log" and not path.is_symlink()
+    assert path.read_text().endswith("ValueError: boom\n")
+    assert victim.read_text() == "mine\n"
+
+
+def test_with_no_folder_to_write_the_log_goes_to_a_new_file_in_the_temp_folder(tmp_path: Path, monkeypatch):
+    """A fixed name in /tmp would be anyone's to plant first: each log is a file of its own."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    first = crash_log.write(ValueError("one"), tmp_path, ["ralph", "status"])
+    second = crash_log.write(ValueError("two"), tmp_path, ["ralph", "status"])
+    assert first is not None and second is not None and first != second
+    assert first.parent == tmp_path / "tmp" and first.read_text().endswith("ValueError: one\n")

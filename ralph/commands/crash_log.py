@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.git import layout
+from ralph.isolation.files import replace_with
 
 NAME = "crash.log"
 
@@ -28,11 +29,23 @@ def write(error: BaseException, cwd: Path, argv: list[str]) -> Path | None:
     for folder in _folders(cwd):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / NAME).write_text(text, encoding="utf-8")
+            replace_with(folder / NAME, text)
         except OSError:
             continue
         return folder / NAME
-    return None
+    return _in_temp(text)
+
+
+def _in_temp(text: str) -> Path | None:
+    """A log of its own in the temp folder, made there exclusively: a fixed name in a folder
+    every user writes would be anyone's to plant first."""
+    try:
+        handle, name = tempfile.mkstemp(prefix="ralph-crash-", suffix=".log")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError:
+        return None
+    return Path(name)
 
 
 def headline(error: BaseException) -> str:
@@ -42,10 +55,10 @@ def headline(error: BaseException) -> str:
 
 
 def _folders(cwd: Path) -> list[Path]:
-    """Where the user's runs live (the repository's git dir), else ralph's cache folder; the
-    temp folder last, for a git dir and a cache that cannot be written."""
+    """Where the user's runs live (the repository's git dir), else ralph's cache folder (the
+    temp folder is the last resort of `write`)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ralph"
-    return [*_in_repository(cwd), cache, Path(tempfile.gettempdir())]
+    return [*_in_repository(cwd), cache]
 
 
 def _in_repository(cwd: Path) -> list[Path]:

@@ -4,7 +4,6 @@ and each lap with its checks, tests, ticked items, judge's scores and diff."""
 
 from __future__ import annotations
 
-import os
 import sys
 from html import escape
 from pathlib import Path
@@ -15,6 +14,7 @@ from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus
+from ralph.isolation.files import replace_with
 from ralph.show import ui
 
 DIFF_CAP = 100_000  # characters of a lap's diff in the page; the rest is one `git show` away
@@ -53,15 +53,9 @@ def report(cwd: Path, run: str | None, output: str | None) -> Exit:
         sys.stdout.write(page)
         return Exit.DONE
     target = Path(output) if output else layout.run_dir(repo.common_dir, state.name) / "report.html"
-    # Written beside the target, then moved over it: a link planted where the report goes is
-    # replaced, never followed to overwrite whatever it points at.
-    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with open(partial, "x", encoding="utf-8") as out:
-            out.write(page)
-        os.replace(partial, target)
+        replace_with(target, page)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise RalphError(f"cannot write the report to {target}: {exc.strerror}") from None
     ui.say(f"report of run [bold]{state.name}[/] ({len(state.laps)} laps): {ui.safe(target.resolve())}")
     return Exit.DONE

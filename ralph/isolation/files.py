@@ -1,5 +1,6 @@
 """Deleting what ralph made, safely: never through a link, never stopped by a read-only folder,
-nor by one nested deeper than Python recurses or than a path can name (PATH_MAX)."""
+nor by one nested deeper than Python recurses or than a path can name (PATH_MAX); and writing
+a file of ralph's without following a link planted where it goes."""
 
 from __future__ import annotations
 
@@ -229,3 +230,16 @@ def _is_file(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+def replace_with(target: Path, text: str) -> None:
+    """`target` made a file holding `text`: written beside it, then moved over it, so a link
+    planted where it goes is replaced, never followed to overwrite whatever it points at."""
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(partial, "x", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(partial, target)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
