@@ -280,6 +280,47 @@ def demo(
     _call(do_demo, folder, model, base_url, DemoLimits(max_laps, lap_timeout, max_turns))
 
 
+@main.command()
+@click.option("--list", "listing", is_flag=True, help="Name the jobs (their package, items and tests) and stop.")
+@click.option("--jobs", "job_names", metavar="NAME,...", help="Only these jobs (default: all).")
+@click.option("--mode", type=click.Choice(["laps", "session", "both"]), default="both", show_default=True)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="A ralph.yaml naming the agent.")
+@click.option("--scripted", is_flag=True, help="ralph's scripted model, offline: it tests the harness, not a model.")
+@click.option("--json", "json_to", type=click.Path(path_type=Path), help="Write the results as JSON here.")
+@click.option("--html", "html_to", type=click.Path(path_type=Path), help="Write the results as a page here.")
+@click.option("--keep", type=click.Path(path_type=Path), help="Leave each job's clone, with its run, in this folder.")
+@click.option("--quiet", is_flag=True, help="Print only the results, not the runs' laps.")
+def bench(
+    listing: bool,
+    job_names: str | None,
+    mode: str,
+    config_path: Path | None,
+    scripted: bool,
+    json_to: Path | None,
+    html_to: Path | None,
+    keep: Path | None,
+    quiet: bool,
+) -> None:
+    """Fresh laps against one long session, same agent and budget, on jobs built from real packages."""
+    from ralph.commands.bench import BenchOptions, list_jobs
+    from ralph.commands.bench import bench as do_bench
+
+    if listing:
+        _call(list_jobs)
+        return
+    options = BenchOptions(
+        jobs=job_names,
+        mode=mode,
+        config=config_path,
+        scripted=scripted,
+        json_to=json_to,
+        html_to=html_to,
+        keep=keep,
+        display="quiet" if quiet else "auto",
+    )
+    _call(do_bench, options)
+
+
 @main.group()
 def hook() -> None:
     """Git hooks ralph ships (see hooks/ in ralph's repository)."""

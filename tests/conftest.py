@@ -32,6 +32,8 @@ LONGEST = (
     "test_git_remote.py",
     "test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks",
     "test_commands_demo.py",
+    "test_both_modes_run_offline_scored_written_and_drawn",
+    "test_the_jobs_are_listed_built_from_pinned_sdists_and_cut",
     "test_the_files_that_define_how_a_check_runs_are_protected",
     "test_a_ralph_killed_mid_run_is_resumed",
 )

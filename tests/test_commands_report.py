@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from helpers.browser import browse, colour_runs, rgb, screenshot_rows
 from helpers.jobs import mul_repo
 from helpers.repos import make_repo
 from helpers.running import ralph
-from PIL import Image
 
 from ralph.agents.scripted import Reply, ScriptedServer, Step, bash, finish, tool_call
 from ralph.commands.report import COLOURS, DIFF_CAP, SESSION_COLOUR, TOKENS_COLOUR, _diff
@@ -52,30 +50,6 @@ def judged_run(tmp_path: Path) -> Path:
     return repo
 
 
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if found is None:
-        pytest.fail("the report is tested in headless Chromium, which is not installed: apt-get install chromium")
-    return found
-
-
-def browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    command += ["--force-color-profile=srgb", f"--user-data-dir={profile}", *args, page.as_uri()]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
-
-
-def colour_runs(row: list[tuple[int, ...]], colours: dict[str, str]) -> list[str]:
-    """The named colours along a row of pixels, each stretch once, in order."""
-    names = {tuple(int(hex_[i : i + 2], 16) for i in (1, 3, 5)): name for name, hex_ in colours.items()}
-    runs: list[str] = []
-    for pixel in row:
-        name = names.get(pixel[:3])
-        if name and (not runs or runs[-1] != name):
-            runs.append(name)
-    return runs
-
-
 def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
     repo = judged_run(tmp_path)
     page = tmp_path / "report.html"
@@ -91,16 +65,10 @@ def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
     assert "tests passing" not in dom  # no pytest here: no counts invented
     assert '<span class="add">+    return a * b</span>' in dom
 
-    shot = tmp_path / "report.png"
-    browse(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1100,1000")
-    print(f"screenshot: {shot}")
-    image = Image.open(shot).convert("RGB")
-    width, height = image.size
-    data = image.tobytes()  # RGB, a byte a channel, row after row
-    pixels = [tuple(data[at : at + 3]) for at in range(0, len(data), 3)]
-    rows = [pixels[y * width : (y + 1) * width] for y in range(height)]
+    rows = screenshot_rows(page, tmp_path / "profile", tmp_path / "report.png")
+    width = len(rows[0])
     statuses = {str(status): COLOURS[status] for status in (LapStatus.GREEN, LapStatus.RED, LapStatus.ERROR)}
-    status_pixels = {tuple(int(hex_[i : i + 2], 16) for i in (1, 3, 5)) for hex_ in statuses.values()}
+    status_pixels = {rgb(hex_) for hex_ in statuses.values()}
 
     def coloured(row: list[tuple[int, ...]]) -> int:
         return sum(pixel in status_pixels for pixel in row)
@@ -110,7 +78,7 @@ def test_the_report_draws_the_run_in_a_browser(tmp_path: Path):
     assert colour_runs(timeline, statuses) == ["red", "green"]
     assert coloured(timeline) > width * 0.7
     # The tokens chart: a bar a lap (the row they cover most crosses each) and the session line.
-    bar = tuple(int(TOKENS_COLOUR[i : i + 2], 16) for i in (1, 3, 5))
+    bar = rgb(TOKENS_COLOUR)
     widest = max(rows, key=lambda row: row.count(bar))
     assert len(re.findall(r"1+", "".join("1" if pixel == bar else "0" for pixel in widest))) == 2
     assert any(colour_runs(row, {"line": SESSION_COLOUR}) for row in rows)

@@ -60,6 +60,7 @@ def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, t
         told,
         items=items,
         slot=prompt.slot_heading(slot) if slot is not None else None,
+        whole_job=ctx.whole_job,
     )
     log_dir = prepared.log_dir
     return LapTask(

@@ -41,6 +41,7 @@ class RunContext:
     mcp: McpTools | None = None  # the MCP servers' tools, started for the run
     worker: str | None = None  # `--remote`: this worker's name among the run's (workers.Crew)
     remote: Remote | None = None  # `--remote`: the git remote that keeps the run's refs and notes
+    whole_job: bool = False  # `ralph bench --mode session`: the one lap is given the whole job
     warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
 
     @property

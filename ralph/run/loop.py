@@ -182,6 +182,7 @@ def _context(
         mcp=mcp,
         worker=workers.new_name() if remote is not None else None,
         remote=remote,
+        whole_job=options.whole_job,
     )
 
 

@@ -24,3 +24,4 @@ class RunOptions:
     items_per_lap: int = 1  # --items-per-lap: TODO items each lap of a parallel run claims
     slot: int | None = None  # --slot: this process is that slot of a parallel run (started by it)
     remote: str | None = None  # --remote: the git remote that keeps the run's refs, for many workers
+    whole_job: bool = False  # `ralph bench --mode session`: the one lap is told to do the whole job

@@ -7,10 +7,16 @@ from dataclasses import dataclass
 
 from ralph.config import Config
 
+SLICE = """\
+- You are one lap of a longer job, with a fresh start. Work on the next unticked items
+  of {todo}; do a slice you can finish and verify now rather than everything at once."""
+# `ralph bench --mode session`: the same agent given the whole job as its one lap.
+WHOLE_JOB = """\
+- You have the whole job in this one session: work through every unticked item of {todo},
+  verifying each as you go, until none is left."""
 RULES = """\
 Rules for this lap:
-- You are one lap of a longer job, with a fresh start. Work on the next unticked items
-  of {todo}; do a slice you can finish and verify now rather than everything at once.
+{scope}
 - Tick (`- [x]`) only the items you really finished. Do not delete or reword items;
   you may add new ones.
 - Before you stop, rewrite {progress} as a short handoff for the next lap: what is done,
@@ -41,12 +47,15 @@ def build(
     told: list[str] | tuple[str, ...] = (),
     items: Sequence[str] = (),
     slot: str | None = None,
+    whole_job: bool = False,
 ) -> str:
-    """`items` and `slot` (the heading of its PROGRESS section): a lap of a parallel run."""
+    """`items` and `slot` (the heading of its PROGRESS section): a lap of a parallel run;
+    `whole_job`: the one lap of a bench's session mode."""
     files = config.files
     parts = [
         f"# Goal\n{config.goal.strip()}\n",
         RULES.format(
+            scope=(WHOLE_JOB if whole_job else SLICE).format(todo=files.todo),
             todo=files.todo,
             progress=files.progress,
             protect=", ".join(config.protected) or "(none)",

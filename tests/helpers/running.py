@@ -23,7 +23,9 @@ from ralph.isolation.proc import is_secret
 # Called in-process through the CLI's entry point (a process start each is much of their cost):
 # every command but `demo`, when the test sets no environment or stdin of its own. Tests of
 # signals, crashes and secrets set the environment, so `ralph run` is then a real process.
-IN_PROCESS = frozenset({"run", "plan", "tell", "log", "show", "status", "clean", "init", "doctor", "land", "report"})
+IN_PROCESS = frozenset(
+    {"run", "plan", "tell", "log", "show", "status", "clean", "init", "doctor", "land", "report", "bench"}
+)
 
 
 def ralph(

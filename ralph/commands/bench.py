@@ -1,0 +1,122 @@
+"""`ralph bench`: the jobs built (cached), each run in the modes asked with the agent of a
+ralph.yaml-style file or the scripted model, then the table, the summary, the JSON and the page."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ralph.agents.scripted import ScriptedServer
+from ralph.bench import build, jobs, page, sdists
+from ralph.bench.modes import BUDGETED, MODES, Mode, budget, config_text, run_job
+from ralph.bench.results import Report, Result, print_table
+from ralph.bench.scripted_model import MODEL, ScriptedModel
+from ralph.errors import Exit, RalphError
+from ralph.isolation import proc
+from ralph.isolation.files import replace_with
+from ralph.show import ui, view
+
+SCRIPTED_LIMITS = {"max_laps": 10}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    jobs: str | None = None  # --jobs a,b
+    mode: str = "both"  # laps, session or both
+    config: Path | None = None  # --config: the agent (and limits) to bench
+    scripted: bool = False
+    json_to: Path | None = None
+    html_to: Path | None = None
+    keep: Path | None = None  # --keep: leave each job's clone (and its run's refs) in this folder
+    display: view.Display = "auto"
+
+
+def list_jobs() -> Exit:
+    cache = sdists.cache_root()
+    rows = []
+    for job in jobs.JOBS:
+        _, built = build.prepared(job, cache)
+        rows.append([job.name, job.kind, job.package, str(len(built.items)), str(built.tests_total)])
+    ui.table(["job", "kind", "package", "items", "tests"], rows)
+    for kind, what in jobs.KINDS.items():
+        ui.say(f"[dim]{kind}: {what}[/]")
+    return Exit.DONE
+
+
+def bench(options: BenchOptions) -> Exit:
+    if options.scripted == (options.config is not None):
+        raise RalphError("bench: give --config FILE (the agent to bench) or --scripted (ralph's scripted model)")
+    modes: tuple[Mode, ...] = MODES if options.mode == "both" else (options.mode,)  # type: ignore[assignment]
+    chosen = jobs.chosen(options.jobs)
+    _needs_tools(chosen)
+    cache = sdists.cache_root()
+    settings = _settings(options.config) if options.config else {}
+    for mode in modes if settings else ():
+        config_text("bench", ["true"], budget(settings, mode))
+    results: list[Result] = []
+    for job in chosen:
+        repo, built = build.prepared(job, cache)
+        for mode in modes:
+            ui.say(f"[bold]bench: {job.name}[/] ({job.package}, {len(built.items)} items), {mode} mode")
+            with _agent(built, settings, options.scripted) as agent:
+                results.append(run_job(repo, built, agent, mode, options.display, options.keep))
+    print_table(results)
+    report = Report(model=_model_label(settings, options.scripted), results=results)
+    if options.json_to:
+        _write(options.json_to, report.model_dump_json(indent=1) + "\n")
+    if options.html_to:
+        _write(options.html_to, page.render(report))
+    return Exit.DONE
+
+
+@contextlib.contextmanager
+def _agent(built: build.BuiltJob, settings: dict[str, Any], scripted: bool) -> Iterator[dict[str, Any]]:
+    """The job's agent settings: the user's, or the scripted model's server for this one job."""
+    if not scripted:
+        yield settings
+        return
+    with ScriptedServer(ScriptedModel(built)) as server:
+        yield {"agent": {"kind": "openai", "model": MODEL, "base_url": server.base_url}, "limits": SCRIPTED_LIMITS}
+
+
+def _settings(path: Path) -> dict[str, Any]:
+    """What a ralph.yaml-style file gives the jobs (its agent, limits, prices, env, sandbox); its
+    goal and checks are the user's repository's, not the jobs'."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise RalphError(f"{path}: cannot read it ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise RalphError(f"{path}: not valid YAML ({ui.one_line(str(exc), 120)})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("agent"), dict):
+        raise RalphError(f"{path}: the bench needs an `agent:` section (as in ralph.yaml) to know what to bench")
+    return {key: data[key] for key in BUDGETED if key in data}
+
+
+def _needs_tools(chosen: list[jobs.Job]) -> None:
+    """pytest scores every job, mypy checks the types jobs: missing, say so now, not as red laps."""
+    needed = ["pytest"] + (["mypy"] if any(job.kind == "types" for job in chosen) else [])
+    for module in needed:
+        if not proc.run([sys.executable, "-c", f"import {module}"], Path.cwd(), timeout=120).ok:
+            raise RalphError(f"bench: the jobs need {module} in this Python ({sys.executable}): pip install {module}")
+
+
+def _model_label(settings: dict[str, Any], scripted: bool) -> str:
+    if scripted:
+        return f"{MODEL} (ralph's scripted model: it knows the answers; it tests the harness, not a model)"
+    agent = settings["agent"]
+    return str(agent.get("preset") or agent.get("command") or f"{agent.get('model')} at {agent.get('base_url')}")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        replace_with(path, text)
+    except OSError as exc:
+        raise RalphError(f"bench: cannot write {path}: {exc.strerror}") from None
+    ui.say(f"bench: wrote {ui.safe(path)}")

@@ -1,0 +1,134 @@
+"""`ralph bench`: jobs built from real sdists (downloaded once through pip, into a cache the
+test workers share), both modes run offline by the scripted model, scored, written as JSON and
+drawn as a page in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from helpers.browser import browse, colour_runs, screenshot_rows
+from helpers.repos import git
+from helpers.running import ralph
+
+from ralph.bench import build, jobs, sdists
+from ralph.bench.page import LAPS_COLOUR, SESSION_COLOUR
+from ralph.config import parse
+from ralph.isolation import proc
+
+
+@pytest.fixture
+def bench_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One cache for every test of the session, every xdist worker's (their temp folders share a parent)."""
+    root = tmp_path_factory.getbasetemp()
+    shared = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "bench-cache"
+    monkeypatch.setenv("RALPH_BENCH_CACHE", str(shared))
+    return shared
+
+
+def test_the_jobs_are_listed_built_from_pinned_sdists_and_cut(bench_cache: Path, tmp_path: Path):
+    listed = ralph(tmp_path, "bench", "--list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines() if line.split()[:1] in ([j.name] for j in jobs.JOBS)]
+    assert len(rows) == len(jobs.JOBS) >= 6 and len({row[1] for row in rows}) >= 3
+    assert ["itsdangerous-encoding", "rebuild", "itsdangerous", "2.2.0", "3", "8"] in rows
+    assert all(int(row[4]) > 0 and int(row[5]) > 0 for row in rows)
+    assert sorted(path.name for path in (bench_cache / "sdists").iterdir()) == [
+        "isodate-0.7.2.tar.gz",
+        "itsdangerous-2.2.0.tar.gz",
+        "xmltodict-0.13.0.tar.gz",
+    ]
+    for job in jobs.JOBS:  # each a repository at one base commit, its ralph files in it
+        repo, built = build.prepared(job, bench_cache)
+        assert git(repo, "rev-list", "--count", "HEAD").strip() == "1" and git(repo, "status", "--porcelain") == ""
+        config = parse((repo / "ralph.yaml").read_text(), "ralph.yaml")
+        assert config.goal == built.goal and len(config.checks) == len(built.checks)
+        todo = (repo / "TODO.md").read_text()
+        assert [line[6:] for line in todo.splitlines() if line.startswith("- [ ] ")] == [i.text for i in built.items]
+        assert not (repo / "job.json").exists()  # the answers stay in the cache, outside the job's repository
+        replacing = built.kind in ("rebuild", "types")  # each item's edits apply to the base as cut
+        for edit in (edit for item in built.items for edit in item.edits if replacing):
+            text = (repo / str(edit["path"])).read_text()
+            assert str(edit["old"]) in text and str(edit["new"]) not in text
+    encoding = build.prepared(jobs.chosen("itsdangerous-encoding")[0], bench_cache)[0]
+    assert (encoding / "src/itsdangerous/encoding.py").read_text().count("raise NotImplementedError") == 5
+    migrate = build.prepared(jobs.chosen("xmltodict-pytest")[0], bench_cache)[0]
+    assert "unittest.TestCase" in (migrate / "tests/test_xmltodict.py").read_text()  # the job: still to migrate
+
+
+def test_a_types_job_cannot_be_passed_by_silencing_mypy(bench_cache: Path, tmp_path: Path):
+    repo, built = build.prepared(jobs.chosen("itsdangerous-signer-types")[0], bench_cache)
+    silencing = build.render(built.checks[-1])
+    module = "src/itsdangerous/signer.py"
+    assert proc.run(silencing, repo).ok  # the cut module silences nothing
+    git(tmp_path, "clone", "-q", str(repo), "clone")
+    for cheat in ("# mypy: ignore-errors\n", "import hmac  # type: ignore[import]\n"):
+        (tmp_path / "clone" / module).write_text(cheat + (repo / module).read_text())
+        assert not proc.run(silencing, tmp_path / "clone").ok, cheat
+
+
+def test_a_changed_sdist_is_refused(bench_cache: Path):
+    kept = sdists.fetch(jobs.ITSDANGEROUS, bench_cache)
+    wrong = sdists.Sdist("itsdangerous", "2.2.0", "0" * 64)
+    with pytest.raises(Exception, match="not the pinned 0000"):
+        sdists.fetch(wrong, bench_cache / "elsewhere")
+    assert kept.is_file()
+
+
+def test_both_modes_run_offline_scored_written_and_drawn(bench_cache: Path, tmp_path: Path):
+    out, page = tmp_path / "out.json", tmp_path / "out.html"
+    names = "itsdangerous-encoding,xmltodict-pytest"
+    done = ralph(tmp_path, "bench", "--scripted", "--mode", "both", "--jobs", names, "--json", str(out),
+                 "--html", str(page), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["format"] == 1 and report["model"].startswith("scripted-bench")
+    results = {(r["job"], r["mode"]): r for r in report["results"]}
+    assert sorted(results) == sorted((job, mode) for job in names.split(",") for mode in ("laps", "session"))
+    for result in results.values():
+        assert result["finished"] is True and result["tests_passed"] == result["tests_total"] > 0
+        assert result["tokens"]["total"] == result["tokens"]["prompt"] + result["tokens"]["completion"] > 0
+        assert result["requests"] > 0 and result["wall_s"] > 0 and result["red_laps"] == 0
+        assert result["curve"][-1][1] == result["tests_total"]
+    assert results[("itsdangerous-encoding", "laps")]["curve"][0] == [0, 0]  # the cut module fails every test
+    assert results[("xmltodict-pytest", "laps")]["curve"][0] == [0, 58]  # unittest's tests pass: pytest runs them
+    for job, items in (("itsdangerous-encoding", 3), ("xmltodict-pytest", 2)):
+        laps, session = results[(job, "laps")], results[(job, "session")]
+        assert (laps["laps"], session["laps"]) == (items, 1)  # the model did an item a lap; the session all
+        # one session carries every item's work in its context: its largest request outweighs any lap's
+        assert session["tokens"]["largest_request"] > laps["tokens"]["largest_request"]
+    assert re.search(r"laps: 2/2 jobs finished, 66/66 tests passing, [\d,]+ tokens", done.stdout)
+    assert "session: 2/2 jobs finished" in done.stdout
+
+    html = page.read_text()
+    assert not re.search(r"""(src|href)\s*=|url\(|@import|<script""", html, re.IGNORECASE)
+    dom = browse(page, tmp_path / "profile", "--dump-dom").stdout
+    assert re.findall(r'<section class="job" data-job="([\w-]+)"', dom) == names.split(",")
+    assert dom.count('<polyline class="laps"') == 2 and dom.count('<polyline class="session"') == 2
+    assert dom.count("<rect ") == 2 * (3 + 2)  # two bars a lap
+    rows = screenshot_rows(page, tmp_path / "profile", tmp_path / "bench.png", size="1000,1400")
+    colours = {"laps": LAPS_COLOUR, "session": SESSION_COLOUR}
+    assert any(colour_runs(row, colours)[:6] == ["laps", "session"] * 3 for row in rows)  # the bars, lap by lap
+
+
+def test_bench_input_errors_are_one_line(bench_cache: Path, tmp_path: Path):
+    def error(*args: str) -> str:
+        result = ralph(tmp_path, "bench", *args)
+        assert result.returncode != 0 and result.stdout == "", result.stdout
+        return result.stderr
+
+    assert error("--jobs", "itsdangerous-encoding") == (
+        "ralph: bench: give --config FILE (the agent to bench) or --scripted (ralph's scripted model)\n"
+    )
+    assert error("--scripted", "--jobs", "nope,itsdangerous-encoding") == (
+        "ralph: bench: no job nope — `ralph bench --list` names them\n"
+    )
+    config = tmp_path / "agent.yaml"
+    config.write_text("goal: mine\nchecks: [true]\n")
+    assert "needs an `agent:` section" in error("--config", str(config))
+    config.write_text("agent: {kind: openai, model: m, nonsense: 1}\n")
+    assert "nonsense" in error("--config", str(config), "--jobs", "itsdangerous-encoding")
+    assert "cannot read it" in error("--config", str(tmp_path / "missing.yaml"))
