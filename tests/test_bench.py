@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers.browser import browse, colour_runs, screenshot_rows
 from helpers.repos import git
 from helpers.running import ralph
@@ -17,6 +18,7 @@ from helpers.running import ralph
 from ralph.bench import build, jobs, sdists
 from ralph.bench.page import LAPS_COLOUR, SESSION_COLOUR
 from ralph.config import parse
+from ralph.git import ledger
 from ralph.isolation import proc
 
 
@@ -132,3 +134,23 @@ def test_bench_input_errors_are_one_line(bench_cache: Path, tmp_path: Path):
     config.write_text("agent: {kind: openai, model: m, nonsense: 1}\n")
     assert "nonsense" in error("--config", str(config), "--jobs", "itsdangerous-encoding")
     assert "cannot read it" in error("--config", str(tmp_path / "missing.yaml"))
+
+
+def test_a_configured_agent_gets_the_same_budget_in_one_session(bench_cache: Path, tmp_path: Path):
+    config = tmp_path / "agent.yaml"
+    agent = {"kind": "command", "command": "echo looked > notes.txt"}  # works, ticks nothing
+    config.write_text(yaml.safe_dump({"agent": agent, "limits": {"max_laps": 2, "lap_timeout": 40}, "goal": "x"}))
+    kept, out = tmp_path / "kept", tmp_path / "out.json"
+    done = ralph(tmp_path, "bench", "--config", str(config), "--jobs", "itsdangerous-encoding", "--keep", str(kept),
+                 "--json", str(out), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    laps, session = json.loads(out.read_text())["results"]
+    assert (laps["mode"], laps["laps"], session["mode"], session["laps"]) == ("laps", 2, "session", 1)
+    assert not laps["finished"] and not session["finished"] and laps["tests_passed"] == session["tests_passed"] == 0
+    assert json.loads(out.read_text())["model"] == "command `echo looked > notes.txt`"
+    for mode, max_laps, lap_timeout in (("laps", 2, 40), ("session", 1, 80)):
+        state = ledger.load(kept / f"itsdangerous-encoding-{mode}", f"bench-{mode}")
+        assert state is not None
+        limits = state.record.config.limits
+        assert (limits.max_laps, limits.lap_timeout) == (max_laps, lap_timeout)
+        assert state.record.config.goal.startswith("Rebuild src/itsdangerous/encoding.py")  # the job's, not the file's

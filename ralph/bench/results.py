@@ -9,7 +9,7 @@ from ralph.agents.base import Usage
 from ralph.show import ui
 
 FORMAT = 1
-COLUMNS = ["mode", "finished", "tests", "tokens", "largest", "requests", "laps (red)", "wall", "cost"]
+COLUMNS = ["mode", "finished", "tests", "tokens in/out", "largest", "requests", "laps", "red", "wall", "cost"]
 
 
 class Tokens(BaseModel):
@@ -61,11 +61,12 @@ def tokens_of(usages: list[Usage]) -> Tokens:
 
 
 def print_table(results: list[Result]) -> None:
-    """A heading a job, a row a mode; then a line a mode over every job."""
+    """A heading a job, a row a mode (cost only where some is known); then a line a mode."""
+    costed = any(result.tokens.cost_usd is not None for result in results)
     for job in dict.fromkeys(result.job for result in results):
         ui.say(f"\n[bold]{ui.safe(job)}[/]")
-        mine = [result for result in results if result.job == job]
-        ui.table(COLUMNS, [_row(result) for result in mine])
+        rows = [_row(result)[: None if costed else -1] for result in results if result.job == job]
+        ui.table(COLUMNS[: None if costed else -1], rows)
     ui.say("")
     for line in summary(results):
         ui.say(line)
@@ -94,10 +95,11 @@ def _row(result: Result) -> list[str]:
         result.mode,
         "yes" if result.finished else "no",
         f"{result.tests_passed}/{result.tests_total}",
-        _short(tokens.total) + (" (estimated)" if tokens.estimated else ""),
+        f"{_short(tokens.prompt)}/{_short(tokens.completion)}" + (" (estimated)" if tokens.estimated else ""),
         _short(tokens.largest_request),
         str(result.requests),
-        f"{result.laps} ({result.red_laps})",
+        str(result.laps),
+        str(result.red_laps),
         f"{result.wall_s:.0f} s",
         cost,
     ]

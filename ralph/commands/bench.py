@@ -111,7 +111,9 @@ def _model_label(settings: dict[str, Any], scripted: bool) -> str:
     if scripted:
         return f"{MODEL} (ralph's scripted model: it knows the answers; it tests the harness, not a model)"
     agent = settings["agent"]
-    return str(agent.get("preset") or agent.get("command") or f"{agent.get('model')} at {agent.get('base_url')}")
+    if agent.get("kind", "command") == "openai":
+        return f"{agent.get('model')} at {agent.get('base_url') or 'OpenAI'}"
+    return f"preset {agent['preset']}" if agent.get("preset") else f"command `{agent.get('command')}`"
 
 
 def _write(path: Path, text: str) -> None:
