@@ -424,7 +424,8 @@ def test_an_endpoint_that_always_hangs_ends_the_lap_with_an_error(repo: Path) ->
         result = run_lap(repo, server.base_url, request_timeout=0.4)
     assert result.outcome == "error" and len(server.requests) == 5
     assert result.detail == (
-        f"model request to {server.base_url} failed 5 times; last error: Request timed out. (timed out)"
+        f"model request to {server.base_url} failed 5 times; last error: "
+        "no answer for 0.4 s (the endpoint may be down or stuck)"
     )
 
 

@@ -3,6 +3,7 @@ scripted OpenAI-compatible server on loopback, and laps commit and check for rea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import time
@@ -216,3 +217,58 @@ def test_finish_on_a_lap_that_changed_nothing_or_while_checks_fail_is_pushed_bac
     assert "If they are for later laps and your slice is done, call finish again." in answers[2]
     (lap,) = laps(repo)
     assert lap["status"] == "green" and lap["agent"]["summary"] == "implemented mul"
+
+
+def _with_request_timeout(repo: Path, seconds: float) -> None:
+    config = json.loads((repo / "ralph.yaml").read_text())
+    config["agent"]["request_timeout"] = seconds
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    git(repo, "commit", "-qam", "a short request_timeout")
+
+
+def test_a_slow_server_streaming_longer_than_request_timeout_finishes_the_run(tmp_path: Path):
+    """The issue: a CPU server's long reply outlasted request_timeout and counted as an outage."""
+
+    def slowly(step: Reply) -> Reply:
+        return dataclasses.replace(step, pace=0.03)  # about 33 tokens a second
+
+    script: list[Step] = [
+        slowly(text("Let me look at calc.py first, then implement mul, then tick the item. " * 4)),
+        slowly(edit("str_replace", "calc.py", old_str="raise NotImplementedError", new_str="return a * b")),
+        edit("str_replace", "TODO.md", old_str="- [ ] Implement mul", new_str="- [x] Implement mul"),
+        edit("str_replace", "TODO.md", old_str="- [ ] Write NOTES.md", new_str="- [x] Write NOTES.md"),
+        finish("done"),
+    ]
+    with ScriptedServer(script) as server:
+        repo = repo_for(tmp_path, server.base_url, [f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"])
+        _with_request_timeout(repo, 0.5)
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (lap,) = laps(repo)
+    assert lap["status"] == "green" and lap["agent"]["endpoint_failed"] is False
+
+
+def test_a_lap_whose_time_runs_out_on_a_slow_reply_says_the_server_was_slow(tmp_path: Path):
+    long_reply = " ".join(f"word{n}" for n in range(400))
+    with ScriptedServer(lambda body, index: dataclasses.replace(text(long_reply), pace=0.02)) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"], max_laps=1, lap_timeout=2)
+        _with_request_timeout(repo, 0.5)
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 3, result.stdout + result.stderr  # max_laps: a red lap, not an outage
+    (lap,) = laps(repo)
+    assert (lap["status"], lap["agent"]["outcome"], lap["agent"]["endpoint_failed"]) == ("red", "timeout", False)
+    assert lap["reason"].startswith("the lap's 2s ran out in model call 1 with the model still answering after 2 s")
+    assert "a slow server, not a dead one" in lap["reason"] and "a slow server, not a dead one" in result.stdout
+    assert lap["agent"]["usage"]["requests"] == 1 and lap["agent"]["usage"]["completion_tokens"] > 0
+
+
+def test_an_endpoint_that_answers_nothing_says_it_may_be_down_or_stuck(tmp_path: Path):
+    with ScriptedServer(lambda body, index: Hang(30)) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"], lap_timeout=3, outage_wait=1)
+        _with_request_timeout(repo, 0.3)
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 6, result.stdout + result.stderr
+    first = laps(repo)[0]
+    assert (first["status"], first["agent"]["endpoint_failed"]) == ("error", True)
+    assert "no answer for 0.3 s (the endpoint may be down or stuck)" in first["reason"]
+    assert "no answer for 0.3 s (the endpoint may be down or stuck)" in result.stdout + result.stderr

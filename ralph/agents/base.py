@@ -37,6 +37,7 @@ class Usage(BaseModel):
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens: those the server said came from its prompt cache
     estimated: bool = False  # True when a server reported no usage and ralph estimated it
     largest_prompt_tokens: int = 0  # the biggest single request: how close a lap came to the context limit
     cost_usd: float | None = None  # as the tool reported it, or from ralph.yaml's prices; None: unknown
@@ -44,6 +45,18 @@ class Usage(BaseModel):
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def with_tokens_of(self, other: Usage) -> Usage:
+        """These, with `other`'s tokens counted in (not its requests: the endpoint check's tokens
+        go to the lap, whose `requests` stay its model calls)."""
+        return self.model_copy(
+            update={
+                "prompt_tokens": self.prompt_tokens + other.prompt_tokens,
+                "completion_tokens": self.completion_tokens + other.completion_tokens,
+                "cached_tokens": self.cached_tokens + other.cached_tokens,
+                "estimated": self.estimated or other.estimated,
+            }
+        )
 
 
 class AgentResult(BaseModel):

@@ -12,14 +12,16 @@ answer a call it cannot use; the loop raises `LimitReached` and `EndpointFailed`
 
 The transcript (transcript.py) holds one JSON object a line: `start`; a `message` event for
 every message as it joins the conversation (request n sent the first `messages` of them, as
-its `request` event says); `response` with the raw body and its token counts (the
-prompt_tokens of each request, so the largest is known); `retry`; `error`; the role's own
-(`check`, `tool`, `mcp`); `end`, written by the role. The API key is never written.
+its `request` event says; an assistant message whose tool calls the model wrote as text has
+`"from_text": true`); `response` with the raw body (a streamed one put together, with the
+number of its chunks) and its token counts (the prompt_tokens of each request, so the largest
+is known; the cached ones); `retry`; `error`; `slow`, a reply the time ran out on; the role's
+own (`check`, `tool`, `mcp`, `endpoint_check`); `end`, written by the role. The API key is
+never written.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import Counter
@@ -30,9 +32,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ralph.agents.base import Usage
-from ralph.agents.model import api_key_of, chat_request, endpoint_of, open_client
-from ralph.agents.replies import ReplyReader, ToolCall, assistant_message
-from ralph.agents.retry import RequestFailed, call_with_retry
+from ralph.agents.model import Answer, Streaming, api_key_of, chat_request, endpoint_of, open_client
+from ralph.agents.replies import (
+    Reply,
+    ReplyReader,
+    Tokens,
+    ToolCall,
+    assistant_message,
+    describe,
+    estimate_tokens,
+    tokens_of,
+)
+from ralph.agents.retry import RequestFailed, StillAnswering, call_with_retry
 from ralph.agents.transcript import Transcript
 from ralph.config.agent import AgentConfig
 from ralph.show import events
@@ -46,7 +57,6 @@ CUT_OFF = (
     "Your reply was cut off by the output token limit (finish_reason: length), so nothing in it was "
     "run. Be brief: one tool call at a time with short arguments; write a big file in parts."
 )
-CHARS_PER_TOKEN = 4  # the estimate when a server reports no usage
 Limit = Literal["turns", "time", "malformed", "text_only"]
 
 
@@ -143,7 +153,9 @@ class Conversation:
         self.usage = Usage()
         self.mcp_calls: Counter[str] = Counter()
         self.malformed = self.text_only = 0  # replies in a row
+        self.written = 0  # of the text-only replies in a row, those that wrote tool calls as text
         self.server = ""  # the Server header of the last answer, to name it when tool calls never come
+        self.streaming = Streaming()  # what the server refused of streaming, learned once
 
     def run(self) -> Ended:
         self.transcript.write(
@@ -171,8 +183,11 @@ class Conversation:
 
     def step(self, turn: int) -> None:
         reply = self.replies.read(self.ask(turn))
+        if not reply.calls and not reply.cut_off:
+            reply = self.written_calls(reply)
         if reply.calls or reply.content.strip():
-            self.add(assistant_message(reply))
+            noted = {"from_text": True} if any(call.from_text for call in reply.calls) else {}
+            self.add(assistant_message(reply), **noted)
         if reply.cut_off:  # its tool calls are likely truncated: run none of them
             for call in reply.calls:
                 self.answer(call, CUT_OFF)
@@ -190,8 +205,27 @@ class Conversation:
             self.add({"role": "user", "content": empty_reply(self.role.nudge)})
             self.tally([empty_reply(self.role.nudge)])
 
+    def written_calls(self, reply: Reply) -> Reply:
+        """A text reply that spells tool calls: run as those calls with text_tool_calls, else
+        counted, for the hint when the lap ends on text."""
+        calls, rest = self.replies.written_calls(reply.content)
+        if not calls:
+            return reply
+        if not self.config.compat.text_tool_calls:
+            self.written += 1
+            return reply
+        return Reply(rest, calls, cut_off=False)
+
     def no_tool_calls(self) -> str:
         server = f" (server: {self.server})" if self.server else ""
+        if self.written:
+            return (
+                f"the model called no tool in {self.text_only} replies: {self.config.model} at {self.endpoint}"
+                f"{server} wrote its tool calls as text (a JSON object naming the tool and its arguments) in "
+                f"{self.written} of them, and the server did not turn them into tool_calls (Qwen's stock chat "
+                "template does this); `agent.compat.text_tool_calls: true` makes ralph accept them "
+                "(docs/agents.md: Tool calls written as text)"
+            )
         return (
             f"the model called no tool in {self.text_only} replies: {self.config.model} at {self.endpoint}"
             f"{server} answers in text only — the model or the server does not do tool calls as sent; "
@@ -201,7 +235,7 @@ class Conversation:
 
     def run_calls(self, calls: list[ToolCall]) -> None:
         """Every call is answered; those after an ending call the role did not accept are not run."""
-        self.text_only = 0
+        self.text_only = self.written = 0
         problems: list[str] = []
         ended = False
         for call in calls:
@@ -223,7 +257,7 @@ class Conversation:
         if self.mcp is not None and call.name in self.mcp.tools:
             return self.look_up(call)
         if call.name != self.role.ending:
-            self.say(describe(call))
+            self.say(describe(call) + (" (written as text)" if call.from_text else ""))
         return self.role.run_tool(call, self.transcript)
 
     def look_up(self, call: ToolCall) -> str:
@@ -255,7 +289,7 @@ class Conversation:
         started = time.monotonic()
         deadline = min(self.limits.deadline, started + self.limits.retry_seconds)
         try:
-            body = call_with_retry(
+            answer = call_with_retry(
                 partial(self.post, self.client, deadline),
                 endpoint=self.endpoint,
                 deadline=deadline,
@@ -265,12 +299,45 @@ class Conversation:
         except RequestFailed as exc:
             self.transcript.write("error", error=exc.message, status=exc.status, body=exc.body)
             raise EndpointFailed(exc, self.key_hint(exc)) from None
-        self.count_usage(turn, body, time.monotonic() - started)
-        return body
+        except StillAnswering as slow:  # what it wrote was spent all the same: counted, estimated
+            spent = Tokens(estimate_tokens(self.asked()), slow.tokens, 0, estimated=True)
+            self.count(spent)
+            self.transcript.write("slow", error=str(slow), prompt_tokens=spent.prompt, completion_tokens=slow.tokens)
+            raise LimitReached("time", self.ran_out(turn, deadline, slow)) from None
+        tokens = tokens_of(answer.body, self.asked())
+        self.count(tokens)
+        self.transcript.write(
+            "response",
+            turn=turn,
+            seconds=round(time.monotonic() - started, 3),
+            prompt_tokens=tokens.prompt,
+            completion_tokens=tokens.completion,
+            cached_tokens=tokens.cached,
+            estimated=tokens.estimated,
+            chunks=answer.chunks,
+            body=answer.body,
+        )
+        return answer.body
 
-    def post(self, client: OpenAI, deadline: float) -> dict:
-        body, self.server = chat_request(client, self.config, self.messages, deadline, self.schemas)
-        return body
+    def asked(self) -> dict:
+        """What a request sends besides the options: what its tokens are estimated from."""
+        return {"messages": self.messages, "tools": self.schemas}
+
+    def post(self, client: OpenAI, deadline: float) -> Answer:
+        answer = chat_request(client, self.config, self.messages, deadline, self.schemas, streaming=self.streaming)
+        self.server = answer.server
+        return answer
+
+    def ran_out(self, turn: int, deadline: float, slow: StillAnswering) -> str:
+        """A slow server, said as one: what ran out, and how fast it was answering."""
+        if deadline >= self.limits.deadline:
+            spent = f"the {self.role.name}'s {self.limits.seconds:g}s ran out in model call {turn}"
+        else:
+            spent = f"model call {turn}'s {self.limits.retry_seconds:g}s ran out"
+        return (
+            f"{spent} with the model {slow} — a slow server, not a dead one: give it more time or ask for "
+            "shorter replies (docs/agents.md: Slow servers)"
+        )
 
     def key_hint(self, failure: RequestFailed) -> str:
         unauthorized = failure.status in (401, 403)
@@ -280,54 +347,23 @@ class Conversation:
         self.transcript.write("retry", attempt=attempt, error=error, wait=wait)
         self.say(f"model request failed ({error[:120]}); again in {wait:g}s")
 
-    def count_usage(self, turn: int, body: dict, seconds: float) -> None:
-        reported = body["usage"] if isinstance(body.get("usage"), dict) else {}
-        prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
-        if not (isinstance(prompt, int) and isinstance(completion, int)):
-            estimated = True
-            prompt = estimate_tokens({"messages": self.messages, "tools": self.schemas})
-            completion = estimate_tokens(body.get("choices"))
-        else:
-            estimated = False
+    def count(self, tokens: Tokens) -> None:
         self.usage.requests += 1
-        self.usage.prompt_tokens += prompt
-        self.usage.completion_tokens += completion
-        self.usage.estimated = self.usage.estimated or estimated
-        self.usage.largest_prompt_tokens = max(self.usage.largest_prompt_tokens, prompt)
+        self.usage.prompt_tokens += tokens.prompt
+        self.usage.completion_tokens += tokens.completion
+        self.usage.cached_tokens += tokens.cached
+        self.usage.estimated = self.usage.estimated or tokens.estimated
+        self.usage.largest_prompt_tokens = max(self.usage.largest_prompt_tokens, tokens.prompt)
         if self.role.said is not None:  # the run's token counts are the watched agent's
-            events.emit("model_replied", prompt_tokens=prompt, completion_tokens=completion)
-        self.transcript.write(
-            "response",
-            turn=turn,
-            seconds=round(seconds, 3),
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            estimated=estimated,
-            body=body,
-        )
+            events.emit("model_replied", prompt_tokens=tokens.prompt, completion_tokens=tokens.completion)
 
     def say(self, line: str) -> None:
         if self.role.said is not None:
             self.role.said(line)
 
-    def add(self, message: dict) -> None:
+    def add(self, message: dict, **noted: object) -> None:
         self.messages.append(message)
-        self.transcript.write("message", message=message)
+        self.transcript.write("message", message=message, **noted)
 
     def answer(self, call: ToolCall, result: str) -> None:
         self.add({"role": "tool", "tool_call_id": call.id, "content": result})
-
-
-def estimate_tokens(payload: object) -> int:
-    return max(1, len(json.dumps(payload, ensure_ascii=False)) // CHARS_PER_TOKEN)
-
-
-def describe(call: ToolCall) -> str:
-    """One short line for a person watching: `bash: pytest -q`, `str_replace calc.py`."""
-    if call.name == "bash":
-        command = " ".join(str(call.arguments.get("command", "")).split())
-        return f"bash: {command[:100]}{'…' if len(command) > 100 else ''}"
-    if call.name.startswith("mcp__"):
-        arguments = json.dumps(call.arguments, ensure_ascii=False)
-        return f"{call.name} {arguments[:100]}{'…' if len(arguments) > 100 else ''}"
-    return f"{call.arguments.get('command', call.name)} {call.arguments.get('path', '')}".strip()

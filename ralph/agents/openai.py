@@ -5,7 +5,8 @@ editor and finish, and finish runs the repository's checks while fix_attempts ar
 ones go back to the model). How the conversation ended is the lap's outcome: finished, or out
 of turns, "ok" (its checks judge the partial work); out of time, "timeout"; replies that
 cannot be used, or an endpoint that failed, "error". Its transcript is
-`<log_dir>/transcript.jsonl`.
+`<log_dir>/transcript.jsonl`. The endpoint check's tokens, spent before any lap, are counted
+in the first lap this agent runs (its transcript's `endpoint_check` says how many).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ralph.agents.base import AgentResult, LapTask
+from ralph.agents.base import AgentResult, LapTask, Usage
 from ralph.agents.conversation import (
     Conversation,
     ConversationLimits,
@@ -58,6 +59,7 @@ class OpenAIAgent:
         self.config = config
         self.sleep = sleep  # between retries; tests pass a recorder
         self.endpoint = endpoint_of(config)
+        self.unbilled: Usage | None = None  # the endpoint check's tokens, for the next lap to count
 
     def check_endpoint(self, deadline: float) -> None:
         """One cheap request with the lap's tools, before the run starts: the endpoint is
@@ -65,7 +67,7 @@ class OpenAIAgent:
         (laps find out whether the model calls tools)."""
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": PREFLIGHT}]
         try:
-            preflight(
+            self.unbilled = preflight(
                 self.config,
                 messages,
                 TOOL_SCHEMAS,
@@ -92,6 +94,10 @@ class OpenAIAgent:
         end = conversation.run()
         outcome, summary, detail = _outcome(end)
         usage = conversation.usage
+        if self.unbilled is not None:
+            checked, self.unbilled = self.unbilled, None
+            usage = usage.with_tokens_of(checked)
+            conversation.transcript.write("endpoint_check", usage=checked.model_dump())
         conversation.transcript.write("end", outcome=outcome, summary=summary, detail=detail, usage=usage.model_dump())
         return AgentResult(
             kind=self.kind,

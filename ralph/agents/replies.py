@@ -2,14 +2,17 @@
 
 Each tool call comes out with an id of its own, its arguments as a dict, and a format
 error for the model when it cannot be run. `assistant_message` puts the reply back into
-history in a form every server accepts on the next request.
+history in a form every server accepts on the next request. Tool calls a model wrote as text
+(a JSON object naming an offered tool, as Qwen's models do under a chat template the server
+does not parse) are found by `written_calls`; `tokens_of` reads what a reply cost.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 
@@ -20,6 +23,7 @@ class ToolCall:
     name: str
     arguments: dict
     problem: str | None = None  # a format error to answer with instead of running it
+    from_text: bool = False  # the model wrote it as text (agent.compat.text_tool_calls)
 
 
 @dataclass
@@ -53,6 +57,31 @@ class ReplyReader:
             problem = f"format error: there is no tool named {name!r}; the tools are {', '.join(self.tool_names)}."
         return ToolCall(self.unique_id(item.get("id")), name or "unnamed", arguments, problem)
 
+    def written_calls(self, content: str) -> tuple[list[ToolCall], str]:
+        """The tool calls a text reply spells, each a JSON object with an offered tool's `name`
+        and its `arguments` (or `parameters`), fenced or not, one or several; and the text
+        around them. JSON that does not parse, or names no offered tool, stays text."""
+        calls: list[ToolCall] = []
+        kept: list[str] = []
+        done = 0  # where the text not yet kept starts
+        at = content.find("{")
+        while at != -1:
+            try:
+                value, end = _DECODER.raw_decode(content, at)
+            except (ValueError, RecursionError):
+                value, end = None, at + 1
+            written = _written_call(value, self.tool_names)
+            if written is None:
+                at = content.find("{", at + 1)
+                continue
+            calls.append(ToolCall(self.unique_id(None), *written, from_text=True))
+            kept.append(content[done:at])
+            done = end
+            at = content.find("{", end)
+        kept.append(content[done:])
+        rest = _EMPTY_WRAPPERS.sub("", "".join(kept))
+        return calls, re.sub(r"\n\s*\n\s*\n", "\n\n", rest).strip() if calls else content
+
     def unique_id(self, given: object) -> str:
         """The model's id, or a new one when it sent none or reused one: each answer needs its own."""
         call_id = given if isinstance(given, str) and given.strip() else ""
@@ -62,6 +91,21 @@ class ReplyReader:
             call_id = f"call_ralph_{serial}"
         self.ids.add(call_id)
         return call_id
+
+
+_DECODER = json.JSONDecoder()
+# What is left of a fenced block or a <tool_call> tag once the call in it is taken out
+_EMPTY_WRAPPERS = re.compile(r"```[\w-]*\s*```|<tool_call>\s*</tool_call>")
+
+
+def _written_call(value: object, tool_names: tuple[str, ...]) -> tuple[str, dict] | None:
+    if not isinstance(value, dict) or value.get("name") not in tool_names:
+        return None
+    key = "arguments" if "arguments" in value else "parameters"
+    if key not in value:
+        return None
+    arguments, problem = parse_arguments(value[key])
+    return None if problem else (value["name"], arguments)
 
 
 def parse_arguments(raw: object) -> tuple[dict, str | None]:
@@ -119,3 +163,67 @@ def assistant_message(reply: Reply) -> dict:
 
 def _dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One answer's tokens, as its server reported them, else estimated."""
+
+    prompt: int
+    completion: int
+    cached: int  # of `prompt`: what the server said came from its prompt cache
+    estimated: bool
+
+
+CHARS_PER_TOKEN = 4  # the estimate when a server reports no usage
+
+
+def estimate_tokens(payload: object) -> int:
+    return max(1, len(json.dumps(payload, ensure_ascii=False)) // CHARS_PER_TOKEN)
+
+
+def tokens_of(body: dict, asked: object) -> Tokens:
+    """The tokens of `body`, the answer to `asked` (what was sent: estimated from it when the
+    server reports no usage). Cached prompt tokens: OpenAI's and llama.cpp's
+    `usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n`."""
+    reported = _dict(body.get("usage"))
+    prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
+    if not (_count(prompt) and _count(completion)):
+        return Tokens(estimate_tokens(asked), estimate_tokens(body.get("choices")), _cached(body, None), True)
+    return Tokens(prompt, completion, _cached(body, prompt), False)
+
+
+def _cached(body: dict, prompt: int | None) -> int:
+    cached = _dict(_dict(body.get("usage")).get("prompt_tokens_details")).get("cached_tokens")
+    if not _count(cached):
+        cached = _dict(body.get("timings")).get("cache_n")
+    if not _count(cached):
+        return 0
+    return cached if prompt is None else min(cached, prompt)
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def describe(call: ToolCall) -> str:
+    """One short line for a person watching: `bash: pytest -q`, `str_replace calc.py`."""
+    if call.name == "bash":
+        return f"bash: {arguments_summary(call.name, call.arguments)}"
+    if call.name.startswith("mcp__"):
+        return f"{call.name} {arguments_summary(call.name, call.arguments)}"
+    return f"{call.arguments.get('command', call.name)} {call.arguments.get('path', '')}".strip()
+
+
+def arguments_summary(name: str, arguments: dict, limit: int = 100) -> str:
+    """A call's arguments in one short line: a command, an edit's kind and path, a finish's summary."""
+    if name == "bash":
+        line = str(arguments.get("command", ""))
+    elif name == "finish":
+        line = f"{arguments.get('status', 'done')}: {arguments.get('summary', '')}"
+    elif "path" in arguments:
+        line = f"{arguments.get('command', '')} {arguments['path']}"
+    else:
+        line = json.dumps(arguments, ensure_ascii=False)
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,10 +1,11 @@
 """ralph's own retry for one model request (the client's is off, so waits are visible and bounded).
 
-408, 409, 429, 5xx, timeouts and connection errors are retried, waiting as long as the
-server's hints say (`retry-after-ms`, `Retry-After` in seconds or as an HTTP date; capped),
-else backing off exponentially with jitter; `x-should-retry` overrules the status, as in the
-OpenAI SDK. Anything else (400, 401, 403, 404, …), and a 500 whose body is a validation
-error of the request, fails at once: asking again cannot help. No wait runs past the deadline.
+408, 409, 429, 5xx, silence (`NoAnswer`), a stream cut short and connection errors are
+retried, waiting as long as the server's hints say (`retry-after-ms`, `Retry-After` in
+seconds or as an HTTP date; capped), else backing off exponentially with jitter;
+`x-should-retry` overrules the status, as in the OpenAI SDK. Anything else (400, 401, 403,
+404, …), and a 500 whose body is a validation error of the request, fails at once: asking
+again cannot help. No wait runs past the deadline.
 """
 
 from __future__ import annotations
@@ -42,6 +43,43 @@ class RequestFailed(Exception):
         self.body = body  # the server's whole answer to the last attempt, for the transcript and `ralph show`
 
 
+class Transient(Exception):
+    """One attempt failed in a way that asking again may cure; its text says how."""
+
+
+class StreamBroken(Transient):
+    """The connection broke, or closed, before the streamed reply's end."""
+
+
+class NoAnswer(Transient):
+    """Nothing came from the endpoint for `seconds` (agent.request_timeout): down or stuck. A
+    streamed reply sends a chunk per token, so silence means that; a reply in one piece cannot
+    tell a busy server from a stuck one, and says so."""
+
+    def __init__(self, seconds: float, *, streamed: bool, received: int = 0):
+        self.seconds, self.streamed, self.received = seconds, streamed, received
+        said = f"no answer for {round(seconds, 1):g} s (the endpoint may be down or stuck)"
+        if received:
+            said += f", about {received} tokens into its reply"
+        if not streamed:
+            said += "; it does not stream, so a reply slower than that looks the same (docs/agents.md: Slow servers)"
+        super().__init__(said)
+
+
+class StillAnswering(Exception):
+    """The time for the request ran out while its reply was still arriving: a slow server, not
+    a dead one. Not retried: asking again would be as slow."""
+
+    def __init__(self, seconds: float, tokens: int, generating: float):
+        self.seconds, self.tokens = seconds, tokens
+        rate = tokens / generating if generating > 0 else 0.0
+        digits = 0 if rate >= 10 else 1
+        said = f"still answering after {seconds:.0f} s at about {rate:.{digits}f} tokens/s"
+        if not tokens:
+            said += " (nothing but keep-alives yet: it was still reading the prompt)"
+        super().__init__(said)
+
+
 def call_with_retry(
     request: Callable[[], T],
     *,
@@ -64,8 +102,10 @@ def call_with_retry(
                 raise RequestFailed(f"model request to {endpoint} failed: {error}", status, body) from None
             wait = retry_after(exc)
             wait = backoff(attempt) if wait is None else wait
-        except openai.APIConnectionError as exc:  # APITimeoutError included: a hang ended by the timeout
+        except openai.APIConnectionError as exc:
             error, status, body, wait = describe(exc), None, "", backoff(attempt)
+        except Transient as exc:  # a hang ended by agent.request_timeout, a stream cut short
+            error, status, body, wait = str(exc), None, "", backoff(attempt)
         if attempt == attempts:
             break
         if time.monotonic() + wait > deadline:

@@ -1,9 +1,11 @@
 """A scripted OpenAI-compatible chat server on loopback: the model's fake, for tests and `ralph demo`.
 
 It speaks the real wire format (`POST …/chat/completions`, JSON bodies, OpenAI-style
-error bodies and headers), so the real `openai` client, its HTTP stack and its error
-mapping all run; only the model is scripted. A script is a list of steps, or a
-callable `(request_body, call_index) -> step` for replies that depend on the request.
+error bodies and headers; `"stream": true` answered as server-sent events, `[DONE]` last),
+so the real `openai` client, its HTTP stack and its error mapping all run; only the model is
+scripted. A script is a list of steps, or a callable `(request_body, call_index) -> step` for
+replies that depend on the request. `streams=False` refuses to stream with tools, as
+llama-server did before May 2025; `stream_options=False` refuses that field.
 
 Strict (the default), it behaves like the strictest real servers met so far (llama-cpp-python's
 server among them): a message whose content is not a string is a validation error answered
@@ -16,7 +18,9 @@ message is PREFLIGHT) is answered by `preflight`, outside the script.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import re
 import threading
 import time
 import uuid
@@ -37,6 +41,10 @@ class Reply:
     message: dict[str, Any]
     finish_reason: str = "stop"
     usage: bool = True  # False: no `usage` block, as some local servers answer
+    pace: float = 0.0  # seconds a chunk: a slow server (not streamed: all of them before the answer)
+    stall: tuple[int, float] | None = None  # streamed: after this many chunks, this long silent, then closed
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens
+    extra: dict[str, Any] = field(default_factory=dict)  # top-level fields of a server's own (the last chunk's)
 
 
 @dataclass(frozen=True)
@@ -48,10 +56,13 @@ class HttpError:
 
 @dataclass(frozen=True)
 class Hang:
-    """Wait `seconds` before answering with `then`; with no `then`, close without an answer."""
+    """Wait `seconds` before answering with `then`; with no `then`, close without an answer.
+    With `ping`, a streamed answer starts at once and says `: ping` every `ping` seconds while
+    it waits, as llama-server does while it reads a long prompt (--sse-ping-interval)."""
 
     seconds: float
     then: Reply | HttpError | None = None
+    ping: float | None = None
 
 
 Step = Reply | HttpError | Hang
@@ -108,11 +119,21 @@ class RecordedRequest:
 class ScriptedServer:
     """Serves the script on 127.0.0.1 (a free port) from a daemon thread until closed."""
 
-    def __init__(self, script: Script, *, strict: bool = True, preflight: Step | None = None):
+    def __init__(
+        self,
+        script: Script,
+        *,
+        strict: bool = True,
+        preflight: Step | None = None,
+        streams: bool = True,
+        stream_options: bool = True,
+    ):
         self.script, self.strict = script, strict
+        self.streams, self.stream_options = streams, stream_options
         self.preflight = preflight or Reply({"role": "assistant", "content": "ready"})
         self.requests: list[RecordedRequest] = []
         self.preflights: list[RecordedRequest] = []
+        self.refused: list[RecordedRequest] = []  # streamed requests refused before any step was taken
         self.slot = threading.Lock()  # strict: one reply generated at a time
         self.closing = threading.Event()  # wakes hanging answers so close() never waits on them
         self._lock = threading.Lock()
@@ -139,6 +160,18 @@ class ScriptedServer:
         self.closing.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def refusal(self, request: RecordedRequest) -> tuple[int, str] | None:
+        """What a server that does not stream (with tools), or takes no stream_options, says."""
+        body, said = request.body, None
+        if body.get("stream") is True and not self.streams and body.get("tools"):
+            said = 500, "Cannot use tools with stream"
+        elif body.get("stream") is True and not self.stream_options and "stream_options" in body:
+            said = 400, "stream_options: Extra inputs are not permitted"
+        if said is not None:
+            with self._lock:
+                self.refused.append(request)
+        return said
 
     def next_step(self, request: RecordedRequest) -> tuple[Step, int]:
         if _is_preflight(request.body):
@@ -181,17 +214,75 @@ class _Handler(BaseHTTPRequestHandler):
         invalid = _validation_error(body) if scripted.strict else None
         if invalid:
             return self._send(500, _error_body(invalid, "internal_server_error"))
-        step, index = scripted.next_step(RecordedRequest(self.path, dict(self.headers), body))
-        with scripted.slot if scripted.strict else contextlib.nullcontext():
-            if isinstance(step, Hang):
-                if scripted.closing.wait(step.seconds) or step.then is None:
-                    return None  # the connection closes unanswered
-                step = step.then
-        if isinstance(step, HttpError):
-            return self._send(step.status, step.body or _error_body(f"scripted HTTP {step.status}"), step.headers)
-        if scripted.strict and "tools" in body and "tool_choice" not in body and step.message.get("tool_calls"):
-            step = Reply({"role": "assistant", "content": "I would call " + json.dumps(step.message["tool_calls"])})
-        return self._send(200, _completion(step, body, len(raw), index))
+        request = RecordedRequest(self.path, dict(self.headers), body)
+        refused = scripted.refusal(request)
+        if refused is not None:
+            return self._send(refused[0], _error_body(refused[1], "invalid_request_error"))
+        step, index = scripted.next_step(request)
+        self.streaming = False  # the event stream's headers are sent
+        with scripted.slot if scripted.strict else contextlib.nullcontext():  # generating holds the slot
+            answer = self._wait(step, body.get("stream") is True) if isinstance(step, Hang) else step
+            if answer is None:
+                return None  # the connection closes unanswered
+            if isinstance(answer, Reply):
+                answer = _as_served(answer, body, scripted.strict)
+                if body.get("stream") is True:
+                    return self._stream(_chunks(answer, body, len(raw), index), answer)
+                if answer.pace and scripted.closing.wait(answer.pace * len(_chunks(answer, body, len(raw), index))):
+                    return None
+        if isinstance(answer, HttpError):
+            error = answer.body or _error_body(f"scripted HTTP {answer.status}")
+            if self.streaming:  # after a 200 has gone out, an error can only be an event
+                return self._stream([error if isinstance(error, dict) else {"error": {"message": error}}], None)
+            return self._send(answer.status, error, answer.headers)
+        return self._send(200, _completion(answer, body, len(raw), index))
+
+    def _wait(self, hang: Hang, streamed: bool) -> Reply | HttpError | None:
+        """`hang` waited out, saying `: ping` meanwhile when it should; then what follows it."""
+        closing = self.server.scripted.closing
+        if not (hang.ping and streamed):
+            return None if closing.wait(hang.seconds) else hang.then
+        if not self._start_stream():
+            return None
+        end = time.monotonic() + hang.seconds
+        while (left := end - time.monotonic()) > 0:
+            if closing.wait(min(hang.ping, left)) or not self._write(b": ping\n\n"):
+                return None
+        return hang.then
+
+    def _start_stream(self) -> bool:
+        """The event stream's headers, once; False when the client is gone."""
+        if self.streaming:
+            return True
+        self.streaming = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    def _stream(self, chunks: list[dict], reply: Reply | None) -> None:
+        closing = self.server.scripted.closing
+        if not self._start_stream():
+            return
+        for number, chunk in enumerate(chunks):
+            if reply is not None and reply.stall is not None and number == reply.stall[0]:
+                closing.wait(reply.stall[1])
+                return  # closed without the rest
+            if number and reply is not None and reply.pace and closing.wait(reply.pace):
+                return
+            if not self._write(f"data: {json.dumps(chunk)}\n\n".encode()):
+                return  # the client went away: a real server stops generating too
+        self._write(b"data: [DONE]\n\n")
+
+    def _write(self, data: bytes) -> bool:
+        try:
+            self.wfile.write(data)
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            return False
 
     def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
@@ -210,6 +301,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # tests read `.requests`; a line per request on stderr is noise
 
 
+def _as_served(reply: Reply, request: dict, strict: bool) -> Reply:
+    """A strict server leaves tools sent without tool_choice out of the prompt: the model answers in text."""
+    if strict and "tools" in request and "tool_choice" not in request and reply.message.get("tool_calls"):
+        said = "I would call " + json.dumps(reply.message["tool_calls"])
+        return dataclasses.replace(reply, message={"role": "assistant", "content": said}, finish_reason="stop")
+    return reply
+
+
 def _completion(reply: Reply, request: dict, request_bytes: int, index: int) -> dict:
     completion = {
         "id": f"chatcmpl-scripted-{index}",
@@ -219,25 +318,61 @@ def _completion(reply: Reply, request: dict, request_bytes: int, index: int) -> 
         "choices": [{"index": 0, "message": reply.message, "finish_reason": reply.finish_reason, "logprobs": None}],
     }
     if reply.usage:
-        # Deterministic and roughly proportional, so token budgets behave as with a real model.
-        prompt_tokens = max(1, request_bytes // 4)
-        completion_tokens = max(1, len(json.dumps(reply.message)) // 4)
-        completion["usage"] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-    return completion
+        completion["usage"] = _usage(reply, request_bytes)
+    return completion | reply.extra
+
+
+def _usage(reply: Reply, request_bytes: int) -> dict:
+    # Deterministic and roughly proportional, so token budgets behave as with a real model.
+    prompt_tokens = max(1, request_bytes // 4)
+    completion_tokens = max(1, len(json.dumps(reply.message)) // 4)
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
+
+
+def _chunks(reply: Reply, request: dict, request_bytes: int, index: int) -> list[dict]:
+    """The reply as OpenAI streams it: the role, a chunk a word of content, each tool call
+    opened with its id and name and then its arguments in pieces, the finish_reason; usage in a
+    chunk without choices when stream_options asks for it (and `usage: null` on the others)."""
+    options = request.get("stream_options")
+    with_usage = isinstance(options, dict) and options.get("include_usage") is True
+    head: dict[str, Any] = {
+        "id": f"chatcmpl-scripted-{index}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+    } | ({"usage": None} if with_usage else {})
+
+    def chunk(delta: dict, finish_reason: str | None = None) -> dict:
+        return head | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+
+    content = reply.message.get("content")
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": word}) for word in re.findall(r"\s*\S+|\s+", content or "")]
+    for number, call in enumerate(reply.message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        opening = {"index": number, "type": "function", "function": {"name": function.get("name"), "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [opening | ({"id": call["id"]} if "id" in call else {})]}))
+        arguments = function.get("arguments") or ""
+        for at in range(0, len(arguments), 8):
+            chunks.append(chunk({"tool_calls": [{"index": number, "function": {"arguments": arguments[at : at + 8]}}]}))
+    chunks.append(chunk({}, reply.finish_reason))
+    if with_usage and reply.usage:
+        chunks.append(head | {"choices": [], "usage": _usage(reply, request_bytes)})
+    chunks[-1] |= reply.extra  # llama.cpp sends its timings with the last chunk
+    return chunks
 
 
 def _is_preflight(body: dict) -> bool:
     messages = body.get("messages")
-    return (
-        isinstance(messages, list)
-        and bool(messages)
-        and isinstance(messages[-1], dict)
-        and messages[-1].get("content") == PREFLIGHT
-    )
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return isinstance(last, dict) and last.get("content") == PREFLIGHT
 
 
 def _validation_error(body: dict) -> str | None:

@@ -1,6 +1,7 @@
 """A conversation's transcript: one JSON object a line, appended as things happen (a crash keeps
 the past). Every record carries the format it is written in (`"format": 1`), so a line read
 alone says how to read it; records written before there was one have none, and read as format 1.
+What `ralph show` reads of one (its tool calls, the endpoint check's tokens) is read here.
 """
 
 from __future__ import annotations
@@ -39,3 +40,29 @@ def read(path: Path) -> list[dict]:
                 f"{path} is a transcript of format {written}, newer than this ralph reads ({FORMAT}) — upgrade ralph"
             )
     return records
+
+
+def tool_calls(records: list[dict]) -> list[tuple[str, dict, bool]]:
+    """The tool calls a transcript's model made, in order: each one's name, arguments and whether
+    the model wrote it as text. Arguments that do not read as an object read as none."""
+    calls = []
+    for record in records:
+        message = record.get("message") if record.get("event") == "message" else None
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    arguments = {}
+                arguments = arguments if isinstance(arguments, dict) else {}
+                calls.append((str(function.get("name")), arguments, record.get("from_text") is True))
+    return calls
+
+
+def endpoint_check(records: list[dict]) -> dict | None:
+    """The usage of the endpoint check counted in this conversation's tokens, if one was."""
+    found = [record.get("usage") for record in records if record.get("event") == "endpoint_check"]
+    return found[-1] if found and isinstance(found[-1], dict) else None

@@ -1,33 +1,42 @@
-"""`ralph show LAP`: one lap's record, diffstat and check output."""
+"""`ralph show LAP`: one lap's record, where its transcript or output log is, the built-in
+agent's tool calls, diffstat and check output."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ralph import git
+from ralph.agents import transcript
+from ralph.agents.replies import arguments_summary
 from ralph.errors import Exit, RalphError
-from ralph.git import ledger
+from ralph.git import layout, ledger
 from ralph.git.ledger import Lap, RunState
 from ralph.git.records import JudgeRecord, LapRecord, LapStatus
 from ralph.show import ui
 
+CALLS_SHOWN = 25  # the lap's first tool calls; the transcript has them all
+
 
 def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
-    top = git.open_repo(cwd).top
+    repo = git.open_repo(cwd)
+    top = repo.top
     state = ledger.resolve(top, run)
     lap = _lap(state, number)
     record = lap.record
     diffstat = git.diffstat(top, record.parent if record else f"{lap.commit}^", lap.commit)
+    folder = layout.lap_dir(layout.run_dir(repo.common_dir, state.name), number)
+    kept = _Kept(folder, record.agent.kind if record else "")
     if as_json:
         dumped = record.model_dump(mode="json") if record else None
-        ui.print_json({"lap": number, "commit": lap.commit, "record": dumped, "diffstat": diffstat})
+        ui.print_json({"lap": number, "commit": lap.commit, "record": dumped, "diffstat": diffstat} | kept.as_json())
         return Exit.DONE
     ui.say(f"[bold]lap {number}[/] of run {state.name}  commit {lap.commit}")
     if record is None:
         ui.say(f"no record: {ui.safe(lap.problem)}")
         return Exit.DONE
     _say_outcome(record, on_line=git.is_ancestor(top, lap.commit, state.green))
-    _say_spending(state, record, number)
+    _say_spending(state, record, number, kept)
+    kept.say()
     for message in record.told:
         ui.say(f"told    {ui.safe(message)}")
     if record.judge:
@@ -75,13 +84,17 @@ def _say_outcome(record: LapRecord, on_line: bool) -> None:
         ui.say(f"flaky   {ui.safe(', '.join(record.flaky))}")
 
 
-def _say_spending(state: RunState, record: LapRecord, number: int) -> None:
-    """Its tokens (and how full the context was) and its cost, the judge's included."""
+def _say_spending(state: RunState, record: LapRecord, number: int, kept: _Kept) -> None:
+    """Its tokens (the cached ones, the endpoint check's; how full the context was) and its cost,
+    the judge's included."""
     usage = record.agent.usage
-    if usage.requests:
+    if usage.requests or usage.total:  # the endpoint check's tokens, in a lap that asked nothing
+        cached = f" (of which {usage.cached_tokens:,} cached)" if usage.cached_tokens else ""
+        check = kept.endpoint_check()
+        checked = f"; the endpoint check's {check:,} included" if check else ""
         ui.say(
-            f"tokens  {usage.requests} requests, {usage.prompt_tokens:,} prompt + "
-            f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}"
+            f"tokens  {usage.requests} requests, {usage.prompt_tokens:,} prompt{cached} + "
+            f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}{checked}"
         )
         ui.context_bars(*state.context_bars(upto=number))
     if record.agent.kind != "command" or usage.cost_usd is not None:
@@ -118,3 +131,57 @@ def _say_changes(record: LapRecord, commit: str, diffstat: str) -> None:
         ui.say(ui.safe(check.output_tail[-1500:].rstrip()))
     if record.output_tail and record.status != LapStatus.GREEN:
         ui.say(f"\n[bold]why it is {record.status}[/]\n{ui.safe(record.output_tail[-2000:].rstrip())}")
+
+
+class _Kept:
+    """What the lap's folder keeps of its agent: the built-in agent's transcript (its tool
+    calls), a command agent's output log. A lap run on another machine, or a run whose folder
+    was cleaned, keeps nothing here."""
+
+    def __init__(self, folder: Path, kind: str):
+        self.folder, self.kind = folder, kind
+        self.transcript = folder / "transcript.jsonl"
+        self.records: list[dict] = []
+        self.unreadable = ""
+        if kind == "openai" and self.transcript.is_file():
+            try:
+                self.records = transcript.read(self.transcript)
+            except (RalphError, ValueError) as exc:  # a newer format, a line cut short by a crash
+                self.unreadable = str(exc)
+
+    def calls(self) -> list[tuple[str, dict, bool]]:
+        return transcript.tool_calls(self.records)
+
+    def endpoint_check(self) -> int:
+        usage = transcript.endpoint_check(self.records) or {}
+        return int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+
+    def as_json(self) -> dict:
+        if self.kind != "openai":
+            log = self.folder / "agent.log"
+            return {"output_log": str(log) if log.is_file() else None}
+        calls = [
+            {"name": name, "arguments": arguments, "from_text": written} for name, arguments, written in self.calls()
+        ]
+        return {"transcript": str(self.transcript) if self.transcript.is_file() else None, "tool_calls": calls}
+
+    def say(self) -> None:
+        if self.kind != "openai":
+            log = self.folder / "agent.log"
+            if log.is_file():
+                ui.say(f"output  {ui.safe(log)}")
+            return
+        if not self.transcript.is_file():
+            ui.say(f"transcript {ui.safe(self.transcript)} — not here (cleaned, or the lap ran on another machine)")
+            return
+        ui.say(f"transcript {ui.safe(self.transcript)}")
+        if self.unreadable:
+            ui.say(f"  unreadable: {ui.safe(self.unreadable)}")
+            return
+        calls = self.calls()
+        ui.say(f"tool calls {len(calls)}" + ("" if calls else " (none)"))
+        for index, (name, arguments, written) in enumerate(calls[:CALLS_SHOWN], 1):
+            as_text = " (written as text)" if written else ""
+            ui.say(f"  {index:>2}. {ui.safe(name)}  {ui.safe(arguments_summary(name, arguments))}{as_text}")
+        if len(calls) > CALLS_SHOWN:
+            ui.say(f"  … and {len(calls) - CALLS_SHOWN} more")

@@ -20,6 +20,12 @@ class CompatConfig(Section):
         description="The name the output limit is sent under: OpenAI's reasoning models accept "
         "only max_completion_tokens; llama.cpp, vLLM and Ollama read max_tokens.",
     )
+    text_tool_calls: bool = Field(
+        False,
+        description="Run the tool calls a model writes as text (a JSON object naming an offered tool and "
+        "its arguments, as Qwen's models do under a chat template the server does not parse) as if the "
+        "server had sent them as tool_calls.",
+    )
 
 
 class AgentConfig(Section):
@@ -48,7 +54,12 @@ class AgentConfig(Section):
         default_factory=CompatConfig, description="kind: openai — where the endpoint's server differs."
     )
     max_turns: PositiveInt = Field(60, description="Model calls per lap.")
-    request_timeout: float = Field(120, gt=0, description="Seconds per request.")
+    request_timeout: float = Field(
+        120,
+        gt=0,
+        description="Seconds a model request may stay silent (no byte of its answer) before the endpoint "
+        "counts as down or stuck; a streamed reply that keeps coming is bounded by the lap's time instead.",
+    )
     fix_attempts: int = Field(1, ge=0, description="Times red checks are shown to the agent within a lap.")
     fallback: list[AgentConfig] = Field(
         default_factory=list,
