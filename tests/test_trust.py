@@ -10,6 +10,7 @@ import pytest
 from helpers.repos import PY, git, make_repo, write
 from helpers.running import lap_notes, ralph
 
+from ralph.verdict import check_files
 from ralph.verdict.guard import GuardReport
 
 FILES = {
@@ -618,6 +619,104 @@ def test_the_files_that_define_how_a_check_runs_are_protected(tmp_path: Path):
     for reason, what in zip(reasons, [*changed, ".npmrc (added)"], strict=True):
         assert f"protected files changed: {what}" in reason, reason
     assert laps(repo)[5]["status"] == "green", laps(repo)[5]["reason"]
+
+
+def written(path: str, text: str) -> str:
+    """A scripted agent's line that writes the file."""
+    return f"pathlib.Path({path!r}).write_text({text!r})"
+
+
+def edited(path: str, old: str, new: str) -> str:
+    return f"edit({path!r}, {old!r}, {new!r})"
+
+
+def test_a_type_checker_or_linter_a_check_runs_keeps_its_settings(tmp_path: Path):
+    mul = "def mul(a: int, b: int) -> int:\n    raise NotImplementedError\n"
+    typed = edited("calc.py", mul, mul.replace("raise NotImplementedError", "return a * b"))
+    # mypy --strict fails on this one (it calls an untyped helper), unless told not to look.
+    helper = "\n\ndef _times(a, b):\n    return a * b\n"
+    untyped = edited("calc.py", mul, mul.replace("raise NotImplementedError", "return _times(a, b)") + helper)
+    cheats = [
+        # mypy reads pyproject.toml before setup.cfg once it has a [tool.mypy]; overrides live under it.
+        edited(
+            "pyproject.toml",
+            "[tool.pytest",
+            '[[tool.mypy.overrides]]\nmodule = "calc"\nignore_errors = true\n\n[tool.pytest',
+        ),
+        written("mypy.ini", "[mypy]\nignore_errors = True\n"),  # read before any other
+        edited("setup.cfg", "[metadata]", "[mypy-calc]\nignore_errors = True\n\n[metadata]"),  # the module's section
+        # A stub beside the module: mypy checks the stub and never reads calc.py.
+        written("calc.pyi", "def add(a: int, b: int) -> int: ...\ndef mul(a: int, b: int) -> int: ...\n"),
+    ]
+    cheats = [f"{cheat}\n{untyped}" for cheat in cheats]
+    # ruff.toml, read before pyproject.toml, switches off the rule an unused import breaks.
+    unused_import = edited("calc.py", "def add", "import os\n\n\ndef add")
+    cheats.append("\n".join([typed, unused_import, written("ruff.toml", '[lint]\nignore = ["F401"]\n')]))
+    # pyproject.toml and setup.cfg outside the type checker's tables stay the lap's.
+    honest = "\n".join(
+        [
+            typed,
+            edited("pyproject.toml", 'version = "0"', 'version = "1"'),
+            edited("setup.cfg", "name = calc", "name = calculator"),
+        ]
+    )
+    tick = '\ntick("Make test_mul pass")'
+    cheats, honest = [cheat + tick for cheat in cheats], honest + tick
+    repo = attacks(tmp_path, cheats, honest, protect=[])
+    write(repo, {"calc.py": FILES["calc.py"].replace("(a, b):", "(a: int, b: int) -> int:")})
+    write(repo, {"setup.cfg": "[mypy]\nwarn_unused_configs = True\n\n[metadata]\nname = calc\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "typed, and type checked")
+    pytest_check = json.loads((repo / "ralph.yaml").read_text())["checks"][0]
+    reconfigure(repo, checks=[pytest_check, f"{PY} -m mypy --strict -m calc", f"{PY} -m ruff check calc.py"])
+    ralph(repo, "run", "--name", "t")
+    reasons = red_reasons(repo, 5)
+    changed = ["pyproject.toml (modified)", "mypy.ini (added)", "setup.cfg (modified)"]
+    for reason, what in zip([*reasons[:3], reasons[4]], [*changed, "ruff.toml (added)"], strict=True):
+        assert f"protected files changed: {what}" in reason, reason
+    assert "stubs that hide their module from type checkers: calc.pyi" in reasons[3], reasons[3]
+    # Each cheat fooled its tool: only the protection tells it from the honest lap.
+    assert all(check["exit_code"] == 0 for note in laps(repo)[:5] for check in note["checks"][1:])
+    assert laps(repo)[5]["status"] == "green", laps(repo)[5]["reason"]
+
+
+MYPY_SETTINGS = ["mypy.ini", ".mypy.ini", "pyproject.toml#tool.mypy", "setup.cfg#mypy*"]
+
+
+@pytest.mark.parametrize(
+    "command, protected",
+    [
+        ("mypy --strict src/pkg/mod.py", MYPY_SETTINGS),
+        ("python -m mypy --strict src", MYPY_SETTINGS),
+        ("/opt/py/bin/python3.12 -I -X dev -m mypy .", MYPY_SETTINGS),
+        ("python -mmypy .", MYPY_SETTINGS),
+        ("uv run --frozen --group lint mypy .", MYPY_SETTINGS),
+        ("uvx mypy .", MYPY_SETTINGS),
+        ("timeout 300 mypy .", MYPY_SETTINGS),
+        ("sh -c 'mypy src && make docs'", [*MYPY_SETTINGS, "Makefile"]),
+        ("python -m pytest --mypy", MYPY_SETTINGS),
+        ("pre-commit run --all-files", [*MYPY_SETTINGS, "ruff.toml", ".flake8", "pyrightconfig.json", ".pylintrc"]),
+        ("poetry run ruff check .", [".ruff.toml", "ruff.toml", "pyproject.toml#tool.ruff", ".ignore"]),
+        ("flake8 src", [".flake8", "setup.cfg#flake8*", "tox.ini#flake8*"]),
+        ("pyright", ["pyrightconfig.json", "pyproject.toml#tool.pyright"]),
+        ("pylint pkg", ["pylintrc", ".pylintrc", "pyproject.toml#tool.pylint", "setup.cfg#pylint*", "tox.ini#pylint*"]),
+        # The file an option names, and of a shared one only the tool's part.
+        ("mypy --config-file ci/mypy.ini .", ["/ci/mypy.ini"]),
+        ("mypy --config-file=pyproject.toml .", ["/pyproject.toml#tool.mypy"]),
+        ("ruff check --config ci/ruff.toml", ["/ci/ruff.toml"]),
+        ("pylint --rcfile=setup.cfg pkg", ["/setup.cfg#pylint*"]),
+        ("pyright -p configs", ["/configs/pyrightconfig.json", "/configs/pyproject.toml#tool.pyright"]),
+    ],
+)
+def test_the_settings_a_type_checker_or_linter_reads_are_read_off_the_check(command: str, protected: list[str]):
+    assert set(protected) <= set(check_files.patterns([command]))
+
+
+def test_a_check_that_runs_no_linter_leaves_the_linters_settings_editable():
+    assert not check_files.patterns(["python -m pytest -q", "python -c 'import mypy'"])
+    # `--config` given a setting rather than a file names no file to protect.
+    ruff = check_files.patterns(["ruff check ."])
+    assert check_files.patterns(["ruff check --config 'lint.select = []'"]) == ruff
 
 
 def test_a_grant_needs_words_that_ask_to_change_the_tests(tmp_path: Path):

@@ -1,10 +1,12 @@
 """The files that define how a check runs, read off its command: a lap that rewrites them
 changes the judge rather than the code (a Makefile that forges the report, a `package.json`
-script that no longer runs the tests), so they are protected like test configuration."""
+script that no longer runs the tests, an `ignore_errors = true` for mypy), so they are protected
+like test configuration."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import PurePosixPath
 
 from ralph.isolation.sandbox import words
@@ -27,7 +29,30 @@ _NODE = [
     ".mocharc*",
     "playwright.config.*",
 ]
-# A program's name: the files that say what it runs.
+# Type checkers and linters: every file each reads its settings from (their documentation's
+# lists), since one setting can switch a rule off, drop a module's errors or leave a file out.
+# mypy takes the first of mypy.ini, .mypy.ini, pyproject.toml with a [tool.mypy], setup.cfg with a
+# [mypy] (and its [mypy-module] sections), so a new mypy.ini wins over the others.
+_MYPY = ["mypy.ini", ".mypy.ini", "pyproject.toml#tool.mypy", "setup.cfg#mypy*"]
+# ruff reads the closest .ruff.toml, ruff.toml or pyproject.toml with a [tool.ruff] to each file
+# it checks, a subfolder's included, and leaves out what .ignore and .gitignore files list.
+_RUFF = [".ruff.toml", "ruff.toml", "pyproject.toml#tool.ruff", ".ignore"]
+# flake8: the first of setup.cfg, tox.ini, .flake8 with a [flake8] or [flake8:local-plugins].
+_FLAKE8 = [".flake8", "setup.cfg#flake8*", "tox.ini#flake8*"]
+# pyrightconfig.json wins over pyproject.toml; basedpyright reads its own table as well.
+_PYRIGHT = ["pyrightconfig.json", "pyproject.toml#tool.pyright", "pyproject.toml#tool.basedpyright"]
+_PYLINT = [
+    "pylintrc",
+    ".pylintrc",
+    "pylintrc.toml",
+    ".pylintrc.toml",
+    "pyproject.toml#tool.pylint",
+    "setup.cfg#pylint*",
+    "tox.ini#pylint*",
+]
+# pre-commit's hooks are written in its own (protected) configuration, not in the command: any of them.
+_LINTERS = list(dict.fromkeys(_MYPY + _RUFF + _FLAKE8 + _PYRIGHT + _PYLINT))
+# A program's name (or the module `python -m` runs): the files that say what it runs.
 BY_PROGRAM = {
     "make": _MAKE,
     "gmake": _MAKE,
@@ -47,42 +72,174 @@ BY_PROGRAM = {
     "mocha": _NODE,
     "cargo": [".config/nextest.toml"],
     "phpunit": ["phpunit.xml", "phpunit.xml.dist"],
+    "mypy": _MYPY,
+    "dmypy": _MYPY,
+    "ruff": _RUFF,
+    "flake8": _FLAKE8,
+    "pyright": _PYRIGHT,
+    "basedpyright": _PYRIGHT,
+    "pylint": _PYLINT,
+    "pre-commit": _LINTERS,
+    "pre_commit": _LINTERS,
 }
-# Programs that run the next word as the command: `uv run make test`, `timeout 60 ./t.sh`.
-_PREFIXES = {"uv": "run", "poetry": "run", "pipenv": "run", "env": "", "exec": "", "time": "", "nice": ""}
+# The names of the files above (a new one can take over from the old: GNUmakefile beside a
+# Makefile, mypy.ini beside pyproject.toml), as globs.
+FILE_NAMES = tuple(
+    sorted({pattern.partition("#")[0] for found in BY_PROGRAM.values() for pattern in found if "/" not in pattern})
+)
+# Options that name the settings file to read instead, and which parts of a shared file are the
+# tool's when they name one (`mypy --config-file pyproject.toml` reads [tool.mypy] only).
+_PYRIGHT_TABLES = ("tool.pyright", "tool.basedpyright")
+_CONFIG_OPTIONS: dict[str, tuple[set[str], tuple[str, ...], tuple[str, ...]]] = {
+    "mypy": ({"--config-file"}, ("tool.mypy",), ("mypy*",)),
+    "dmypy": ({"--config-file"}, ("tool.mypy",), ("mypy*",)),
+    "ruff": ({"--config"}, ("tool.ruff",), ()),
+    "flake8": ({"--config", "--append-config"}, (), ("flake8*",)),
+    "pylint": ({"--rcfile"}, ("tool.pylint",), ("pylint*",)),
+    "pyright": ({"-p", "--project"}, _PYRIGHT_TABLES, ()),
+    "basedpyright": ({"-p", "--project"}, _PYRIGHT_TABLES, ()),
+}
+# pytest plugins that run a linter inside the tests: `pytest --mypy`, `pytest --ruff`.
+_PYTEST_LINTERS = {"--mypy": _MYPY, "--ruff": _RUFF, "--flake8": _FLAKE8, "--pylint": _PYLINT}
+_UV_VALUES = frozenset(
+    {"--with", "--with-editable", "--with-requirements", "--from", "--python", "-p", "--group", "--only-group"}
+    | {"--extra", "--package", "--directory", "--project", "--env-file", "--index"}
+)
+# Programs that run a later word as the command (`uv run make test`, `timeout 60 ./t.sh`): their
+# subcommands, the options of theirs that take a value, and how many words come before the command.
+_PREFIXES: dict[str, tuple[tuple[tuple[str, ...], ...], frozenset[str], int]] = {
+    "uv": ((("run",), ("tool", "run")), _UV_VALUES, 0),
+    "uvx": ((), _UV_VALUES, 0),
+    "pipx": ((("run",),), frozenset({"--spec", "--python"}), 0),
+    "poetry": ((("run",),), frozenset(), 0),
+    "pipenv": ((("run",),), frozenset(), 0),
+    "pdm": ((("run",),), frozenset(), 0),
+    "env": ((), frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
+    "exec": ((), frozenset({"-a"}), 0),
+    "time": ((), frozenset({"-f", "--format", "-o", "--output"}), 0),
+    "nice": ((), frozenset({"-n", "--adjustment"}), 0),
+    "timeout": ((), frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),  # timeout DURATION COMMAND
+}
 _INTERPRETERS = re.compile(r"^(sh|bash|dash|zsh|python[0-9.]*|node|ruby|perl)$")
+_PYTHON = re.compile(r"^python[0-9.]*$")
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
 _SCRIPT = re.compile(r"\.(sh|bash|py|js|mjs|cjs|ts|rb|pl)$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# Python's flags that may share a word with -m (`-Im mypy`, `-mmypy`); -X and -W take a value.
+_MODULE_FLAG = re.compile(r"^-[bBdEiIOPqRsSuvx]*m(.*)$")
 
 
 def patterns(commands: list[str]) -> list[str]:
     """`protect` patterns for the files the commands' programs and scripts are defined by."""
     found: list[str] = []
     for command in commands:
-        for segment in re.split(r"&&|\|\||[;|&\n]", command):
-            found += _of_segment(words(segment))
+        for segment in _segments(command):
+            found += _of_segment(segment)
     return list(dict.fromkeys(found))
 
 
+def _segments(command: str) -> list[list[str]]:
+    """The words of each simple command, split at `&&`, `||`, `;`, `|`, `&` and line ends outside
+    quotes, so `sh -c 'mypy . && make'` keeps its argument whole."""
+    found = []
+    for line in command.splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split, lexer.commenters = True, ""
+        try:
+            tokens = list(lexer)
+        except ValueError:  # an unclosed quote: split anyway, by the text
+            found += [words(part) for part in re.split(r"&&|\|\||[;|&]", line)]
+            continue
+        segment: list[str] = []
+        for token in tokens:
+            if token and set(token) <= set(";&|"):
+                found.append(segment)
+                segment = []
+            else:
+                segment.append(token)
+        found.append(segment)
+    return found
+
+
 def _of_segment(words: list[str]) -> list[str]:
-    words = [word for word in words if not _ASSIGNMENT.match(word)] if words else []
-    while words and words[0].rsplit("/", 1)[-1] in _PREFIXES:
-        after = _PREFIXES[words[0].rsplit("/", 1)[-1]]
-        words = words[2:] if after and words[1:2] == [after] else words[1:]
-        words = [word for word in words if not _ASSIGNMENT.match(word)]
-        if words and words[0] == "timeout":  # timeout DURATION COMMAND
-            words = words[2:]
+    words = _command(words)
     if not words:
         return []
-    program = words[0].rsplit("/", 1)[-1]
+    name = words[0].rsplit("/", 1)[-1]
+    module = _module(words) if _PYTHON.match(name) else None
+    if name in _SHELLS and "-c" in words[1:-1]:  # sh -c 'make test'
+        return patterns([words[words.index("-c") + 1]])
+    program = module or name
     found = list(BY_PROGRAM.get(program, []))
+    found += _named_settings(program, words)
+    if program in ("pytest", "py.test"):
+        found += [pattern for word in words if word in _PYTEST_LINTERS for pattern in _PYTEST_LINTERS[word]]
     if _in_tree(words[0]) and "/" in words[0]:  # ./run-tests, scripts/test.sh
         found.append(_anchored(words[0]))
-    if _INTERPRETERS.match(program):
+    if _INTERPRETERS.match(name) and module is None:
         script = next((word for word in words[1:] if not word.startswith("-")), None)
         if script and _SCRIPT.search(script) and _in_tree(script):
             found.append(_anchored(script))
     return found
+
+
+def _command(words: list[str]) -> list[str]:
+    """The words from the program that runs, past variable assignments and the programs that run
+    another (`uv run --frozen mypy .` is mypy's)."""
+    words = [word for word in words if not _ASSIGNMENT.match(word)]
+    while words and words[0].rsplit("/", 1)[-1] in _PREFIXES:
+        subcommands, takes_value, before = _PREFIXES[words[0].rsplit("/", 1)[-1]]
+        words = words[1:]
+        sub = next((sub for sub in subcommands if tuple(words[: len(sub)]) == sub), ())
+        words = words[len(sub) :]
+        while words and words[0].startswith("-"):
+            words = words[2:] if words[0] in takes_value else words[1:]
+        words = [word for word in words[before:] if not _ASSIGNMENT.match(word)]
+    return words
+
+
+def _module(words: list[str]) -> str | None:
+    """The module `python -m X` runs (`-mX`, `-I -m X`, `-X dev -m X` too); None for a script or `-c`."""
+    rest = iter(words[1:])
+    for word in rest:
+        if word in ("-X", "-W"):
+            next(rest, None)
+            continue
+        match = _MODULE_FLAG.match(word)
+        if match:
+            return match.group(1) or next(rest, None)
+        if not word.startswith("-") or word.startswith("-c"):
+            return None
+    return None
+
+
+def _named_settings(program: str, words: list[str]) -> list[str]:
+    """The settings file a tool is told to read (`mypy --config-file ci/mypy.ini`), as patterns:
+    only the tool's tables or sections of a file other settings share."""
+    options, tables, sections = _CONFIG_OPTIONS.get(program, (set(), (), ()))
+    found = []
+    for index, word in enumerate(words):
+        option, equals, value = word.partition("=")
+        value = value if equals else (words[index + 1] if index + 1 < len(words) else "")
+        # `ruff --config "lint.select = []"` sets a value and names no file.
+        if option not in options or not value or value.startswith("-") or "=" in value or not _in_tree(value):
+            continue
+        path = PurePosixPath(value)
+        if path.name == "pyproject.toml" and tables:
+            found += [f"{_anchored(value)}#{table}" for table in tables]
+        elif path.name in ("setup.cfg", "tox.ini") and sections:
+            found += [f"{_anchored(value)}#{section}" for section in sections]
+        elif program.endswith("pyright") and not path.suffix:  # the project's folder: the files in it
+            found += [_anchored(str(path / name)) + tail for name, tail in (_split(pattern) for pattern in _PYRIGHT)]
+        else:
+            found.append(_anchored(value))
+    return found
+
+
+def _split(pattern: str) -> tuple[str, str]:
+    """`pyproject.toml#tool.ruff` as its file and the `#tool.ruff` after it."""
+    name, hash_, table = pattern.partition("#")
+    return name, hash_ + table
 
 
 def _in_tree(word: str) -> bool:

@@ -6,8 +6,10 @@ already in the TODO when the run started (the user's word, not a lap's), or the 
 set `protect: []`. Adding a test-configuration file (conftest.py, pytest.ini, …) where
 a pattern protects it counts as a change too: a new one can deselect or skip tests.
 `file#table` entries protect one table of a TOML file (pyproject.toml) or one section of an
-INI file (setup.cfg), so the rest of the file stays editable. Whatever `protect` says, a new
-module may not shadow what the checks import (ralph/verdict/shadowing.py), unless an item names it.
+INI file (setup.cfg), so the rest of the file stays editable; `file#prefix*` every one whose name
+starts so (`setup.cfg#mypy*`: [mypy] and each [mypy-module]). Whatever `protect` says, a new
+module may not shadow what the checks import (ralph/verdict/shadowing.py), nor a new stub hide
+its module from a type checker, unless an item names it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 import pathspec
 
 from ralph import git, todo
-from ralph.verdict import shadowing
+from ralph.verdict import check_files, shadowing
 
 _SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
 # An item grants changing a file only when its own words ask for a change to it: in one clause,
@@ -100,27 +102,11 @@ CONFIG_NAMES = frozenset(
         ".gitattributes",
         ".gitmodules",
         ".mcp.json",
-        # What a check's runner reads to know what to run (ralph/verdict/check_files.py): a new one,
-        # GNUmakefile beside a Makefile, takes over.
-        "Makefile",
-        "makefile",
-        "GNUmakefile",
-        "justfile",
-        "Justfile",
-        ".justfile",
-        "tox.toml",
-        "hatch.toml",
-        "package.json",
-        ".npmrc",
-        ".yarnrc",
-        ".yarnrc.yml",
-        ".pnpmfile.cjs",
-        "bunfig.toml",
-        "phpunit.xml",
-        "phpunit.xml.dist",
     }
 )
-CONFIG_GLOBS = ("*.mk", "jest.config.*", "vitest.config.*", "vitest.workspace.*", "vite.config.*", ".mocharc*")
+# And what a check's program reads to know what to run and how to judge (check_files.py): a new
+# one takes over, GNUmakefile beside a Makefile, mypy.ini beside pyproject.toml.
+CONFIG_GLOBS = check_files.FILE_NAMES
 
 
 def check_lap(
@@ -159,6 +145,7 @@ def check_lap(
     if blinders:
         report.problems.append(f"files that make pytest skip their folder: {', '.join(sorted(blinders)[:5])}")
     report.problems += _shadowing_problems(cwd, green, commit, changes, report)
+    report.problems += _stub_problems(cwd, commit, changes, report)
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
     for path, status in statuses.items():
@@ -213,6 +200,18 @@ def _shadowing_problems(
         return []
     found = shadowing.shadowing(added, links, git.files_at(cwd, green), git.files_at(cwd, commit))
     return [f"new modules shadow what the checks import: {', '.join(found[:5])}"] if found else []
+
+
+def _stub_problems(cwd: Path, commit: str, changes: dict[str, tuple[str, str]], report: GuardReport) -> list[str]:
+    """A stub added beside a module of the tree: mypy, given a folder or the module's name, reads
+    the stub in its place and never checks the code (calc.pyi hides calc.py)."""
+    stubs = [path for path, (status, _) in changes.items() if status == "A" and path.endswith(".pyi")]
+    stubs = [path for path in stubs if not report.allows(path)]
+    if not stubs:
+        return []
+    files = set(git.files_at(cwd, commit))
+    hiding = sorted(path for path in stubs if path[:-1] in files)
+    return [f"stubs that hide their module from type checkers: {', '.join(hiding[:5])}"] if hiding else []
 
 
 def _symlink_problems(
@@ -278,7 +277,8 @@ def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[s
 
 
 def _table(text: str | None, path: str, name: str) -> object:
-    """One table (TOML, dotted prefix) or section (INI) of a file; None when absent or unreadable."""
+    """One table (TOML, dotted prefix) or section (INI) of a file, or all those a name ending in
+    `*` starts (by name); None when absent, "unreadable" when the file is."""
     if text is None:
         return None
     if path.endswith((".toml", ".json")):
@@ -286,16 +286,27 @@ def _table(text: str | None, path: str, name: str) -> object:
             data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
         except (tomllib.TOMLDecodeError, ValueError, RecursionError):
             return "unreadable"
+        *parents, last = name.split(".")
         found: object = data
-        for key in name.split("."):
+        for key in parents:
             found = found.get(key) if isinstance(found, dict) else None
-        return found
+        return _entry(found, last)
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)
     except configparser.Error:
         return "unreadable"
-    return dict(parser[name]) if parser.has_section(name) else None
+    return _entry({section: dict(parser[section]) for section in parser.sections()}, name)
+
+
+def _entry(table: object, key: str) -> object:
+    """`table[key]`, or for `prefix*` the entries whose keys start so (None for none: a file
+    without them and no file read the same)."""
+    if not isinstance(table, dict):
+        return None
+    if not key.endswith("*"):
+        return table.get(key)
+    return {name: value for name, value in table.items() if name.startswith(key[:-1])} or None
 
 
 def _asking_words(item: str) -> set[str]:
