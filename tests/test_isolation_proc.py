@@ -288,6 +288,9 @@ SECRET_LOOKING = [
     "npm_token",
     "DB_PASSWORD",
     "SMTP_PASSWD",
+    "PGPASSWORD",
+    "SMTP_PASS",
+    "GPG_PASSPHRASE",
     "GOOGLE_APPLICATION_CREDENTIALS",
     "MY_KEYRING",
     "SSH_AUTH_SOCK",
@@ -308,6 +311,7 @@ def test_clean_env_drops_secrets_and_git_redirection(monkeypatch):
     for name in SECRET_LOOKING + GIT_REDIRECTION + ["LLM_CREDS", "DEPLOY_KEY_PATH"]:
         monkeypatch.setenv(name, f"value-of-{name}")
     monkeypatch.setenv("MY_ORDINARY_SETTING", "ordinary")
+    monkeypatch.setenv("TOX_TESTENV_PASSENV", "OPENBLAS_*")  # names what tox passes on: no secret
     monkeypatch.setenv("PAGER", "less")
     monkeypatch.setenv("GIT_PAGER", "delta")
 
@@ -315,7 +319,7 @@ def test_clean_env_drops_secrets_and_git_redirection(monkeypatch):
 
     assert [name for name in SECRET_LOOKING + GIT_REDIRECTION + ["LLM_CREDS"] if name in env] == []
     assert env["DEPLOY_KEY_PATH"] == "value-of-DEPLOY_KEY_PATH"  # allowed although secret-looking
-    assert env["MY_ORDINARY_SETTING"] == "ordinary"
+    assert env["MY_ORDINARY_SETTING"] == "ordinary" and env["TOX_TESTENV_PASSENV"] == "OPENBLAS_*"
     assert env["PATH"] == os.environ["PATH"] and env["HOME"] == os.environ["HOME"]
     assert env["GIT_AUTHOR_NAME"] == os.environ["GIT_AUTHOR_NAME"]
     assert (env["PAGER"], env["GIT_PAGER"]) == ("cat", "cat")
