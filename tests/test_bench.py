@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.browser import browse, colour_runs, screenshot_rows
-from helpers.repos import git
+from helpers.repos import git, needs_bwrap
 from helpers.running import ralph
 
 from ralph.bench import build, jobs, sdists
@@ -94,7 +94,7 @@ def test_both_modes_run_offline_scored_written_and_drawn(bench_cache: Path, tmp_
         assert result["finished"] is True and result["tests_passed"] == result["tests_total"] > 0
         assert result["tokens"]["total"] == result["tokens"]["prompt"] + result["tokens"]["completion"] > 0
         assert result["requests"] > 0 and result["wall_s"] > 0 and result["red_laps"] == 0
-        assert result["curve"][-1][1] == result["tests_total"]
+        assert result["curve"][-1][1] == result["tests_total"] and result["not_judged"] == ""
     assert results[("itsdangerous-encoding", "laps")]["curve"][0] == [0, 0]  # the cut module fails every test
     assert results[("xmltodict-pytest", "laps")]["curve"][0] == [0, 58]  # unittest's tests pass: pytest runs them
     for job, items in (("itsdangerous-encoding", 3), ("xmltodict-pytest", 2)):
@@ -102,7 +102,7 @@ def test_both_modes_run_offline_scored_written_and_drawn(bench_cache: Path, tmp_
         assert (laps["laps"], session["laps"]) == (items, 1)  # the model did an item a lap; the session all
         # one session carries every item's work in its context: its largest request outweighs any lap's
         assert session["tokens"]["largest_request"] > laps["tokens"]["largest_request"]
-    assert re.search(r"laps: 2/2 jobs finished, 66/66 tests passing, [\d,]+ tokens", done.stdout)
+    assert re.search(r"laps: 2/2 jobs finished, 66/66 tests passing \(58 at the start\), [\d,]+ tokens", done.stdout)
     assert "session: 2/2 jobs finished" in done.stdout
 
     html = page.read_text()
@@ -147,10 +147,32 @@ def test_a_configured_agent_gets_the_same_budget_in_one_session(bench_cache: Pat
     laps, session = json.loads(out.read_text())["results"]
     assert (laps["mode"], laps["laps"], session["mode"], session["laps"]) == ("laps", 2, "session", 1)
     assert not laps["finished"] and not session["finished"] and laps["tests_passed"] == session["tests_passed"] == 0
+    assert laps["not_judged"] == session["not_judged"] == ""  # the bench's own checks ran on what was left
     assert json.loads(out.read_text())["model"] == "command `echo looked > notes.txt`"
     for mode, max_laps, lap_timeout in (("laps", 2, 40), ("session", 1, 80)):
         state = ledger.load(kept / f"itsdangerous-encoding-{mode}", f"bench-{mode}")
         assert state is not None
-        limits = state.record.config.limits
+        limits, agent_config = state.record.config.limits, state.record.config.agent
         assert (limits.max_laps, limits.lap_timeout) == (max_laps, lap_timeout)
+        # the laps' model calls and rounds of red checks shown, all in the session's one lap
+        assert (agent_config.max_turns, agent_config.fix_attempts) == (60 * 2 // max_laps, 1 * 2 // max_laps)
         assert state.record.config.goal.startswith("Rebuild src/itsdangerous/encoding.py")  # the job's, not the file's
+
+
+@needs_bwrap
+def test_laps_cannot_read_the_bench_cache(bench_cache: Path, tmp_path: Path):
+    """The cache holds every job's answers and the packages as they were: in the sandbox it is empty."""
+    build.prepared(jobs.chosen("itsdangerous-encoding")[0], bench_cache)
+    config = tmp_path / "agent.yaml"
+    agent = {
+        "kind": "command",
+        "command": f"ls -A {bench_cache} | wc -l > seen.txt; ls -A {bench_cache}/jobs >> seen.txt",
+    }
+    config.write_text(yaml.safe_dump({"agent": agent, "limits": {"max_laps": 1}}))
+    kept = tmp_path / "kept"
+    done = ralph(tmp_path, "bench", "--config", str(config), "--jobs", "itsdangerous-encoding", "--mode", "laps",
+                 "--keep", str(kept), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert any((bench_cache / "jobs").iterdir())  # there, outside the sandbox
+    seen = git(kept / "itsdangerous-encoding-laps", "show", "refs/ralph/bench-laps/laps/1:seen.txt")
+    assert seen.split() == ["0"]  # inside: an empty folder, and no jobs folder in it

@@ -5,6 +5,7 @@ repository) and the number of tests the finished job passes. Built once into the
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -12,14 +13,14 @@ import shutil
 import sys
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from ralph import git
-from ralph.bench import edits, sdists
+from ralph.bench import edits, migrate, sdists
 from ralph.bench.jobs import Job
-from ralph.bench.migrate import to_pytest
 from ralph.config import CheckSpec
 from ralph.errors import RalphError
 from ralph.isolation import proc
@@ -61,30 +62,33 @@ class BuiltJob(BaseModel):
     goal: str
     checks: list[str]  # with {python} for the interpreter the bench runs on; the first runs the tests
     items: list[ItemAnswer]
-    tests_total: int  # tests the reference solution passes: the score's denominator
+    tests_total: int  # tests the finished job passes: the score's denominator
+    reference_tests: list[str]  # which they are, as test_id() names them: only these score
     build_s: float
 
 
 def prepared(job: Job, cache: Path) -> tuple[Path, BuiltJob]:
     """The job's repository and manifest in `cache`, built the first time (and after a change of
-    the job, its cut or the Python it is scored on)."""
+    the job, its cut or the tools that count its tests). Benches at the same time build each job
+    once: one waits for the other's build and takes it."""
     home = cache / "jobs" / f"{job.name}-{_fingerprint(job)}"
-    if (home / "job.json").is_file():
-        return home / "repo", BuiltJob.model_validate_json((home / "job.json").read_text())
-    home.parent.mkdir(parents=True, exist_ok=True)
+    if not (home / "job.json").is_file():
+        home.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache / "jobs" / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the kernel lets go if this process dies
+            if not (home / "job.json").is_file():
+                _build_into(home, job, cache)
+    return home / "repo", BuiltJob.model_validate_json((home / "job.json").read_text())
+
+
+def _build_into(home: Path, job: Job, cache: Path) -> None:
     scratch = Path(tempfile.mkdtemp(prefix=f".{job.name}-", dir=home.parent))
     try:
         built = _build(job, sdists.fetch(job.sdist, cache), scratch)
         (scratch / "job.json").write_text(built.model_dump_json(indent=1))
-        try:
-            os.replace(scratch, home)  # whole or not at all: an interrupted build is built again
-        except OSError:
-            if not (home / "job.json").is_file():
-                raise
-            # another bench built it at the same time: theirs is the same job, and it stays
+        os.replace(scratch, home)  # whole or not at all: an interrupted build is built again
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return home / "repo", built
 
 
 def render(check: str) -> str:
@@ -100,7 +104,7 @@ def _build(job: Job, archive: Path, scratch: Path) -> BuiltJob:
     reference = {**originals, **cut}
     for item in items:
         reference.update(_applied(reference, item.edits))
-    tests_total = _tests_passing(top, reference, checks)
+    reference_tests = _tests_passing(top, reference, checks)
     repo = scratch / "repo"
     shutil.move(top, repo)
     _write(repo, cut)
@@ -123,7 +127,8 @@ def _build(job: Job, archive: Path, scratch: Path) -> BuiltJob:
         goal=goal,
         checks=checks,
         items=items,
-        tests_total=tests_total,
+        tests_total=len(reference_tests),
+        reference_tests=reference_tests,
         build_s=round(time.monotonic() - started, 2),
     )
 
@@ -140,7 +145,7 @@ def _cut(job: Job, originals: dict[str, str]) -> tuple[dict[str, str], list[Item
         items = [
             ItemAnswer(
                 text=f"Migrate {path} from unittest.TestCase classes to plain pytest test functions",
-                edits=[{"path": path, "old": None, "new": to_pytest(originals[path])}],
+                edits=[{"path": path, "old": None, "new": migrate.to_pytest(originals[path])}],
             )
             for (path,) in job.groups
         ]
@@ -222,8 +227,10 @@ def _checks(job: Job) -> list[str]:
     return checks
 
 
-def _tests_passing(top: Path, reference: dict[str, str], checks: list[str]) -> int:
-    """How many tests the finished job passes: the reference solution's, checked to pass every check."""
+def _tests_passing(top: Path, reference: dict[str, str], checks: list[str]) -> list[str]:
+    """The tests the finished job passes: the reference solution's, checked to pass every check.
+    (The original package's own code, or for a migration the scripted model's rewrite, run as
+    pip would have run its build: outside the sandbox.)"""
     with tempfile.TemporaryDirectory(prefix="ralph-bench-reference-") as folder:
         tree = Path(folder) / "tree"
         shutil.copytree(top, tree)
@@ -234,7 +241,14 @@ def _tests_passing(top: Path, reference: dict[str, str], checks: list[str]) -> i
     if failing or results[0].tests is None:
         why = failing[0].could_not_run or failing[0].output_tail[-300:] if failing else "pytest reported no tests"
         raise RalphError(f"bench: the finished job fails its own checks here — {why.strip()}")
-    return results[0].tests.counts.passed
+    return sorted({test_id(test) for test in results[0].tests.passed_ids})
+
+
+def test_id(node_id: str) -> str:
+    """A test by its file and its name, whatever class holds it: a migration moves tests out of
+    their TestCase classes (`tests/t.py::Case::test_a` and `tests/t.py::test_a` are one test)."""
+    path, _, rest = node_id.partition("::")
+    return f"{path}::{rest.rpartition('::')[2]}"
 
 
 def _ralph_files(job: Job, checks: list[str], items: list[ItemAnswer]) -> dict[str, str]:
@@ -278,5 +292,16 @@ def _listing(names: list[str]) -> str:
 
 
 def _fingerprint(job: Job) -> str:
-    key = json.dumps([FORMAT, repr(job), list(sys.version_info[:2])])
+    """What a built job depends on: the job, how it is cut (this package's code), and the Python,
+    pytest and mypy that count its tests."""
+    cutting = [Path(module.__file__ or "") for module in (edits, migrate)] + [Path(__file__)]
+    tools = [_version(name) for name in ("pytest", "mypy")]
+    key = json.dumps([FORMAT, repr(job), list(sys.version_info[:2]), tools, [p.read_text() for p in cutting]])
     return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None

@@ -12,43 +12,60 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ralph import git
 from ralph.bench.build import IDENT, BuiltJob, render
-from ralph.bench.results import Result, tokens_of
+from ralph.bench.results import Result, token_totals
+from ralph.bench.score import Scored, passing, score
 from ralph.config import CONFIG_FILE, Limits, parse
+from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
 from ralph.git import ledger
 from ralph.git.records import LapRecord, LapStatus
 from ralph.run.loop import run
 from ralph.run.options import RunOptions
 from ralph.show import view
-from ralph.verdict.checks import CheckResult
 
 Mode = Literal["laps", "session"]
 MODES: tuple[Mode, ...] = ("laps", "session")
 BUDGETED = ("agent", "limits", "prices", "env", "sandbox")  # what a bench config gives the jobs
 
 
+@dataclass(frozen=True)
+class JobRun:
+    """How the bench runs each job: how the run shows, where clones stay, what laps must not see."""
+
+    display: view.Display = "auto"
+    keep: Path | None = None  # --keep: each clone, with its run's refs, is left in this folder
+    hide: tuple[Path, ...] = ()  # the bench's cache: the answers, the packages' originals
+
+
 def budget(settings: dict[str, Any], mode: Mode) -> dict[str, Any]:
-    """The job's ralph.yaml settings for `mode`: laps as given; session the laps' total in one lap."""
+    """The job's ralph.yaml settings for `mode`: laps as given; session the laps' total in one
+    lap: their model calls, their time and their rounds of red checks shown, each agent's
+    (fallbacks' too)."""
     if mode == "laps":
         return settings
     limits = Limits.model_validate(settings.get("limits") or {})
-    agent = dict(settings["agent"])
     laps = limits.max_laps
-    agent["max_turns"] = laps * int(agent.get("max_turns") or 60)
+
+    def whole(agent: dict[str, Any]) -> dict[str, Any]:
+        given = AgentConfig.model_validate({key: value for key, value in agent.items() if key != "fallback"})
+        scaled = dict(agent, max_turns=laps * given.max_turns, fix_attempts=laps * given.fix_attempts)
+        if agent.get("fallback"):
+            scaled["fallback"] = [whole(fallback) for fallback in agent["fallback"]]
+        return scaled
+
     session_limits = dict(settings.get("limits") or {}, max_laps=1, lap_timeout=laps * limits.lap_timeout)
-    return dict(settings, agent=agent, limits=session_limits)
+    return dict(settings, agent=whole(settings["agent"]), limits=session_limits)
 
 
-def run_job(
-    repo: Path, job: BuiltJob, settings: dict[str, Any], mode: Mode, display: view.Display, keep: Path | None
-) -> Result:
-    """Run `job` (its cached repository `repo`) once in `mode`; `keep`: the clone is left in that folder."""
-    folder = keep or Path(tempfile.mkdtemp(prefix="ralph-bench-"))
+def run_job(repo: Path, job: BuiltJob, settings: dict[str, Any], mode: Mode, options: JobRun) -> Result:
+    """Run `job` (its cached repository `repo`) once in `mode`, then score what it left."""
+    folder = options.keep or Path(tempfile.mkdtemp(prefix="ralph-bench-"))
     clone = folder / f"{job.name}-{mode}"
     try:
         if clone.exists():
@@ -57,12 +74,21 @@ def run_job(
         git.run(folder, "clone", "-q", str(repo), str(clone))
         _configure(clone, job, budget(settings, mode), mode)
         started = time.monotonic()
-        code = run(RunOptions(cwd=clone, name=f"bench-{mode}", display=display, whole_job=mode == "session"))
+        run_options = RunOptions(
+            cwd=clone, name=f"bench-{mode}", display=options.display, whole_job=mode == "session", hide=options.hide
+        )
+        code = run(run_options)
         wall = time.monotonic() - started
         state = ledger.load(clone, f"bench-{mode}")
-        return _result(job, mode, state, wall, int(code))
+        if state is None:
+            raise RalphError(f"bench: {job.name}'s {mode} run left no record — see `ralph log` in {clone}")
+        records = [lap.record for lap in state.laps if lap.record is not None]
+        scored = _scored_lap(mode, state, records)
+        commit = scored.commit if scored is not None and scored.commit else state.green
+        verdict = score(clone, commit, job)
+        return _result(job, mode, state, records, scored, verdict, wall, int(code))
     finally:
-        if keep is None:
+        if options.keep is None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -80,26 +106,37 @@ def _configure(clone: Path, job: BuiltJob, settings: dict[str, Any], mode: Mode)
     git.run(clone, "commit", "-q", "--no-verify", "-am", f"bench: the agent and the {mode} mode's budget")
 
 
-def _result(job: BuiltJob, mode: Mode, state: ledger.RunState | None, wall: float, code: int) -> Result:
-    records = [lap.record for lap in (state.laps if state else []) if lap.record is not None]
-    baseline = state.record.baseline if state else []
-    scored, finished = _scored(mode, state, records)
-    curve, passing, spent = [(0, _passing(baseline, job))], _passing(baseline, job), 0
-    for record in records:
+def _result(
+    job: BuiltJob,
+    mode: Mode,
+    state: ledger.RunState,
+    records: list[LapRecord],
+    scored: LapRecord | None,
+    verdict: Scored,
+    wall: float,
+    code: int,
+) -> Result:
+    start = passing(state.record.baseline, job)
+    curve, tests, spent = [(0, start)], start, 0
+    for record in records:  # between the start and the end, the laps' own checks
         spent += record.agent.usage.total
-        if record.status == LapStatus.GREEN or mode == "session":
-            passing = _passing(record.checks, job)
-        curve.append((spent, passing))
-    todo = scored.todo if scored is not None else None
+        tests = passing(record.checks, job) if record.status == LapStatus.GREEN else tests
+        curve.append((spent, tests))
+    if len(curve) > 1:
+        curve[-1] = (spent, verdict.tests_passed)  # the end: the bench's own verdict
+    green = mode == "laps" or (scored is not None and scored.status == LapStatus.GREEN)
+    finished = green and verdict.checks_pass and verdict.items_open == 0 and verdict.tests_passed == job.tests_total
     return Result(
         job=job.name,
         mode=mode,
-        finished=finished,
-        tests_passed=_passing(scored.checks if scored else baseline, job),
+        finished=finished and not verdict.not_judged,
+        not_judged=verdict.not_judged,
+        tests_passed=verdict.tests_passed,
         tests_total=job.tests_total,
-        items_done=todo.done if todo else 0,
+        tests_at_start=start,
+        items_done=len(job.items) - verdict.items_open,
         items_total=len(job.items),
-        tokens=tokens_of([record.agent.usage for record in records]),
+        tokens=token_totals([record.agent.usage for record in records]),
         requests=sum(record.agent.usage.requests for record in records),
         wall_s=round(wall, 2),
         laps=len(records),
@@ -110,19 +147,9 @@ def _result(job: BuiltJob, mode: Mode, state: ledger.RunState | None, wall: floa
     )
 
 
-def _scored(mode: Mode, state: ledger.RunState | None, records: list[LapRecord]) -> tuple[LapRecord | None, bool]:
-    """The lap whose tree is scored, and whether it finished the job. laps: the green tip, what
-    ralph hands the user; session: its one lap, green or red, what one session leaves behind."""
-    if state is None or not records:
-        return None, False
+def _scored_lap(mode: Mode, state: ledger.RunState, records: list[LapRecord]) -> LapRecord | None:
+    """The lap whose tree is scored. laps: the green tip, what ralph hands the user (None: the
+    base); session: its one lap, green or red, what one session leaves behind."""
     if mode == "laps":
-        tip = next((record for record in reversed(records) if record.commit == state.green), None)
-        return tip, state.is_done
-    last = records[-1]
-    return last, all(check.passed for check in last.checks) and last.todo.open == 0
-
-
-def _passing(checks: list[CheckResult], job: BuiltJob) -> int:
-    """The package's tests passing in the job's test check, at most as many as the finished job passes."""
-    tests = checks[0].tests if checks else None
-    return min(tests.counts.passed, job.tests_total) if tests else 0
+        return next((record for record in reversed(records) if record.commit == state.green), None)
+    return records[-1] if records else None

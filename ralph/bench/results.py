@@ -9,10 +9,12 @@ from ralph.agents.base import Usage
 from ralph.show import ui
 
 FORMAT = 1
-COLUMNS = ["mode", "finished", "tests", "tokens in/out", "largest", "requests", "laps", "red", "wall", "cost"]
+COLUMNS = [
+    *("mode", "finished", "tests (start→end)", "tokens in/out", "largest", "requests", "laps", "red", "wall", "cost")
+]
 
 
-class Tokens(BaseModel):
+class TokenTotals(BaseModel):
     prompt: int = 0
     completion: int = 0
     largest_request: int = 0  # the biggest single prompt: how close the mode came to a context limit
@@ -28,12 +30,14 @@ class Tokens(BaseModel):
 class Result(BaseModel):
     job: str
     mode: str
-    finished: bool  # every check passes and every item is ticked on the scored tree
-    tests_passed: int
+    finished: bool  # green, every check passes, every item ticked, every test of the finished job passing
+    not_judged: str = ""  # a check could not run on the scored tree: nothing there is a verdict
+    tests_passed: int  # of the finished job's tests, those passing on the scored tree
     tests_total: int  # the tests the finished job passes
+    tests_at_start: int  # of them, those passing on the job's base commit already
     items_done: int
     items_total: int
-    tokens: Tokens
+    tokens: TokenTotals
     requests: int
     wall_s: float
     laps: int
@@ -49,9 +53,9 @@ class Report(BaseModel):
     results: list[Result]
 
 
-def tokens_of(usages: list[Usage]) -> Tokens:
+def token_totals(usages: list[Usage]) -> TokenTotals:
     costs = [usage.cost_usd for usage in usages]
-    return Tokens(
+    return TokenTotals(
         prompt=sum(usage.prompt_tokens for usage in usages),
         completion=sum(usage.completion_tokens for usage in usages),
         largest_request=max((usage.largest_prompt_tokens for usage in usages), default=0),
@@ -70,6 +74,9 @@ def print_table(results: list[Result]) -> None:
     ui.say("")
     for line in summary(results):
         ui.say(line)
+    for result in results:
+        if result.not_judged:
+            ui.warn(f"bench: {result.job}, {result.mode} mode, was not judged: {ui.safe(result.not_judged)}")
 
 
 def summary(results: list[Result]) -> list[str]:
@@ -78,10 +85,12 @@ def summary(results: list[Result]) -> list[str]:
     for mode in dict.fromkeys(result.mode for result in results):
         mine = [result for result in results if result.mode == mode]
         passed, total = sum(r.tests_passed for r in mine), sum(r.tests_total for r in mine)
+        start = sum(r.tests_at_start for r in mine)
         tokens = sum(r.tokens.total for r in mine)
         largest = max(r.tokens.largest_request for r in mine)
         lines.append(
-            f"{mode}: {sum(r.finished for r in mine)}/{len(mine)} jobs finished, {passed}/{total} tests passing, "
+            f"{mode}: {sum(r.finished for r in mine)}/{len(mine)} jobs finished, {passed}/{total} tests passing "
+            f"({start} at the start), "
             f"{tokens:,} tokens (largest request {largest:,}), {sum(r.requests for r in mine)} requests, "
             f"{sum(r.wall_s for r in mine):.0f} s"
         )
@@ -93,8 +102,8 @@ def _row(result: Result) -> list[str]:
     cost = "unknown" if tokens.cost_usd is None else f"${tokens.cost_usd:.2f}"
     return [
         result.mode,
-        "yes" if result.finished else "no",
-        f"{result.tests_passed}/{result.tests_total}",
+        "not judged" if result.not_judged else "yes" if result.finished else "no",
+        f"{result.tests_at_start}→{result.tests_passed}/{result.tests_total}",
         f"{_short(tokens.prompt)}/{_short(tokens.completion)}" + (" (estimated)" if tokens.estimated else ""),
         _short(tokens.largest_request),
         str(result.requests),

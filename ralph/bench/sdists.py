@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
+import re
 import sys
 import tarfile
 import tempfile
@@ -38,15 +38,22 @@ def cache_root() -> Path:
 
 def fetch(sdist: Sdist, cache: Path) -> Path:
     """The sdist's archive in `cache`: downloaded through pip (so the user's index, proxy and
-    certificates apply) the first time, checked against its pinned hash every time."""
+    certificates apply) the first time, checked against its pinned hash every time. pip checks
+    the hash too (`--require-hashes`), before it runs anything of the package's to read its
+    metadata; its own cache is left out, so no copy of the package stays where laps may read."""
     kept = cache / "sdists" / f"{sdist.name}-{sdist.version}.tar.gz"
     if kept.is_file() and _sha256(kept) == sdist.sha256:
         return kept
     kept.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=kept.parent) as scratch:
+        wanted = Path(scratch) / "requirements.txt"
+        wanted.write_text(f"{sdist.spec} --hash=sha256:{sdist.sha256}\n")
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
-        done = proc.run([*command, "--dest", scratch, sdist.spec], scratch, timeout=DOWNLOAD_TIMEOUT)
+        command += ["--require-hashes", "--no-cache-dir", "--dest", scratch, "-r", str(wanted)]
+        done = proc.run(command, scratch, timeout=DOWNLOAD_TIMEOUT)
         archives = sorted(Path(scratch).glob("*.tar.gz"))
+        if got := re.search(r"Got +([0-9a-f]{64})", done.output):
+            raise RalphError(f"bench: {sdist.spec} from the index has sha256 {got[1]}, not the pinned {sdist.sha256}")
         if not done.ok or len(archives) != 1:
             first = next((line for line in done.tail().splitlines() if "ERROR" in line), done.tail(200).strip())
             raise RalphError(f"bench: could not download {sdist.spec} with pip — {first or 'no .tar.gz came'}")
@@ -63,10 +70,6 @@ def unpack(archive: Path, into: Path) -> Path:
         tar.extractall(into, filter="data")
     (top,) = [entry for entry in into.iterdir() if entry.is_dir()]
     return top
-
-
-def copy_tree(source: Path, target: Path) -> None:
-    shutil.copytree(source, target, dirs_exist_ok=True)
 
 
 def _sha256(path: Path) -> str:

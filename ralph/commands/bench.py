@@ -14,7 +14,7 @@ import yaml
 
 from ralph.agents.scripted import ScriptedServer
 from ralph.bench import build, jobs, page, sdists
-from ralph.bench.modes import BUDGETED, MODES, Mode, budget, config_text, run_job
+from ralph.bench.modes import BUDGETED, MODES, JobRun, Mode, budget, config_text, run_job
 from ralph.bench.results import Report, Result, print_table
 from ralph.bench.scripted_model import MODEL, ScriptedModel
 from ralph.errors import Exit, RalphError
@@ -59,13 +59,15 @@ def bench(options: BenchOptions) -> Exit:
     settings = _settings(options.config) if options.config else {}
     for mode in modes if settings else ():
         config_text("bench", ["true"], budget(settings, mode))
+    # Laps must not read the bench's cache: the answers, and the packages as they were.
+    how = JobRun(display=options.display, keep=options.keep, hide=(cache,))
     results: list[Result] = []
     for job in chosen:
         repo, built = build.prepared(job, cache)
         for mode in modes:
             ui.say(f"[bold]bench: {job.name}[/] ({job.package}, {len(built.items)} items), {mode} mode")
-            with _agent(built, settings, options.scripted) as agent:
-                results.append(run_job(repo, built, agent, mode, options.display, options.keep))
+            with _agent_settings(built, settings, options.scripted) as agent:
+                results.append(run_job(repo, built, agent, mode, how))
     print_table(results)
     report = Report(model=_model_label(settings, options.scripted), results=results)
     if options.json_to:
@@ -76,7 +78,7 @@ def bench(options: BenchOptions) -> Exit:
 
 
 @contextlib.contextmanager
-def _agent(built: build.BuiltJob, settings: dict[str, Any], scripted: bool) -> Iterator[dict[str, Any]]:
+def _agent_settings(built: build.BuiltJob, settings: dict[str, Any], scripted: bool) -> Iterator[dict[str, Any]]:
     """The job's agent settings: the user's, or the scripted model's server for this one job."""
     if not scripted:
         yield settings

@@ -3,20 +3,16 @@ ralph.yaml, also what its checks give: setup and each check run once on HEAD, as
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from ralph import config, git
 from ralph.errors import Exit, RalphError
 from ralph.isolation import jail, proc, sandbox
 from ralph.isolation.provision import SetupFailed
-from ralph.isolation.workspace import Workspace
-from ralph.run.context import RunContext
-from ralph.run.prepare import workspace_at
+from ralph.run.checks_at import checks_at
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 
@@ -55,31 +51,13 @@ def _try_checks(cwd: Path) -> bool | None:
         return None
     cfg = config.load(path)
     sandboxed = sandbox.decide(cfg.sandbox.mode)
-    env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables)
-    workspace = Workspace.create(repo.top, repo.common_dir, f"doctor-{os.getpid()}")
+    how = "sandboxed" if sandboxed else "unsandboxed"
+    ui.say(f"checks       on HEAD {repo.head[:10]}, {how}, in a workspace of their own")
     try:
-        with tempfile.TemporaryDirectory(prefix="ralph-doctor-") as folder:
-            logs = Path(folder)
-            ctx = RunContext(
-                repo=repo,
-                run_name="doctor",
-                config=cfg,
-                run_dir=logs,
-                agents=(),
-                env=env,
-                workspace=workspace,
-                sandboxed=sandboxed,
-            )
-            how = "sandboxed" if sandboxed else "unsandboxed"
-            ui.say(f"checks       on HEAD {repo.head[:10]}, {how}, in a workspace of their own")
-            try:
-                workspace_at(ctx, repo.head, 0, logs)
-            except SetupFailed as failed:
-                ui.say(f"setup        [bold red]failed[/]: {failed.reason}: {ui.safe(ui.one_line(failed.output, 300))}")
-                return False
-            results = ctx.check(logs)
-    finally:
-        workspace.remove()
+        results = checks_at(repo, cfg, repo.head, "doctor", sandboxed)
+    except SetupFailed as failed:
+        ui.say(f"setup        [bold red]failed[/]: {failed.reason}: {ui.safe(ui.one_line(failed.output, 300))}")
+        return False
     for index, result in enumerate(results, 1):
         ui.say(f"check {index:<6} {_verdict(result)}")
     return not any(result.could_not_run for result in results)

@@ -42,9 +42,9 @@ GIT_LOCAL_VARS = frozenset(
 )
 # ASKPASS: GIT_ASKPASS and SSH_ASKPASS name programs that hand out a password when run.
 # PASS: PASSWORD, PASSWD, DB_PASS, a PASSPHRASE; _PWD: MYSQL_PWD (not PWD, OLDPWD: folders).
-# PASS as a password (DB_PASSWORD, PGPASSWORD, SMTP_PASS, GPG_PASSPHRASE), not as the start of
-# another word: tox's TOX_TESTENV_PASSENV names variables to pass on and holds no secret.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|(^|_)PASS($|_)|_PWD$|CREDENTIAL|ASKPASS", re.IGNORECASE)
+# PASS anywhere (DB_PASSWORD, SSHPASS, BORG_PASSCOMMAND, MFA_PASSCODE) but as PASSENV: tox's
+# TOX_TESTENV_PASSENV names the variables tox passes on and holds no secret.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS(?!ENV$)|_PWD$|CREDENTIAL|ASKPASS", re.IGNORECASE)
 
 
 # https://user:token@host (a push credential), redis://:password@host (a password, no user),

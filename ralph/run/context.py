@@ -42,6 +42,7 @@ class RunContext:
     worker: str | None = None  # `--remote`: this worker's name among the run's (workers.Crew)
     remote: Remote | None = None  # `--remote`: the git remote that keeps the run's refs and notes
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is given the whole job
+    hidden: tuple[Path, ...] = ()  # `ralph bench`: folders that read as empty in the sandbox
     warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
 
     @property
@@ -66,7 +67,7 @@ class RunContext:
             writable=writable,
             home=sandbox.home_path(),
             keep=keep,
-            hide=(*self.credentials, *unreachable(keep, writable, allowed, skip)),
+            hide=(*self.credentials, *self.hidden, *unreachable(keep, writable, allowed, skip)),
         )
 
     @cached_property

@@ -183,6 +183,7 @@ def _context(
         worker=workers.new_name() if remote is not None else None,
         remote=remote,
         whole_job=options.whole_job,
+        hidden=options.hide,
     )
 
 

@@ -25,3 +25,4 @@ class RunOptions:
     slot: int | None = None  # --slot: this process is that slot of a parallel run (started by it)
     remote: str | None = None  # --remote: the git remote that keeps the run's refs, for many workers
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is told to do the whole job
+    hide: tuple[Path, ...] = ()  # `ralph bench`: what laps must not read (its cache: the jobs' answers)

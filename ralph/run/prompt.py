@@ -10,7 +10,10 @@ from ralph.config import Config
 SLICE = """\
 - You are one lap of a longer job, with a fresh start. Work on the next unticked items
   of {todo}; do a slice you can finish and verify now rather than everything at once."""
-# `ralph bench --mode session`: the same agent given the whole job as its one lap.
+HANDOFF = """
+- Before you stop, rewrite {progress} as a short handoff for the next lap: what is done,
+  what is next, what you tried that failed and why. Keep it under about 60 lines."""
+# `ralph bench --mode session`: the same agent given the whole job as its one lap, no next lap.
 WHOLE_JOB = """\
 - You have the whole job in this one session: work through every unticked item of {todo},
   verifying each as you go, until none is left."""
@@ -18,9 +21,7 @@ RULES = """\
 Rules for this lap:
 {scope}
 - Tick (`- [x]`) only the items you really finished. Do not delete or reword items;
-  you may add new ones.
-- Before you stop, rewrite {progress} as a short handoff for the next lap: what is done,
-  what is next, what you tried that failed and why. Keep it under about 60 lines.
+  you may add new ones.{handoff}
 - Do not weaken, skip or delete tests unless a TODO item says so.
 - Protected files may gain new files beside them but may not be modified or deleted,
   unless the item you tick names the file: {protect}
@@ -56,7 +57,7 @@ def build(
         f"# Goal\n{config.goal.strip()}\n",
         RULES.format(
             scope=(WHOLE_JOB if whole_job else SLICE).format(todo=files.todo),
-            todo=files.todo,
+            handoff="" if whole_job else HANDOFF.format(progress=files.progress),
             progress=files.progress,
             protect=", ".join(config.protected) or "(none)",
             checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)",

@@ -1,0 +1,40 @@
+"""Setup and every check once on one commit, outside any run: in a workspace and sandbox of
+their own, as a lap's checks run. `ralph doctor` tries a repository's checks this way; `ralph
+bench` scores what a run left."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ralph import git
+from ralph.config import Config
+from ralph.isolation import proc
+from ralph.isolation.workspace import Workspace
+from ralph.run.context import RunContext
+from ralph.run.prepare import workspace_at
+from ralph.verdict.checks import CheckResult
+
+
+def checks_at(repo: git.RepoInfo, cfg: Config, commit: str, name: str, sandboxed: bool) -> list[CheckResult]:
+    """Each check's result on `commit`; raises SetupFailed when setup fails there."""
+    env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables)
+    workspace = Workspace.create(repo.top, repo.common_dir, f"{name}-{os.getpid()}")
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"ralph-{name}-") as folder:
+            logs = Path(folder)
+            ctx = RunContext(
+                repo=repo,
+                run_name=name,
+                config=cfg,
+                run_dir=logs,
+                agents=(),
+                env=env,
+                workspace=workspace,
+                sandboxed=sandboxed,
+            )
+            workspace_at(ctx, commit, 0, logs)
+            return ctx.check(logs)
+    finally:
+        workspace.remove()
