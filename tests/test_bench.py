@@ -100,6 +100,12 @@ def test_both_modes_run_offline_scored_written_and_drawn(bench_cache: Path, tmp_
     for job, items in (("itsdangerous-encoding", 3), ("xmltodict-pytest", 2)):
         laps, session = results[(job, "laps")], results[(job, "session")]
         assert (laps["laps"], session["laps"]) == (items, 1)  # the model did an item a lap; the session all
+        # each finish taken at once (the lap's own check allows a migration's tests their new
+        # names): an item is a view, its edits, a test run and a tick; a lap adds a handoff and finish
+        edits = [len(item.edits) for item in build.prepared(jobs.chosen(job)[0], bench_cache)[1].items]
+        assert session["requests"] == sum(3 + count for count in edits) + 1
+        # a lap whose checks still fail (the next items' work) is told so once, and finishes again
+        assert 0 <= laps["requests"] - sum(3 + count + 2 for count in edits) < items
         # one session carries every item's work in its context: its largest request outweighs any lap's
         assert session["tokens"]["largest_request"] > laps["tokens"]["largest_request"]
     assert re.search(r"laps: 2/2 jobs finished, 66/66 tests passing \(58 at the start\), [\d,]+ tokens", done.stdout)

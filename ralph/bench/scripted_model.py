@@ -37,10 +37,10 @@ class ScriptedModel:
         doing = open_items if whole_job else open_items[:1]
         steps = [step for item in doing for step in self._item(item)]
         left = len(open_items) - len(doing)
-        handoff = f"# Progress\nDone: {len(self.job.items) - left} of {len(self.job.items)} items.\n"
-        steps.append(
-            _edit("create", "PROGRESS.md", file_text=handoff + ("Next: the first open item.\n" if left else ""))
-        )
+        if not whole_job:  # a handoff is for the next lap; a session has none
+            handoff = f"# Progress\nDone: {len(self.job.items) - left} of {len(self.job.items)} items.\n"
+            next_one = "Next: the first open item.\n" if left else ""
+            steps.append(_edit("create", "PROGRESS.md", file_text=handoff + next_one))
         steps.append(finish(f"did {len(doing)} item(s); {left} left"))
         return steps
 
