@@ -18,7 +18,19 @@ from helpers.repos import make_repo
 from ralph.agents.base import LapTask
 from ralph.agents.openai import OpenAIAgent
 from ralph.agents.retry import StreamBroken
-from ralph.agents.scripted import Hang, HttpError, Reply, ScriptedServer, Step, bash, call, finish, text, tool_calls
+from ralph.agents.scripted import (
+    Hang,
+    HttpError,
+    Raw,
+    Reply,
+    ScriptedServer,
+    Step,
+    bash,
+    call,
+    finish,
+    text,
+    tool_calls,
+)
 from ralph.agents.tools import TOOL_SCHEMAS
 from ralph.config.agent import AgentConfig
 from ralph.isolation import proc
@@ -73,7 +85,8 @@ def test_a_reply_still_coming_when_the_lap_time_runs_out_is_a_slow_server_not_an
         result = run_lap(repo, server.base_url, timeout=2, request_timeout=0.5)
     assert (result.outcome, result.endpoint_failed) == ("timeout", False)
     assert result.detail.startswith("the lap's 2s ran out in model call 1 with the model still answering after 2 s")
-    assert re.search(r"at about (1[5-9]|2[0-2]) tokens/s — a slow server, not a dead one", result.detail)  # 20 a second
+    rate = re.search(r" at about (\d+(?:\.\d)?) tokens/s — a slow server, not a dead one", result.detail)
+    assert rate is not None and 1 <= float(rate[1]) <= 60  # 20 a second as sent; a loaded machine reads unevenly
     assert "docs/agents.md: Slow servers" in result.detail
     (said,) = records(repo, "slow")
     assert said["completion_tokens"] > 20  # what it wrote was spent: counted, as an estimate
@@ -238,9 +251,10 @@ def test_the_scripted_server_streams_what_the_openai_client_reads() -> None:
 
 
 def test_a_stream_from_a_less_tidy_server_is_put_together_as_sent() -> None:
-    """What servers other than OpenAI send: calls without an index, a name sent again with every
-    piece, arguments as an object, reasoning under either name, events without the blank line
-    between them, keep-alive comments, fields of their own beside the choices."""
+    """What servers other than OpenAI send: calls without an index, a name or an id sent again with
+    every piece, arguments as an object (text pieces after it, even "", are dropped), reasoning
+    under either name, events without the blank line between them, keep-alive comments, fields of
+    their own beside the choices."""
     from ralph.agents import stream
 
     def data(delta: dict, finish_reason: str | None = None) -> str:
@@ -254,6 +268,10 @@ def test_a_stream_from_a_less_tidy_server_is_put_together_as_sent() -> None:
         data({"tool_calls": [{"function": {"name": "bash", "arguments": 'and": "ls"}'}}]}),  # no blank line before
         "",
         data({"tool_calls": [{"id": "b", "function": {"name": "finish", "arguments": {"summary": "s"}}}]}),
+        "",
+        data({"tool_calls": [{"function": {"arguments": ""}}]}),  # an object is whole: a text piece cannot extend it
+        "",
+        data({"tool_calls": [{"id": "b", "function": {"name": "finish", "arguments": " "}}]}),  # its id again: still it
         "",
         data({}, "tool_calls"),
         "",
@@ -270,10 +288,130 @@ def test_a_stream_from_a_less_tidy_server_is_put_together_as_sent() -> None:
     assert choice["message"]["reasoning_content"] == "think"
     assert choice["message"]["tool_calls"] == [
         {"id": "a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
-        {"id": "b", "type": "function", "function": {"name": "finish", "arguments": {"summary": "s"}}},
+        {"id": "b", "type": "function", "function": {"name": "finish", "arguments": '{"summary": "s"}'}},
     ]
     assert body["usage"]["completion_tokens"] == 4 and body["timings"] == {"cache_n": 3}
 
     cut_short = lines[:6]  # the connection closed before the reply's end: asked again, not taken as done
     with pytest.raises(StreamBroken, match="the connection closed after about 3 tokens"):
         stream.Reading(started=time.monotonic(), deadline=time.monotonic() + 60, silence=5).read(iter(cut_short))
+
+
+def sse(*events: dict | str, end: str = "\n", done: bool = True) -> bytes:
+    """An event stream as a server writes it: each event a `data:` line (a string: the line as it
+    is) and a blank line, `end` between lines."""
+    lines = [event if isinstance(event, str) else "data: " + json.dumps(event) for event in events]
+    lines += ["data: [DONE]"] if done else []
+    return "".join(line + end + end for line in lines).encode()
+
+
+def delta(content: dict | None, finish_reason: str | None = None, **choice: Any) -> dict:
+    return {"choices": [{"index": 0, "delta": content, "finish_reason": finish_reason, **choice}]}
+
+
+def call_piece(arguments: object, **piece: Any) -> dict:
+    return delta({"tool_calls": [{**piece, "function": {"name": "bash", "arguments": arguments}}]})
+
+
+UNTIDY = [  # odd but possible: each still a reply to read, and it runs `touch ran`
+    sse(  # CRLF line ends, comments and SSE fields, no [DONE], usage only in a last chunk
+        ": hello",
+        "event: message",
+        "id: 1",
+        call_piece('{"command": ', index=0, id="c1"),
+        call_piece('"touch ran"}', index=0),
+        delta({}, "tool_calls"),
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3}},
+        end="\r\n",
+        done=False,
+    ),
+    sse(  # chunks without choices, a null delta, pieces without an index, a finish_reason alone
+        {"id": "x"},
+        delta(None),
+        {"choices": None},
+        "data: this is not JSON",
+        "data: " + "[" * 5000 + "]" * 5000,  # nested past Python's recursion limit
+        call_piece({"command": "touch ran"}, id="c1"),
+        call_piece(""),  # a text piece after an object: dropped
+        {"choices": [{"finish_reason": "tool_calls"}]},
+    ),
+    sse(  # a very long line before the call, and the call's arguments in one object
+        delta({"content": "x" * 2_000_000}),
+        call_piece({"command": "touch ran"}, index=0),
+        delta({}, "tool_calls"),
+    ),
+]
+
+
+@pytest.mark.parametrize("stream_body", UNTIDY, ids=["crlf-no-done", "missing-parts", "long-line"])
+def test_an_untidy_stream_is_read_as_the_reply_it_is(repo: Path, stream_body: bytes) -> None:
+    with ScriptedServer([Raw(stream_body), finish("ok")]) as server:
+        result = run_lap(repo, server.base_url)
+    assert (result.outcome, result.summary) == ("ok", "ok")
+    assert (repo / "ran").exists() and records(repo, "retry") == []
+
+
+BROKEN = [  # a stream that cannot be read: the endpoint's problem, named in its first line
+    (
+        Raw(b"data: \x1f\x8b not really gzip\n\n", headers={"Content-Encoding": "gzip"}),
+        "failed 5 times; last error: the connection broke before the reply began (",
+    ),
+    (Raw(sse("data: {", ": only a comment", done=False)), "failed 5 times; last error: the connection closed before"),
+    (Raw(sse({"error": {"message": "out of\nmemory"}})), "failed: the server sent an error before the reply began: "),
+    (Raw(b'{"choices": ' * 3000, content_type="application/json"), "got an answer that is not a chat completion"),
+]
+
+
+@pytest.mark.parametrize(("step", "said"), BROKEN, ids=["undecodable", "never-ends", "error-event", "deep-json"])
+def test_a_stream_that_cannot_be_read_ends_the_lap_as_the_endpoints_failure_in_one_line(
+    repo: Path, step: Raw, said: str
+) -> None:
+    with ScriptedServer(lambda body, index: step) as server:
+        result = run_lap(repo, server.base_url)
+    assert (result.outcome, result.endpoint_failed) == ("error", True)
+    first = result.detail.splitlines()[0]  # what the lap's note and `ralph log` keep
+    assert first.startswith(f"model request to {server.base_url} ") and said in first, first
+    if "sent an error" in said:
+        assert first.endswith("the server sent an error before the reply began: out of memory")
+
+
+def test_a_character_split_over_two_chunks_is_put_back_together(repo: Path) -> None:
+    """A pair of JSON escapes for one character (a server that escapes non-ASCII) sent in two
+    chunks: the next request carries the character, not two halves no request can encode."""
+    split = sse(delta({"content": "smile \ud83d"}), delta({"content": "\ude00 \ud800"}), delta({}, "stop"))
+    with ScriptedServer([Raw(split), finish("ok")]) as server:
+        result = run_lap(repo, server.base_url)
+    assert result.outcome == "ok"
+    assert server.requests[1].body["messages"][2] == {"role": "assistant", "content": "smile \U0001f600 ?"}
+
+
+@pytest.mark.parametrize("streams", [True, False], ids=["streamed", "in-one-piece"])
+def test_silence_the_lap_time_cut_short_of_request_timeout_is_out_of_time_not_an_outage(
+    repo: Path, streams: bool
+) -> None:
+    """A CPU server reading a long prompt when 1.5 s of the lap are left, with request_timeout 30:
+    the lap's time ran out, not the endpoint."""
+    with ScriptedServer([Hang(10, then=finish())], streams=streams) as server:
+        result = run_lap(repo, server.base_url, timeout=1.5, request_timeout=30)
+    assert (result.outcome, result.endpoint_failed, len(server.requests)) == ("timeout", False, 1)
+    assert re.fullmatch(
+        r"the lap's 1\.5s ran out in model call 1 before the server answered \(silent for \d\.\d s, less than "
+        r"agent\.request_timeout's 30 s: too soon to tell a slow server, one still reading a long prompt, from a "
+        r"dead one\) — give it more time \(docs/agents\.md: Slow servers\)",
+        result.detail,
+    ), result.detail
+    (said,) = records(repo, "slow")
+    assert said["error"].startswith("not answering yet after ") and records(repo, "retry") == []
+
+
+def test_a_request_silent_for_request_timeout_is_an_outage_though_the_retry_runs_out_of_time(repo: Path) -> None:
+    """Silent for the whole request_timeout, then again with less than that left (the test's
+    retries do not wait their backoff out; the first is at most 1 s, which must fit): what the
+    endpoint did first is what the lap says."""
+    with ScriptedServer(lambda body, index: Hang(10), strict=False) as server:
+        result = run_lap(repo, server.base_url, timeout=3.8, request_timeout=2)
+    assert (result.outcome, result.endpoint_failed, len(server.requests)) == ("error", True, 2)
+    assert result.detail == (
+        f"model request to {server.base_url} failed once, then ran out of time before it answered again; "
+        "last error: no answer for 2 s (the endpoint may be down or stuck)"
+    )

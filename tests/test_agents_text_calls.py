@@ -77,19 +77,68 @@ def test_text_tool_calls_unrun_end_the_lap_saying_the_model_wrote_them_as_text(r
     assert server.requests[1].body["messages"][-1] == {"role": "user", "content": USE_A_TOOL}
 
 
-@pytest.mark.parametrize(
-    "said",
-    [
-        fenced(written("python", code="print(1)")),  # not a tool offered
-        '```json\n{"name": "bash", "arguments": {"command": "touch ran"}\n```',  # not valid JSON
-        '{"name": "bash"}',  # no arguments: a package.json's name, say
-    ],
-)
-def test_json_that_is_no_call_of_an_offered_tool_is_text(repo: Path, said: str) -> None:
+RAN = json.dumps(written("bash", command="touch ran"))
+SHOWN = {  # JSON a reply shows, not calls it makes
+    "not-offered": fenced(written("python", code="print(1)")),
+    "invalid": '```json\n{"name": "bash", "arguments": {"command": "touch ran"}\n```',
+    "no-arguments": '{"name": "bash"}',  # a package.json's name, say
+    "backticks": f"I will NOT run `{RAN}`, it would delete the file.",
+    "prose": f"Do not run {RAN} here.",
+    "line-start": f"{RAN} is what I would send",
+    "python-block": "The call looks like this:\n```python\nCALL = "
+    + json.dumps(written("finish", summary="done", status="done"))
+    + f"\nRAN = {RAN}\n```",
+    "python-block-whole": f"```python\n{RAN}\n```",  # the whole of a block of code: still code
+    "nested": "```json\n" + json.dumps({"example": written("bash", command="touch ran")}) + "\n```",
+    "schema": json.dumps(
+        {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}
+    ),
+    "schema-described": fenced(
+        {"name": "bash", "description": "Run a command", "parameters": {"type": "object", "properties": {}}}
+    ),
+}
+
+
+@pytest.mark.parametrize("text_tool_calls", [True, False], ids=["run", "hint"])
+@pytest.mark.parametrize("said", SHOWN.values(), ids=SHOWN.keys())
+def test_json_that_is_no_call_of_an_offered_tool_is_text(repo: Path, said: str, text_tool_calls: bool) -> None:
+    """Neither run (a lap that ends `error`, not one a shown finish ended) nor claimed by the hint."""
     with ScriptedServer(lambda body, index: text(said)) as server:
-        result = run_lap(repo, server.base_url, compat={"text_tool_calls": True})
+        result = run_lap(repo, server.base_url, compat={"text_tool_calls": text_tool_calls})
     assert result.outcome == "error" and "answers in text only" in result.detail
     assert "wrote its tool calls as text" not in result.detail and not (repo / "ran").exists()
+    assert "(written as text)" not in (repo.parent / "logs" / "transcript.jsonl").read_text()
+
+
+QWEN_SHAPES = {  # how Qwen2.5-Coder writes calls when the server does not parse them
+    "json-block": f"I will create the file.\n```json\n{RAN}\n```",
+    "blocks": fenced(written("bash", command="touch one"), written("bash", command="touch ran"), before="Two steps:"),
+    "tag": f"<tool_call>\n{RAN}\n</tool_call>",
+    "tag-after-text": f"Creating it now.\n<tool_call>\n{RAN}\n</tool_call>",
+    "bare": RAN,
+    "bare-several": json.dumps(written("bash", command="touch one")) + "\n" + RAN + "\n",
+}
+
+
+@pytest.mark.parametrize("said", QWEN_SHAPES.values(), ids=QWEN_SHAPES.keys())
+def test_calls_written_as_qwen_writes_them_are_run(repo: Path, said: str) -> None:
+    with ScriptedServer([text(said), finish("made")]) as server:
+        result = run_lap(repo, server.base_url, compat={"text_tool_calls": True})
+    assert (result.outcome, result.summary) == ("ok", "made")
+    assert (repo / "ran").exists() and (repo / "one").exists() == ("touch one" in said)
+    assistant = server.requests[1].body["messages"][2]
+    assert assistant["tool_calls"][-1]["function"] == {
+        "name": "bash",
+        "arguments": json.dumps({"command": "touch ran"}),
+    }
+    assert "{" not in assistant["content"] and "tool_call>" not in assistant["content"]
+
+
+def test_calls_written_as_text_are_named_when_not_run(repo: Path) -> None:
+    with ScriptedServer(lambda body, index: text(QWEN_SHAPES["tag"])) as server:
+        result = run_lap(repo, server.base_url)
+    assert result.outcome == "error" and "wrote its tool calls as text" in result.detail
+    assert not (repo / "ran").exists()
 
 
 def test_with_text_tool_calls_a_reply_runs_the_calls_it_spells(repo: Path) -> None:

@@ -272,3 +272,20 @@ def test_an_endpoint_that_answers_nothing_says_it_may_be_down_or_stuck(tmp_path:
     assert (first["status"], first["agent"]["endpoint_failed"]) == ("error", True)
     assert "no answer for 0.3 s (the endpoint may be down or stuck)" in first["reason"]
     assert "no answer for 0.3 s (the endpoint may be down or stuck)" in result.stdout + result.stderr
+
+
+def test_a_server_still_silent_when_the_lap_runs_out_is_a_timeout_lap_not_an_outage(tmp_path: Path):
+    """A CPU server reads a long prompt for longer than the lap has left, though less than
+    request_timeout: the lap ran out of time (red), and the run goes on; not an endpoint failure,
+    outage waits and exit 6."""
+    script: list[Step] = [bash("echo notes > NOTES.md"), Hang(30, then=finish())]
+    with ScriptedServer(script) as server:
+        repo = repo_for(tmp_path, server.base_url, ["true"], max_laps=1, lap_timeout=5, outage_wait=1)
+        _with_request_timeout(repo, 30)
+        result = ralph(repo, "run", "--name", "o")
+    assert result.returncode == 3, result.stdout + result.stderr  # max_laps: a red lap, not an outage
+    (lap,) = laps(repo)
+    assert (lap["status"], lap["agent"]["outcome"], lap["agent"]["endpoint_failed"]) == ("red", "timeout", False)
+    assert lap["reason"].startswith("the lap's 5s ran out in model call 2 before the server answered (silent for ")
+    assert "less than agent.request_timeout's 30 s: too soon to tell a slow server" in lap["reason"]
+    assert "the model endpoint failed" not in result.stdout and "may be down or stuck" not in result.stdout

@@ -334,6 +334,12 @@ class Conversation:
             spent = f"the {self.role.name}'s {self.limits.seconds:g}s ran out in model call {turn}"
         else:
             spent = f"model call {turn}'s {self.limits.retry_seconds:g}s ran out"
+        if not slow.answered:  # the time left, not request_timeout, ended its silence
+            return (
+                f"{spent} before the server answered (silent for {slow.seconds:.1f} s, less than "
+                f"agent.request_timeout's {self.config.request_timeout:g} s: too soon to tell a slow server, one "
+                "still reading a long prompt, from a dead one) — give it more time (docs/agents.md: Slow servers)"
+            )
         return (
             f"{spent} with the model {slow} — a slow server, not a dead one: give it more time or ask for "
             "shorter replies (docs/agents.md: Slow servers)"

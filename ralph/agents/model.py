@@ -8,7 +8,6 @@ to stream is asked in one piece.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -108,17 +107,23 @@ def chat_request(
                 raise
 
 
-def _silence(config: AgentConfig, deadline: float) -> float:
-    return max(0.1, min(config.request_timeout, deadline - time.monotonic()))
+def _silence(config: AgentConfig, deadline: float) -> tuple[float, bool]:
+    """How long the answer may stay silent, and whether the deadline clipped that to less than
+    request_timeout: a silence that runs out then is the time running out, not an endpoint
+    failing (a CPU server may read a long prompt for longer than what was left)."""
+    left = deadline - time.monotonic()
+    return max(0.1, min(config.request_timeout, left)), left < config.request_timeout
 
 
 def _whole(client: OpenAI, config: AgentConfig, options: dict, deadline: float) -> Answer:
     import openai
 
-    timeout = _silence(config, deadline)
+    started, (timeout, clipped) = time.monotonic(), _silence(config, deadline)
     try:
         response = client.chat.completions.with_raw_response.create(**options, timeout=timeout)
     except openai.APITimeoutError:
+        if clipped:
+            raise StillAnswering(time.monotonic() - started, 0, 0.0, answered=False) from None
         raise NoAnswer(timeout, streamed=False) from None
     return Answer(_completion(config, response.http_response.text), response.http_response.headers.get("server", ""))
 
@@ -127,9 +132,9 @@ def _streamed(client: OpenAI, config: AgentConfig, options: dict, deadline: floa
     """The reply as it comes: silence is bounded by request_timeout, the whole by the deadline."""
     import openai
 
-    started, silence = time.monotonic(), _silence(config, deadline)
+    started, (silence, clipped) = time.monotonic(), _silence(config, deadline)
     usage: dict[str, Any] = {"stream_options": {"include_usage": True}} if streaming.usage else {}
-    reading = stream.Reading(started=started, deadline=deadline, silence=silence)
+    reading = stream.Reading(started=started, deadline=deadline, silence=silence, clipped=clipped)
     create = client.chat.completions.with_streaming_response.create
     try:
         with create(**options, **usage, stream=True, timeout=silence) as response:
@@ -139,6 +144,8 @@ def _streamed(client: OpenAI, config: AgentConfig, options: dict, deadline: floa
                 return Answer(_completion(config, text), server)
             assembly = reading.read(response.iter_lines())
     except openai.APITimeoutError:  # not even the answer's headers in time
+        if clipped:
+            raise reading.still_answering() from None
         raise NoAnswer(silence, streamed=True) from None
     except stream.ErrorEvent as said:
         raise RequestFailed(f"model request to {endpoint_of(config)} failed: {said}", None, said.body) from None
@@ -146,10 +153,7 @@ def _streamed(client: OpenAI, config: AgentConfig, options: dict, deadline: floa
 
 
 def _completion(config: AgentConfig, text: str) -> dict:
-    try:
-        body = json.loads(text)
-    except ValueError:
-        body = None
+    body = stream.loads(text)
     if not isinstance(body, dict):
         raise RequestFailed(
             f"model request to {endpoint_of(config)} got an answer that is not a chat completion: {text[:200]!r}"

@@ -44,47 +44,28 @@ class ReplyReader:
         choices = body.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
         message = _dict(choice.get("message"))
-        content = message["content"] if isinstance(message.get("content"), str) else ""
+        content = _text_fit(message["content"]) if isinstance(message.get("content"), str) else ""
         raw_calls = message["tool_calls"] if isinstance(message.get("tool_calls"), list) else []
         calls = [self.call(item) for item in raw_calls if isinstance(item, dict)]
         return Reply(content, calls, choice.get("finish_reason") == "length")
 
     def call(self, item: dict) -> ToolCall:
         function = _dict(item.get("function"))
-        name = function.get("name") if isinstance(function.get("name"), str) else ""
+        name = _text_fit(function["name"]) if isinstance(function.get("name"), str) else ""
         arguments, problem = parse_arguments(function.get("arguments"))
         if problem is None and name not in self.tool_names:
             problem = f"format error: there is no tool named {name!r}; the tools are {', '.join(self.tool_names)}."
         return ToolCall(self.unique_id(item.get("id")), name or "unnamed", arguments, problem)
 
     def written_calls(self, content: str) -> tuple[list[ToolCall], str]:
-        """The tool calls a text reply spells, each a JSON object with an offered tool's `name`
-        and its `arguments` (or `parameters`), fenced or not, one or several; and the text
-        around them. JSON that does not parse, or names no offered tool, stays text."""
-        calls: list[ToolCall] = []
-        kept: list[str] = []
-        done = 0  # where the text not yet kept starts
-        at = content.find("{")
-        while at != -1:
-            try:
-                value, end = _DECODER.raw_decode(content, at)
-            except (ValueError, RecursionError):
-                value, end = None, at + 1
-            written = _written_call(value, self.tool_names)
-            if written is None:
-                at = content.find("{", at + 1)
-                continue
-            calls.append(ToolCall(self.unique_id(None), *written, from_text=True))
-            kept.append(content[done:at])
-            done = end
-            at = content.find("{", end)
-        kept.append(content[done:])
-        rest = _EMPTY_WRAPPERS.sub("", "".join(kept))
-        return calls, re.sub(r"\n\s*\n\s*\n", "\n\n", rest).strip() if calls else content
+        """The tool calls a text reply spells, and the text around them: see `standing_calls`."""
+        spelled, rest = standing_calls(content, self.tool_names)
+        calls = [ToolCall(self.unique_id(None), name, arguments, from_text=True) for name, arguments in spelled]
+        return calls, rest
 
     def unique_id(self, given: object) -> str:
         """The model's id, or a new one when it sent none or reused one: each answer needs its own."""
-        call_id = given if isinstance(given, str) and given.strip() else ""
+        call_id = _text_fit(given) if isinstance(given, str) and given.strip() else ""
         serial = len(self.ids)
         while not call_id or call_id in self.ids:
             serial += 1
@@ -94,18 +75,72 @@ class ReplyReader:
 
 
 _DECODER = json.JSONDecoder()
-# What is left of a fenced block or a <tool_call> tag once the call in it is taken out
-_EMPTY_WRAPPERS = re.compile(r"```[\w-]*\s*```|<tool_call>\s*</tool_call>")
+# A fenced block (its opening and closing fences on lines of their own) or a <tool_call> tag
+# opened at the start of a line and closed at the end of one; either may run to the reply's end
+_WRAPPED = re.compile(
+    r"^[ \t]*```[ \t]*(?P<info>[^\n`]*)\n(?P<fenced>.*?)(?:^[ \t]*```[ \t]*$|\Z)"
+    r"|^[ \t]*<tool_call>(?P<tagged>.*?)(?:</tool_call>[ \t]*$|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+CALL_FENCES = ("", "json", "tool_call")  # a block's language: ```python shows code, it does not call
+
+
+def standing_calls(content: str, tool_names: tuple[str, ...]) -> tuple[list[tuple[str, dict]], str]:
+    """The tool calls (name, arguments) a text reply spells, and the text around them. A call is
+    a JSON object with an offered tool's `name` and its `arguments` (or `parameters`) that
+    stands on its own: the whole content of a ```json (or bare, or ```tool_call) block or of a
+    <tool_call> tag, one or several; or the whole reply is calls, such wrappers aside. JSON a
+    reply only shows is none: inline in prose or in backticks, nested in other JSON, in a
+    block of code, a tool's schema echoed (its parameters a JSON schema)."""
+    pieces: list[tuple[str, list[tuple[str, dict]] | None]] = []  # text, and the calls it is if it is one
+    done = 0
+    for match in _WRAPPED.finditer(content):
+        inner = match["tagged"] if match["tagged"] is not None else match["fenced"]
+        if match["tagged"] is None and match["info"].strip().lower() not in CALL_FENCES:
+            continue  # a block of code stays text, and what is in it is not searched
+        pieces += [(content[done : match.start()], None), (match[0], _calls_only(inner, tool_names))]
+        done = match.end()
+    pieces.append((content[done:], None))
+    bare = [calls if calls is not None else _calls_only(text, tool_names) for text, calls in pieces]
+    if all(calls is not None or not text.strip() for (text, _), calls in zip(pieces, bare, strict=True)):
+        pieces = [(text, calls) for (text, _), calls in zip(pieces, bare, strict=True)]  # the whole reply is calls
+    found = [call for _, calls in pieces for call in calls or []]
+    rest = "".join(text for text, calls in pieces if calls is None)
+    return found, re.sub(r"\n\s*\n\s*\n", "\n\n", rest).strip() if found else content
+
+
+def _calls_only(text: str, tool_names: tuple[str, ...]) -> list[tuple[str, dict]] | None:
+    """The calls `text` is, whitespace aside (and a wrapper around them); None when it is
+    anything else, or nothing."""
+    text = text.strip()
+    wrapped = _WRAPPED.fullmatch(text)
+    if wrapped is not None and (wrapped["tagged"] is not None or wrapped["info"].strip().lower() in CALL_FENCES):
+        text = (wrapped["tagged"] if wrapped["tagged"] is not None else wrapped["fenced"]).strip()
+    calls: list[tuple[str, dict]] = []
+    at = 0
+    while at < len(text):
+        try:
+            value, end = _DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return None
+        call = _written_call(value, tool_names)
+        if call is None:
+            return None
+        calls.append(call)
+        at = len(text) - len(text[end:].lstrip())
+    return calls or None
 
 
 def _written_call(value: object, tool_names: tuple[str, ...]) -> tuple[str, dict] | None:
-    if not isinstance(value, dict) or value.get("name") not in tool_names:
-        return None
+    if not isinstance(value, dict) or value.get("name") not in tool_names or "description" in value:
+        return None  # a description: a tool's schema, not a call of it
     key = "arguments" if "arguments" in value else "parameters"
     if key not in value:
         return None
     arguments, problem = parse_arguments(value[key])
-    return None if problem else (value["name"], arguments)
+    if problem or ("type" in arguments and "properties" in arguments):  # a JSON schema: the tool's own
+        return None
+    return value["name"], arguments
 
 
 def parse_arguments(raw: object) -> tuple[dict, str | None]:
@@ -135,9 +170,11 @@ def schema_problems(error: ValidationError) -> str:
 
 def _text_fit(value: Any) -> Any:
     """Strings that can be written as UTF-8: JSON may spell a lone surrogate ("\\ud800"), which
-    no note, transcript or terminal can hold."""
+    no note, transcript, terminal or next request can hold; a pair split over two chunks of a
+    stream is put back together first."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8")
+        paired = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        return paired.encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, list):
         return [_text_fit(item) for item in value]
     if isinstance(value, dict):

@@ -67,15 +67,20 @@ class NoAnswer(Transient):
 
 
 class StillAnswering(Exception):
-    """The time for the request ran out while its reply was still arriving: a slow server, not
-    a dead one. Not retried: asking again would be as slow."""
+    """The time for the request ran out before its reply's end: a slow server, not a dead one,
+    when the reply (or a keep-alive) was arriving; when nothing had come, a server that had not
+    answered yet, the time left having been shorter than agent.request_timeout. Not retried:
+    asking again would be as slow, and there is no time left to."""
 
-    def __init__(self, seconds: float, tokens: int, generating: float):
-        self.seconds, self.tokens = seconds, tokens
+    def __init__(self, seconds: float, tokens: int, generating: float, *, answered: bool = True):
+        self.seconds, self.tokens, self.answered = seconds, tokens, answered
         rate = tokens / generating if generating > 0 else 0.0
         digits = 0 if rate >= 10 else 1
-        said = f"still answering after {seconds:.0f} s at about {rate:.{digits}f} tokens/s"
-        if not tokens:
+        if not answered:
+            said = f"not answering yet after {seconds:.1f} s"
+        else:
+            said = f"still answering after {seconds:.0f} s at about {rate:.{digits}f} tokens/s"
+        if answered and not tokens:
             said += " (nothing but keep-alives yet: it was still reading the prompt)"
         super().__init__(said)
 
@@ -92,7 +97,7 @@ def call_with_retry(
     """`request()`, retried on transient failures; `deadline` is a time.monotonic() value."""
     import openai  # here, not at the top: a run of an agent CLI never pays for importing it
 
-    status, body = None, ""
+    status, body, error = None, "", ""
     for attempt in range(1, attempts + 1):
         try:
             return request()
@@ -106,6 +111,17 @@ def call_with_retry(
             error, status, body, wait = describe(exc), None, "", backoff(attempt)
         except Transient as exc:  # a hang ended by agent.request_timeout, a stream cut short
             error, status, body, wait = str(exc), None, "", backoff(attempt)
+        except StillAnswering as slow:
+            if slow.answered or attempt == 1:
+                raise
+            # Silent again, with less time than request_timeout left: the failures before this
+            # one, not the lap's time, are what the endpoint did
+            raise RequestFailed(
+                f"model request to {endpoint} failed {_times(attempt - 1)}, then ran out of time before "
+                f"it answered again; last error: {error}",
+                status,
+                body,
+            ) from None
         if attempt == attempts:
             break
         if time.monotonic() + wait > deadline:
@@ -118,6 +134,10 @@ def call_with_retry(
         on_retry(attempt, error, wait)
         sleep(wait)
     raise RequestFailed(f"model request to {endpoint} failed {attempts} times; last error: {error}", status, body)
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 _VALIDATION = re.compile(r"validation error|ValidationError|Input should be", re.IGNORECASE)

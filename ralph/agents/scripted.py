@@ -3,9 +3,10 @@
 It speaks the real wire format (`POST …/chat/completions`, JSON bodies, OpenAI-style
 error bodies and headers; `"stream": true` answered as server-sent events, `[DONE]` last),
 so the real `openai` client, its HTTP stack and its error mapping all run; only the model is
-scripted. A script is a list of steps, or a callable `(request_body, call_index) -> step` for
-replies that depend on the request. `streams=False` refuses to stream with tools, as
-llama-server did before May 2025; `stream_options=False` refuses that field.
+scripted (how it streams: scripted_stream.py). A script is a list of steps, or a callable
+`(request_body, call_index) -> step` for replies that depend on the request. `streams=False`
+refuses to stream with tools, as llama-server did before May 2025; `stream_options=False`
+refuses that field.
 
 Strict (the default), it behaves like the strictest real servers met so far (llama-cpp-python's
 server among them): a message whose content is not a string is a validation error answered
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import re
 import threading
 import time
 import uuid
@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ralph.agents.model import PREFLIGHT
+from ralph.agents.scripted_stream import EventStream, chunks
 
 _GENERATED = object()  # "make up an id", as opposed to None: "send the call without one"
 
@@ -61,11 +62,21 @@ class Hang:
     it waits, as llama-server does while it reads a long prompt (--sse-ping-interval)."""
 
     seconds: float
-    then: Reply | HttpError | None = None
+    then: Reply | HttpError | Raw | None = None
     ping: float | None = None
 
 
-Step = Reply | HttpError | Hang
+@dataclass(frozen=True)
+class Raw:
+    """A 200 whose body is these bytes, whatever the request: a server's odd stream (CRLF line
+    ends, lines that are not events, bytes that do not decode), then the connection closed."""
+
+    body: bytes
+    content_type: str = "text/event-stream"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Step = Reply | HttpError | Hang | Raw
 Script = list[Step] | Callable[[dict, int], Step]
 
 
@@ -219,70 +230,36 @@ class _Handler(BaseHTTPRequestHandler):
         if refused is not None:
             return self._send(refused[0], _error_body(refused[1], "invalid_request_error"))
         step, index = scripted.next_step(request)
-        self.streaming = False  # the event stream's headers are sent
+        self.events = EventStream(self, scripted.closing)
         with scripted.slot if scripted.strict else contextlib.nullcontext():  # generating holds the slot
             answer = self._wait(step, body.get("stream") is True) if isinstance(step, Hang) else step
             if answer is None:
                 return None  # the connection closes unanswered
+            if isinstance(answer, Raw):
+                if self.events.start(answer.content_type, answer.headers):
+                    self.events.write(answer.body)
+                return None
             if isinstance(answer, Reply):
                 answer = _as_served(answer, body, scripted.strict)
+                usage = _usage(answer, len(raw)) if answer.usage else None
+                streamed = chunks(answer.message, answer.finish_reason, usage, body, index)
+                streamed[-1] |= answer.extra  # llama.cpp sends its timings with the last chunk
                 if body.get("stream") is True:
-                    return self._stream(_chunks(answer, body, len(raw), index), answer)
-                if answer.pace and scripted.closing.wait(answer.pace * len(_chunks(answer, body, len(raw), index))):
+                    return self.events.send(streamed, answer.pace, answer.stall)
+                if answer.pace and scripted.closing.wait(answer.pace * len(streamed)):
                     return None
         if isinstance(answer, HttpError):
             error = answer.body or _error_body(f"scripted HTTP {answer.status}")
-            if self.streaming:  # after a 200 has gone out, an error can only be an event
-                return self._stream([error if isinstance(error, dict) else {"error": {"message": error}}], None)
+            if self.events.started:  # after a 200 has gone out, an error can only be an event
+                return self.events.send([error if isinstance(error, dict) else {"error": {"message": error}}])
             return self._send(answer.status, error, answer.headers)
         return self._send(200, _completion(answer, body, len(raw), index))
 
-    def _wait(self, hang: Hang, streamed: bool) -> Reply | HttpError | None:
+    def _wait(self, hang: Hang, streamed: bool) -> Reply | HttpError | Raw | None:
         """`hang` waited out, saying `: ping` meanwhile when it should; then what follows it."""
-        closing = self.server.scripted.closing
         if not (hang.ping and streamed):
-            return None if closing.wait(hang.seconds) else hang.then
-        if not self._start_stream():
-            return None
-        end = time.monotonic() + hang.seconds
-        while (left := end - time.monotonic()) > 0:
-            if closing.wait(min(hang.ping, left)) or not self._write(b": ping\n\n"):
-                return None
-        return hang.then
-
-    def _start_stream(self) -> bool:
-        """The event stream's headers, once; False when the client is gone."""
-        if self.streaming:
-            return True
-        self.streaming = True
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()
-        except (BrokenPipeError, ConnectionResetError):
-            return False
-        return True
-
-    def _stream(self, chunks: list[dict], reply: Reply | None) -> None:
-        closing = self.server.scripted.closing
-        if not self._start_stream():
-            return
-        for number, chunk in enumerate(chunks):
-            if reply is not None and reply.stall is not None and number == reply.stall[0]:
-                closing.wait(reply.stall[1])
-                return  # closed without the rest
-            if number and reply is not None and reply.pace and closing.wait(reply.pace):
-                return
-            if not self._write(f"data: {json.dumps(chunk)}\n\n".encode()):
-                return  # the client went away: a real server stops generating too
-        self._write(b"data: [DONE]\n\n")
-
-    def _write(self, data: bytes) -> bool:
-        try:
-            self.wfile.write(data)
-            return True
-        except (BrokenPipeError, ConnectionResetError):
-            return False
+            return None if self.server.scripted.closing.wait(hang.seconds) else hang.then
+        return hang.then if self.events.keep_alive(hang.seconds, hang.ping) else None
 
     def _send(self, status: int, payload: dict | str, headers: dict[str, str] | None = None) -> None:
         data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
@@ -334,39 +311,6 @@ def _usage(reply: Reply, request_bytes: int) -> dict:
     if reply.cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
     return usage
-
-
-def _chunks(reply: Reply, request: dict, request_bytes: int, index: int) -> list[dict]:
-    """The reply as OpenAI streams it: the role, a chunk a word of content, each tool call
-    opened with its id and name and then its arguments in pieces, the finish_reason; usage in a
-    chunk without choices when stream_options asks for it (and `usage: null` on the others)."""
-    options = request.get("stream_options")
-    with_usage = isinstance(options, dict) and options.get("include_usage") is True
-    head: dict[str, Any] = {
-        "id": f"chatcmpl-scripted-{index}",
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": request.get("model", "scripted"),
-    } | ({"usage": None} if with_usage else {})
-
-    def chunk(delta: dict, finish_reason: str | None = None) -> dict:
-        return head | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
-
-    content = reply.message.get("content")
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": word}) for word in re.findall(r"\s*\S+|\s+", content or "")]
-    for number, call in enumerate(reply.message.get("tool_calls") or []):
-        function = call.get("function") or {}
-        opening = {"index": number, "type": "function", "function": {"name": function.get("name"), "arguments": ""}}
-        chunks.append(chunk({"tool_calls": [opening | ({"id": call["id"]} if "id" in call else {})]}))
-        arguments = function.get("arguments") or ""
-        for at in range(0, len(arguments), 8):
-            chunks.append(chunk({"tool_calls": [{"index": number, "function": {"arguments": arguments[at : at + 8]}}]}))
-    chunks.append(chunk({}, reply.finish_reason))
-    if with_usage and reply.usage:
-        chunks.append(head | {"choices": [], "usage": _usage(reply, request_bytes)})
-    chunks[-1] |= reply.extra  # llama.cpp sends its timings with the last chunk
-    return chunks
 
 
 def _is_preflight(body: dict) -> bool:

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ralph.agents.retry import NoAnswer, StillAnswering, StreamBroken
+from ralph.agents.retry import SUMMARY_CHARS, NoAnswer, StillAnswering, StreamBroken
+from ralph.show.ui import one_line
 
 
 class ErrorEvent(Exception):
@@ -42,8 +43,36 @@ def _http_errors() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], 
         except ImportError:
             continue
         timeouts.append(library.TimeoutException)
-        transport.append(library.TransportError)
+        transport.append(library.RequestError)  # its transport errors, and DecodingError
     return tuple(timeouts), tuple(transport)
+
+
+@dataclass
+class CallParts:
+    """One tool call's parts as they come: its id and name once, its arguments in pieces."""
+
+    id: str | None = None
+    name: str = ""
+    pieces: list[str] = field(default_factory=list)  # arguments as text, the wire's form
+    whole: str | None = None  # arguments a server sent as a JSON value, not as text: see `add`
+
+    def add(self, arguments: object) -> None:
+        """An object (some servers send one) is a parsed value, whole by construction: it is the
+        call's arguments, whenever it comes. Text pieces beside it are dropped, not appended:
+        nothing can extend a value already whole, and such a piece can only be the `""` of a
+        delta with nothing more to add, or the same arguments again, as text."""
+        if isinstance(arguments, str) and self.whole is None:
+            self.pieces.append(arguments)
+        elif arguments is not None and not isinstance(arguments, str):
+            try:
+                self.whole = json.dumps(arguments)
+            except (ValueError, RecursionError):  # left for the reader to answer as a format error
+                self.whole = repr(arguments)[:200]
+
+    def body(self) -> dict:
+        arguments = self.whole if self.whole is not None else "".join(self.pieces)
+        call = {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}}
+        return call if self.id is not None else {key: value for key, value in call.items() if key != "id"}
 
 
 @dataclass
@@ -54,7 +83,7 @@ class Assembly:
     tokens: int = 0  # chunks that carried text: a token each on llama.cpp, vLLM and OpenAI
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    calls: dict[int, dict] = field(default_factory=dict)
+    calls: dict[int, CallParts] = field(default_factory=dict)
     finish_reason: str | None = None
     beside: dict[str, Any] = field(default_factory=dict)  # id, model, usage, timings, …: the last of each
 
@@ -84,43 +113,41 @@ class Assembly:
                 self.tokens += 1
 
     def add_call_piece(self, piece: dict) -> None:
-        """A tool call's part: its id and name once, its arguments in pieces, by index."""
+        """A tool call's part, by index."""
         index = piece.get("index")
         if not isinstance(index, int):  # a server that numbers none: a new id starts a new call
             last = max(self.calls, default=-1)
-            index = last + 1 if last < 0 or (piece.get("id") and self.calls[last]["id"]) else last
-        call = self.calls.setdefault(index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+            given, known = piece.get("id"), self.calls[last].id if last >= 0 else None
+            index = last + 1 if last < 0 or (given and known and given != known) else last
+        call = self.calls.setdefault(index, CallParts())
         if isinstance(piece.get("id"), str) and piece["id"]:
-            call["id"] = piece["id"]
+            call.id = piece["id"]
         function = piece["function"] if isinstance(piece.get("function"), dict) else {}
-        name, arguments = function.get("name"), function.get("arguments")
-        if isinstance(name, str) and name != call["function"]["name"]:  # some servers repeat the whole name
-            call["function"]["name"] += name
-        if isinstance(arguments, str):
-            call["function"]["arguments"] += arguments
-        elif isinstance(arguments, dict):  # an object, as some servers send arguments
-            call["function"]["arguments"] = arguments
+        name = function.get("name")
+        if isinstance(name, str) and name != call.name:  # some servers repeat the whole name
+            call.name += name
+        call.add(function.get("arguments"))
 
     def body(self) -> dict:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) if self.content else None}
         if self.reasoning:
             message["reasoning_content"] = "".join(self.reasoning)
         if self.calls:
-            message["tool_calls"] = [
-                {key: value for key, value in self.calls[index].items() if value is not None}
-                for index in sorted(self.calls)
-            ]
+            message["tool_calls"] = [self.calls[index].body() for index in sorted(self.calls)]
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
         return {**self.beside, "object": "chat.completion", "choices": [choice]}
 
 
 class Reading:
-    """One streamed answer, read line by line against the silence and the deadline."""
+    """One streamed answer, read line by line against the silence and the deadline. `clipped`:
+    the silence allowed is what was left of the deadline, shorter than `agent.request_timeout`,
+    so running out of it is running out of time, not an endpoint's silence."""
 
-    def __init__(self, *, started: float, deadline: float, silence: float):
-        self.started, self.deadline, self.silence = started, deadline, silence
+    def __init__(self, *, started: float, deadline: float, silence: float, clipped: bool = False):
+        self.started, self.deadline, self.silence, self.clipped = started, deadline, silence, clipped
         self.assembly = Assembly()
         self.first_token: float | None = None
+        self.heard = False  # anything at all, a keep-alive included
         self.timeouts, self.transport = _http_errors()
 
     def lines(self, source: Iterator[str]) -> Iterator[str]:
@@ -131,11 +158,12 @@ class Reading:
             except StopIteration:
                 return
             except self.timeouts:
-                if time.monotonic() >= self.deadline and self.assembly.tokens:  # the deadline, not the silence
-                    raise self.still_answering() from None
+                if self.clipped or (time.monotonic() >= self.deadline and self.assembly.tokens):
+                    raise self.still_answering() from None  # the deadline, not the silence
                 raise NoAnswer(self.silence, streamed=True, received=self.assembly.tokens) from None
-            except self.transport as exc:
-                raise StreamBroken(f"the connection broke {self.where()} ({exc})") from None
+            except self.transport as exc:  # a broken connection, or a body that cannot be decoded
+                raise StreamBroken(f"the connection broke {self.where()} ({one_line(str(exc), 200)})") from None
+            self.heard = True
             yield line
 
     def read(self, source: Iterator[str]) -> Assembly:
@@ -168,16 +196,14 @@ class Reading:
     def event(self, text: str) -> bool:
         if text.strip() == "[DONE]":
             return True
-        try:
-            chunk = json.loads(text)
-        except ValueError:
-            return False  # not a chunk: a server's comment written as data
+        chunk = loads(text)
         if not isinstance(chunk, dict):
-            return False
+            return False  # not a chunk: a server's comment written as data
         if chunk.get("error"):
             error = chunk["error"]
-            said = error.get("message") if isinstance(error, dict) else error
-            raise ErrorEvent(f"the server sent an error {self.where()}: {said}", text)
+            said = error.get("message") if isinstance(error, dict) and error.get("message") else error
+            message = f"the server sent an error {self.where()}: {one_line(str(said), SUMMARY_CHARS)}"
+            raise ErrorEvent(message, text)
         tokens = self.assembly.tokens
         self.assembly.add(chunk)
         if self.first_token is None and self.assembly.tokens > tokens:
@@ -187,16 +213,25 @@ class Reading:
     def still_answering(self) -> StillAnswering:
         now = time.monotonic()
         generating = now - self.first_token if self.first_token is not None else 0.0
-        return StillAnswering(now - self.started, self.assembly.tokens, generating)
+        return StillAnswering(now - self.started, self.assembly.tokens, generating, answered=self.heard)
 
     def where(self) -> str:
         tokens = self.assembly.tokens
         return f"after about {tokens} tokens of the reply" if tokens else "before the reply began"
 
 
+def loads(text: str) -> object:
+    """`text` as JSON, or None: what a server sends is read whole or not at all, and JSON nested
+    deeper than Python's recursion limit is not JSON ralph can use either."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
