@@ -37,18 +37,25 @@ def render(report: Report) -> str:
 
 def _job(job: str, results: list[Result]) -> str:
     rows = "".join(
-        f"<tr><td>{escape(r.mode)}</td><td>{'yes' if r.finished else 'no'}</td>"
-        f"<td>{r.tests_passed}/{r.tests_total}</td><td>{r.tokens.total:,}</td><td>{r.tokens.largest_request:,}</td>"
+        f"<tr><td>{escape(r.mode)}</td><td>{_finished(r)}</td>"
+        f"<td>{r.tests_at_start} → {r.tests_passed}/{r.tests_total}</td>"
+        f"<td>{r.tokens.total:,}</td><td>{r.tokens.largest_request:,}</td>"
         f"<td>{r.requests}</td><td>{r.laps} ({r.red_laps} red)</td><td>{r.wall_s:.0f} s</td></tr>"
         for r in results
     )
-    head = "<tr><th>mode</th><th>finished</th><th>tests</th><th>tokens</th><th>largest request</th>"
+    head = "<tr><th>mode</th><th>finished</th><th>tests (start → end)</th><th>tokens</th><th>largest request</th>"
     head += "<th>requests</th><th>laps</th><th>wall</th></tr>"
     laps = next((r for r in results if r.mode == "laps"), None)
     return (
         f'<section class="job" data-job="{escape(job)}"><h2>{escape(job)}</h2><table>{head}{rows}</table>'
         f"{_progress(results)}{_bars(laps) if laps and laps.largest_per_lap else ''}</section>"
     )
+
+
+def _finished(result: Result) -> str:
+    if result.not_judged:
+        return f'<span title="{escape(result.not_judged)}">not judged</span>'
+    return "yes" if result.finished else "no"
 
 
 def _progress(results: list[Result]) -> str:
