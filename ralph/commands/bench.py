@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +106,11 @@ def _needs_tools(chosen: list[jobs.Job]) -> None:
     """pytest scores every job, mypy checks the types jobs: missing, say so now, not as red laps."""
     needed = ["pytest"] + (["mypy"] if any(job.kind == "types" for job in chosen) else [])
     for module in needed:
-        if not proc.run([sys.executable, "-c", f"import {module}"], Path.cwd(), timeout=120).ok:
-            raise RalphError(f"bench: the jobs need {module} in this Python ({sys.executable}): pip install {module}")
+        if not proc.run([sys.executable, "-c", f"import {module}"], Path(tempfile.gettempdir()), timeout=120).ok:
+            raise RalphError(
+                f"bench: the jobs need {module} in this Python ({sys.executable}): pip install {module} "
+                "(or ralph with its bench extra: pip install 'git-ralph[bench]')"
+            )
 
 
 def _model_label(settings: dict[str, Any], scripted: bool) -> str:
