@@ -98,11 +98,31 @@ def calls(tmp_path: Path, tool: str) -> list[dict]:
     return [json.loads(path.read_text()) for path in found]
 
 
-# The arguments each tool receives after the shell, and where it finds the prompt.
+# The arguments each tool receives after the shell, and where it finds the prompt. The switches
+# that keep the user's own settings, hooks, MCP servers and extensions out are among them.
 EXPECTED = {
-    "claude": (["-p", "--output-format", "json", "--dangerously-skip-permissions"], "stdin", ["ANTHROPIC_API_KEY"]),
+    "claude": (
+        [
+            "-p",
+            "--output-format",
+            "json",
+            "--dangerously-skip-permissions",
+            "--setting-sources",
+            "project,local",
+            "--strict-mcp-config",
+        ],
+        "stdin",
+        ["ANTHROPIC_API_KEY"],
+    ),
     "codex": (
-        ["exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"],
+        [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--ignore-user-config",
+            "-",
+        ],
         "stdin",
         ["CODEX_API_KEY", "OPENAI_API_KEY"],
     ),
@@ -112,7 +132,7 @@ EXPECTED = {
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
     "gemini": (
-        ["--approval-mode", "yolo", "--skip-trust", "--output-format", "json", "-p"],
+        ["--approval-mode", "yolo", "--skip-trust", "--extensions", "none", "--output-format", "json", "-p"],
         "argument",
         ["GEMINI_API_KEY"],
     ),
@@ -154,6 +174,21 @@ def test_a_preset_runs_its_tool_with_the_prompt_and_only_its_credentials(tmp_pat
     assert "- [ ] item 1" in where[prompt_at] and "PROGRESS.md" in where[prompt_at]
     assert sorted(call["secrets"]) == credentials  # its own, and no other secret
     assert all(call["secrets"][name] == SECRETS[name] for name in credentials)
+
+
+def test_a_user_who_wants_their_own_settings_replaces_the_presets_command(tmp_path: Path):
+    """The opt-out: `command:` beside the preset runs as written, without the switches that keep
+    the user's settings, hooks and MCP servers out, and keeps the preset's credentials and reports."""
+    env = stand_ins(tmp_path, [{"work": True, "print": json.dumps(CLAUDE_RESULT) + "\n"}])
+    mine = "claude -p --output-format json --dangerously-skip-permissions"
+    repo = repo_with(tmp_path, {"preset": "claude", "command": mine})
+    result = ralph(repo, "run", "--name", "o", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (call,) = calls(tmp_path, "claude")
+    assert call["argv"] == ["-p", "--output-format", "json", "--dangerously-skip-permissions"]
+    assert sorted(call["secrets"]) == ["ANTHROPIC_API_KEY"]
+    (lap,) = lap_notes(repo, "o")
+    assert lap["agent"]["usage"]["cost_usd"] == 0.25
 
 
 def test_claudes_result_gives_the_laps_summary_tokens_and_cost_and_max_cost_usd_stops_the_run(tmp_path: Path):

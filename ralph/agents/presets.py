@@ -7,7 +7,12 @@ it. `written_for` is the version of the tool whose documentation the preset foll
 
 A tool logs in by its variables, not by the user's HOME: each phase of a lap gets a private
 HOME, and what a lap writes to the user's (a hook in ~/.claude/settings.json, an MCP server in
-~/.claude.json) would run outside the sandbox the next time the user starts the tool."""
+~/.claude.json) would run outside the sandbox the next time the user starts the tool.
+
+Nor does a lap take in the user's own setup: where the tool documents a switch for it, its
+command leaves out the user-level settings, hooks, MCP servers and extensions (laps may run
+in the user's HOME: unsandboxed, or with `sandbox.home: "~"`). A user who wants them back
+replaces the preset's command with `command:`."""
 
 from __future__ import annotations
 
@@ -52,7 +57,11 @@ PRESETS = {
             "claude",
             "claude",
             # As root, Claude Code refuses to skip permissions unless told it runs in a sandbox (IS_SANDBOX=1).
-            "claude -p --output-format json --dangerously-skip-permissions",
+            # The project's settings (committed in the work tree) stay; ~/.claude/settings.json, with its
+            # hooks and plugins, does not. MCP servers live in ~/.claude.json too, which only
+            # --strict-mcp-config keeps out: it drops the project's .mcp.json as well.
+            "claude -p --output-format json --dangerously-skip-permissions "
+            "--setting-sources project,local --strict-mcp-config",
             ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
             (
                 r"usage limit reached",
@@ -68,7 +77,8 @@ PRESETS = {
         Preset(
             "codex",
             "codex",
-            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox -",
+            # Skips $CODEX_HOME/config.toml (MCP servers, hooks, profiles); the login in CODEX_HOME still counts.
+            "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --ignore-user-config -",
             ("CODEX_API_KEY", "OPENAI_API_KEY"),
             (r"you've hit your usage limit", r"quota exceeded", r"429 Too Many Requests", *RATE_LIMITED),
             "codex-jsonl",
@@ -87,7 +97,10 @@ PRESETS = {
         Preset(
             "gemini",
             "gemini",
-            'gemini --approval-mode yolo --skip-trust --output-format json -p "$(cat "$RALPH_PROMPT_FILE")"',
+            # Extensions (installed in ~/.gemini/extensions) bring MCP servers and context; no switch
+            # documented keeps out the hooks and MCP servers of ~/.gemini/settings.json.
+            "gemini --approval-mode yolo --skip-trust --extensions none --output-format json "
+            '-p "$(cat "$RALPH_PROMPT_FILE")"',
             ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
