@@ -44,8 +44,11 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise Interrupted()
 
 
-def _call(function: Callable[..., int], *args: Any, **kwargs: Any) -> None:
-    """The one place where errors become messages and exit codes."""
+RESUMES = "interrupted — the run branch is where the last green lap left it; the same `ralph run` resumes"
+
+
+def _call(function: Callable[..., int], *args: Any, interrupted: str = RESUMES, **kwargs: Any) -> None:
+    """The one place where errors become messages and exit codes; `interrupted`: what Ctrl-C means."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = function(*args, **kwargs)
@@ -53,7 +56,7 @@ def _call(function: Callable[..., int], *args: Any, **kwargs: Any) -> None:
         ui.error(str(exc))
         code = exc.exit_code
     except (KeyboardInterrupt, Interrupted):
-        ui.error("interrupted — the run branch is where the last green lap left it; the same `ralph run` resumes")
+        ui.error(interrupted)
         code = Exit.INTERRUPTED
     except Exception as error:
         code = _crashed(error)
@@ -318,7 +321,7 @@ def bench(
         keep=keep,
         display="quiet" if quiet else "auto",
     )
-    _call(do_bench, options)
+    _call(do_bench, options, interrupted="bench interrupted: no results written; its clones are gone (--keep: left)")
 
 
 @main.group()

@@ -137,9 +137,17 @@ def test_bench_input_errors_are_one_line(bench_cache: Path, tmp_path: Path):
     config = tmp_path / "agent.yaml"
     config.write_text("goal: mine\nchecks: [true]\n")
     assert "needs an `agent:` section" in error("--config", str(config))
-    config.write_text("agent: {kind: openai, model: m, nonsense: 1}\n")
-    assert "nonsense" in error("--config", str(config), "--jobs", "itsdangerous-encoding")
+    config.write_text("# the agent\nagent:\n  kind: openai\n  modle: m\n")
+    assert error("--config", str(config), "--jobs", "itsdangerous-encoding").startswith(
+        f"ralph: {config} (line 4): agent.modle: unknown key"  # the user's file and line, before any job
+    )
     assert "cannot read it" in error("--config", str(tmp_path / "missing.yaml"))
+    assert "exclude each other" in error("--config", str(config), "--scripted")
+    assert error("--scripted", "--jobs", "") == "ralph: bench: --jobs names no job — `ralph bench --list` names them\n"
+    # where the results go is checked before any lap is spent on them
+    assert "has no folder" in error("--scripted", "--json", str(tmp_path / "missing" / "out.json"))
+    assert "is a folder" in error("--scripted", "--html", str(tmp_path))
+    assert error("--scripted", "--keep", str(config)) == f"ralph: bench: --keep {config}: not a folder\n"
 
 
 def test_a_configured_agent_gets_the_same_budget_in_one_session(bench_cache: Path, tmp_path: Path):

@@ -128,9 +128,11 @@ JOBS = (
 
 def chosen(names: str | None) -> list[Job]:
     """The jobs `--jobs a,b` names (all of them when None), in the catalogue's order."""
-    if not names:
+    if names is None:
         return list(JOBS)
     wanted = [name.strip() for name in names.split(",") if name.strip()]
+    if not wanted:
+        raise RalphError("bench: --jobs names no job — `ralph bench --list` names them")
     known = {job.name for job in JOBS}
     if unknown := [name for name in wanted if name not in known]:
         raise RalphError(f"bench: no job {', '.join(unknown)} — `ralph bench --list` names them")

@@ -101,8 +101,9 @@ def _bars(laps: Result) -> str:
                 f'height="{height:.1f}" fill="{colour}"><title>lap {number + 1}: {tokens:,} tokens</title></rect>'
             )
     return (
-        f'<p class="muted">each lap\'s largest request, and what it would weigh in one session ({session[-1]:,} '
-        f"tokens by the last lap)</p>"
+        f'<p class="muted">each lap\'s largest request, and an estimate of what it would weigh in one session '
+        f"that kept every earlier lap's in its context ({session[-1]:,} tokens by the last lap; the session row "
+        "above is measured)</p>"
         f'<svg class="bars" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
         f'aria-label="a lap\'s largest request against one session">{"".join(bars)}</svg>'
     )

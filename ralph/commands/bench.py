@@ -4,6 +4,7 @@ ralph.yaml-style file or the scripted model, then the table, the summary, the JS
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -18,12 +19,14 @@ from ralph.bench import build, jobs, page, sdists
 from ralph.bench.modes import BUDGETED, MODES, JobRun, Mode, budget, config_text, run_job
 from ralph.bench.results import Report, Result, print_table
 from ralph.bench.scripted_model import MODEL, ScriptedModel
+from ralph.config import parse
 from ralph.errors import Exit, RalphError
 from ralph.isolation import proc
 from ralph.isolation.files import replace_with
 from ralph.show import ui, view
 
 SCRIPTED_LIMITS = {"max_laps": 10}
+_STAND_INS = {"goal": "bench", "checks": ["true"]}  # what a bench config need not have: the jobs bring theirs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +42,7 @@ class BenchOptions:
 
 
 def list_jobs() -> Exit:
+    _needs_tools(list(jobs.JOBS))  # building a job runs its finished form's checks
     cache = sdists.cache_root()
     rows = []
     for job in jobs.JOBS:
@@ -51,15 +55,18 @@ def list_jobs() -> Exit:
 
 
 def bench(options: BenchOptions) -> Exit:
-    if options.scripted == (options.config is not None):
+    if options.scripted and options.config is not None:
+        raise RalphError("bench: --config and --scripted exclude each other: bench your agent, or the scripted model")
+    if not options.scripted and options.config is None:
         raise RalphError("bench: give --config FILE (the agent to bench) or --scripted (ralph's scripted model)")
     modes: tuple[Mode, ...] = MODES if options.mode == "both" else (options.mode,)  # type: ignore[assignment]
     chosen = jobs.chosen(options.jobs)
+    _writable(options)
     _needs_tools(chosen)
     cache = sdists.cache_root()
     settings = _settings(options.config) if options.config else {}
-    for mode in modes if settings else ():
-        config_text("bench", ["true"], budget(settings, mode))
+    if settings and "session" in modes:  # the file's own keys are checked as it is read; the session's here
+        config_text("bench", ["true"], budget(settings, "session"))
     # Laps must not read the bench's cache: the answers, and the packages as they were.
     how = JobRun(display=options.display, keep=options.keep, hide=(cache,))
     results: list[Result] = []
@@ -88,18 +95,33 @@ def _agent_settings(built: build.BuiltJob, settings: dict[str, Any], scripted: b
         yield {"agent": {"kind": "openai", "model": MODEL, "base_url": server.base_url}, "limits": SCRIPTED_LIMITS}
 
 
+def _writable(options: BenchOptions) -> None:
+    """Where the results go, checked before hours of laps are spent on them."""
+    for path in (options.json_to, options.html_to):
+        if path is not None and (path.is_dir() or not path.parent.is_dir()):
+            why = "is a folder" if path.is_dir() else f"has no folder {path.parent} to go in"
+            raise RalphError(f"bench: cannot write {path}: it {why}")
+    if options.keep is not None and options.keep.exists() and not options.keep.is_dir():
+        raise RalphError(f"bench: --keep {options.keep}: not a folder")
+
+
 def _settings(path: Path) -> dict[str, Any]:
     """What a ralph.yaml-style file gives the jobs (its agent, limits, prices, env, sandbox); its
-    goal and checks are the user's repository's, not the jobs'."""
+    goal and checks are the user's repository's, not the jobs'. Checked as the file is, so an
+    error names its line."""
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        data = yaml.safe_load(text)
     except OSError as exc:
         raise RalphError(f"{path}: cannot read it ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         raise RalphError(f"{path}: not valid YAML ({ui.one_line(str(exc), 120)})") from None
     if not isinstance(data, dict) or not isinstance(data.get("agent"), dict):
         raise RalphError(f"{path}: the bench needs an `agent:` section (as in ralph.yaml) to know what to bench")
-    return {key: data[key] for key in BUDGETED if key in data}
+    settings = {key: data[key] for key in BUDGETED if key in data}
+    filled = "".join(f"{key}: {json.dumps(value)}\n" for key, value in _STAND_INS.items() if key not in data)
+    parse(text.rstrip("\n") + "\n" + filled, str(path))
+    return settings
 
 
 def _needs_tools(chosen: list[jobs.Job]) -> None:
