@@ -26,6 +26,11 @@ _BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
 _LINE_END = re.compile(r"\r\n?|\n")
 
 
+# What `ralph init` writes for the user to replace: `ralph run` says when they are still there.
+PLACEHOLDER_GOAL = "Describe the whole job in one sentence"
+PLACEHOLDER_ITEMS = ("First slice of the job", "Second slice of the job")
+
+
 @dataclass(frozen=True)
 class Item:
     text: str

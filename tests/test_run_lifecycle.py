@@ -9,6 +9,7 @@ from pathlib import Path
 from helpers.repos import PY, git, make_repo, python_agent
 from helpers.running import lap_notes, ralph
 
+from ralph import todo
 from ralph.config.sections import LifecycleHooks
 from ralph.run import lifecycle
 
@@ -85,3 +86,18 @@ def test_a_hook_gets_a_reason_as_a_model_or_a_lap_may_write_it(tmp_path: Path):
     lifecycle.fire(hooks, "on_lap_end", tmp_path, {"PATH": os.environ["PATH"]}, reason="a\0b" + "x" * 300_000)
     reason = json.loads(heard.read_text())["RALPH_REASON"]
     assert reason.startswith("abxx") and len(reason) == lifecycle.VALUE_CAP
+
+
+def test_a_run_says_when_ralph_inits_placeholders_are_still_the_job(tmp_path: Path):
+    agent = {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && echo done > notes.txt"}
+    config = {"goal": todo.PLACEHOLDER_GOAL, "agent": agent, "checks": ["true"]}
+    repo = make_repo(tmp_path / "repo", config=config, todo=list(todo.PLACEHOLDER_ITEMS))
+    result = ralph(repo, "run", "--name", "p")
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "the goal is still `ralph init`'s placeholder ('Describe the whole job in one sentence')" in said
+    assert "TODO.md still holds `ralph init`'s placeholder items (First slice of the job; Second slice" in said
+    config["goal"] = "Write notes"
+    other = make_repo(tmp_path / "other", config=config, todo=["Write notes.txt"])
+    quiet = ralph(other, "run", "--name", "p")
+    assert quiet.returncode == 0 and "placeholder" not in quiet.stdout + quiet.stderr

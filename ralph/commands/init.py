@@ -7,14 +7,14 @@ import re
 import tomllib
 from pathlib import Path
 
-from ralph import git
+from ralph import git, todo
 from ralph.agents.presets import PRESETS
 from ralph.errors import Exit
 from ralph.show import ui
 
 CONFIG_TEMPLATE = """\
 # ralph.yaml — how `ralph run` works on this repository. Reference: ralph's docs/configuration.md.
-goal: "Describe the whole job in one sentence"      # required
+goal: "{placeholder_goal}"      # required
 
 agent:
   kind: command                  # command: any agent CLI; openai: the built-in agent
@@ -54,14 +54,14 @@ sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux
 #   from: .mcp.json              # the servers a .mcp.json declares; or servers: {{name: {{command, args}}}}
 """
 
-TODO_TEMPLATE = """\
+TODO_TEMPLATE = f"""\
 # TODO
 
 One checkbox per slice of work a single lap can finish and verify. Laps tick
 what they finish; ralph stops when every box is ticked and every check passes.
 
-- [ ] First slice of the job
-- [ ] Second slice of the job
+- [ ] {todo.PLACEHOLDER_ITEMS[0]}
+- [ ] {todo.PLACEHOLDER_ITEMS[1]}
 """
 
 GENERIC_ENVIRONMENT = """\
@@ -227,7 +227,13 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 def init(cwd: Path, preset: str = "claude") -> Exit:
     top = git.open_repo(cwd).top
     names = " | ".join(PRESETS)
-    config = CONFIG_TEMPLATE.format(environment=environment(top), preset=preset, presets=names, login=_login(preset))
+    config = CONFIG_TEMPLATE.format(
+        environment=environment(top),
+        preset=preset,
+        presets=names,
+        login=_login(preset),
+        placeholder_goal=todo.PLACEHOLDER_GOAL,
+    )
     for name, text in (("ralph.yaml", config), ("TODO.md", TODO_TEMPLATE), ("PROGRESS.md", PROGRESS_TEMPLATE)):
         path = top / name
         if path.exists():

@@ -61,6 +61,16 @@ def warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
             ui.warn(f"protect: '{pattern}' matches no file at the run's start")
 
 
+def warn_placeholders(ctx: RunContext, base: str) -> None:
+    """`ralph init`'s goal or items still in place: the laps would work on words meant to be replaced."""
+    if ctx.config.goal.strip() == todo.PLACEHOLDER_GOAL:
+        ui.warn(f"the goal is still `ralph init`'s placeholder ({todo.PLACEHOLDER_GOAL!r}): write the job's goal")
+    name = ctx.config.files.todo
+    left = [item.text for item in todo.parse(git.show_file(ctx.top, base, name)) if item.text in todo.PLACEHOLDER_ITEMS]
+    if left:
+        ui.warn(f"{name} still holds `ralph init`'s placeholder items ({'; '.join(left)}): replace them (`ralph plan`)")
+
+
 def warn_outside_environments(ctx: RunContext) -> None:
     """A setup command that runs a virtualenv's program by its absolute path installs into that
     environment, outside the lap workspace (yours, with the lap's code in it)."""

@@ -100,6 +100,7 @@ def start(ctx: RunContext) -> RunState:
     refusals.refuse_bad_copy(ctx)
     refusals.refuse_reports_over_tracked_files(ctx, base)
     refusals.warn_outside_environments(ctx)
+    refusals.warn_placeholders(ctx, base)
     workspace_at(ctx, base, 0, log_dir)
     commit_hooks.try_out(ctx, base, log_dir)
     baseline = ctx.check(log_dir)
