@@ -149,3 +149,16 @@ def test_the_checklist_ralph_init_wrote_is_a_placeholder_plan_may_replace(tmp_pa
     (repo / "TODO.md").write_text("Notes of mine, no items yet.\n")
     result = ralph(repo, "plan", "--yes")
     assert result.returncode == 1 and "TODO.md already has text of yours" in result.stderr
+
+
+def test_a_goal_given_to_plan_replaces_ralph_inits_placeholder_goal(tmp_path: Path):
+    with ScriptedServer([tool_call("write_plan", GOOD_PLAN)] * 2) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        settings = json.loads((repo / "ralph.yaml").read_text())
+        rest = "".join(f"{key}: {json.dumps(value)}\n" for key, value in settings.items() if key != "goal")
+        (repo / "ralph.yaml").write_text(f'# mine\ngoal: "{todo.PLACEHOLDER_GOAL}"      # required\n{rest}')
+        assert ralph(repo, "plan", "Make mul work", "--yes").returncode == 0
+        assert (repo / "ralph.yaml").read_text() == f'# mine\ngoal: "Make mul work"      # required\n{rest}'
+        (repo / "TODO.md").unlink()
+        assert ralph(repo, "plan", "Something else", "--yes").returncode == 0  # a goal of the user's stays
+        assert (repo / "ralph.yaml").read_text() == f'# mine\ngoal: "Make mul work"      # required\n{rest}'

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from ralph.commands.init import TODO_TEMPLATE
 from ralph.errors import Exit, RalphError
 from ralph.git import layout
 from ralph.isolation import proc
+from ralph.isolation.files import replace_with
 from ralph.show import ui
 
 
@@ -66,7 +68,21 @@ def plan(cwd: Path, goal: str | None, config_path: Path | None, yes: bool, force
         return Exit.ERROR
     todo_path.write_text(checklist(goal, made.todo), encoding="utf-8")
     ui.say(f"wrote {ui.safe(cfg.files.todo)} ({len(made.todo)} items): review it, commit it, then `ralph run`")
+    if cfg.goal.strip() == todo.PLACEHOLDER_GOAL and goal != todo.PLACEHOLDER_GOAL:
+        _set_goal(config_path or repo.top / config_module.CONFIG_FILE, goal)
     return Exit.DONE
+
+
+def _set_goal(path: Path, goal: str) -> None:
+    """ralph.yaml's goal, still `ralph init`'s placeholder, becomes the one planned for: that line
+    alone is rewritten, its comment and every other line as the user has them."""
+    text = path.read_text(encoding="utf-8")
+    quoted = rf"[\"']?{re.escape(todo.PLACEHOLDER_GOAL)}[\"']?"
+    placeholder = re.compile(rf"^goal:[ \t]*{quoted}(?=[ \t]*(#|$))", re.MULTILINE)
+    written, found = placeholder.subn(lambda _: f"goal: {json.dumps(goal)}", text, count=1)
+    if found:
+        replace_with(path, written)
+        ui.say(f"set the goal in {ui.safe(path.name)}: {ui.safe(goal)}")
 
 
 def checklist(goal: str, items: list[str]) -> str:
