@@ -107,7 +107,7 @@ def test_json_that_is_no_call_of_an_offered_tool_is_text(repo: Path, said: str, 
         result = run_lap(repo, server.base_url, compat={"text_tool_calls": text_tool_calls})
     assert result.outcome == "error" and "answers in text only" in result.detail
     assert "wrote its tool calls as text" not in result.detail and not (repo / "ran").exists()
-    assert "(written as text)" not in (repo.parent / "logs" / "transcript.jsonl").read_text()
+    assert '"from_text"' not in (repo.parent / "logs" / "transcript.jsonl").read_text()  # no call came from text
 
 
 QWEN_SHAPES = {  # how Qwen2.5-Coder writes calls when the server does not parse them

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,24 @@ def test_laps_cannot_read_the_bench_cache(bench_cache: Path, tmp_path: Path):
     assert any((bench_cache / "jobs").iterdir())  # there, outside the sandbox
     seen = git(kept / "itsdangerous-encoding-laps", "show", "refs/ralph/bench-laps/laps/1:seen.txt")
     assert seen.split() == ["0"]  # inside: an empty folder, and no jobs folder in it
+
+
+def test_a_session_that_rewrites_the_tests_is_scored_by_the_tests_as_they_were(bench_cache: Path, tmp_path: Path):
+    """A cheat a red session keeps: every test body made `pass` (names and parameters kept), every item ticked."""
+    cheat = tmp_path / "cheat.py"
+    cheat.write_text(
+        "import pathlib, re\n"
+        "p = pathlib.Path('tests/test_itsdangerous/test_encoding.py')\n"
+        "p.write_text(re.sub(r'(def test_\\w+\\(.*\\):\\n)((?:    .*\\n|\\n)*)', r'\\1    pass\\n\\n', p.read_text()))\n"
+        "t = pathlib.Path('TODO.md')\n"
+        "t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n"
+    )
+    config = tmp_path / "agent.yaml"
+    config.write_text(yaml.safe_dump({"agent": {"kind": "command", "command": f"{sys.executable} {cheat}"}}))
+    out = tmp_path / "out.json"
+    done = ralph(tmp_path, "bench", "--config", str(config), "--jobs", "itsdangerous-encoding", "--mode", "session",
+                 "--json", str(out), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (session,) = json.loads(out.read_text())["results"]
+    assert session["red_laps"] == 1 and not session["finished"]
+    assert (session["tests_passed"], session["tests_total"]) == (0, 8)  # its own versions would have passed 8

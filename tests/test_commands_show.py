@@ -111,3 +111,18 @@ def test_show_says_where_a_command_agents_output_is(tmp_path: Path) -> None:
     assert f"output  {log}\n" in shown and log.read_text() == "working\n"
     assert "tool calls" not in shown and "transcript" not in shown
     assert json.loads(ralph(repo, "show", "1", "--json").stdout)["output_log"] == str(log)
+
+
+def test_show_of_a_transcript_it_cannot_read_says_so_and_shows_the_rest(tmp_path: Path) -> None:
+    with ScriptedServer([IMPLEMENT, TICK, finish("implemented mul")]) as server:
+        repo = mul_repo(tmp_path, server.base_url)
+        assert ralph(repo, "run", "--name", "s").returncode == 0
+    transcript = lap_folder(repo, "s") / "transcript.jsonl"
+    kept = transcript.read_text()
+    for planted in ("[1, 2]\n", "5\n", "[" * 100_000 + "]" * 100_000 + "\n", "\0not json\n"):
+        transcript.write_text(kept + planted)
+        shown = ralph(repo, "show", "1")
+        assert shown.returncode == 0 and "internal error" not in shown.stderr, planted[:10]
+        assert "unreadable" in shown.stdout and "check pass" in shown.stdout, planted[:10]
+    transcript.write_text(kept.replace('"prompt_tokens": ', '"prompt_tokens": "x", "was": ', 1))
+    assert ralph(repo, "show", "1").returncode == 0  # an odd count is no number, never a crash

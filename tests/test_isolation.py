@@ -3,11 +3,14 @@ not to secrets in the environment, not to the user's own worktrees."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from helpers.repos import PY, git, make_repo
 from helpers.running import ralph, snapshot
+
+from ralph.isolation.files import regular_text
 
 TICK = (
     f"{PY} -c \"import pathlib; t = pathlib.Path('TODO.md'); "
@@ -97,3 +100,14 @@ def test_a_lap_works_outside_the_repository_with_a_git_dir_of_its_own(tmp_path: 
     assert git_dir.parent == workspace.parent and git_dir != repo / ".git"
     assert (tmp_path / "out/head.txt").read_text().strip() == "initial"
     assert git(repo, "worktree", "list").count("\n") == 0  # no worktree registered in the repository
+
+
+def test_regular_text_reads_only_a_regular_file_of_its_size(tmp_path: Path):
+    (tmp_path / "todo.md").write_text("- [x] done\n")
+    (tmp_path / "big.md").write_bytes(b"x" * 101)
+    (tmp_path / "link.md").symlink_to(tmp_path / "todo.md")
+    (tmp_path / "zero.md").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo.md")  # opening it for reading would wait for a writer forever
+    assert regular_text(tmp_path / "todo.md", 100) == "- [x] done\n"
+    for name in ("big.md", "link.md", "zero.md", "fifo.md", "missing.md"):
+        assert regular_text(tmp_path / name, 100) is None, name

@@ -57,7 +57,6 @@ class NoAnswer(Transient):
     tell a busy server from a stuck one, and says so."""
 
     def __init__(self, seconds: float, *, streamed: bool, received: int = 0):
-        self.seconds, self.streamed, self.received = seconds, streamed, received
         said = f"no answer for {round(seconds, 1):g} s (the endpoint may be down or stuck)"
         if received:
             said += f", about {received} tokens into its reply"

@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+from ralph.agents.replies import parse_arguments
 from ralph.errors import RalphError
 
 FORMAT = 1
@@ -32,8 +33,13 @@ class Transcript:
 
 def read(path: Path) -> list[dict]:
     """Every record of a transcript, of this format or an older one; a newer one is named, not guessed at."""
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except RecursionError:
+        raise ValueError(f"{path}: a record nested too deeply to read") from None
     for record in records:
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}: a record that is no JSON object: {str(record)[:80]}")
         written = record.get("format", FORMAT)
         if not isinstance(written, int) or written > FORMAT:
             raise RalphError(
@@ -53,11 +59,7 @@ def tool_calls(records: list[dict]) -> list[tuple[str, dict, bool]]:
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
-                try:
-                    arguments = json.loads(function.get("arguments") or "{}")
-                except (TypeError, ValueError):
-                    arguments = {}
-                arguments = arguments if isinstance(arguments, dict) else {}
+                arguments, _ = parse_arguments(function.get("arguments"))  # as the conversation read them
                 calls.append((str(function.get("name")), arguments, record.get("from_text") is True))
     return calls
 

@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -46,7 +47,7 @@ print("\\n".join(found) or f"none left under {top}")
 sys.exit(1 if found else 0)
 '''
 GITIGNORE = "__pycache__/\n*.egg-info/\n.mypy_cache/\n.pytest_cache/\nbuild/\n"
-IDENT = {"GIT_AUTHOR_NAME": "ralph bench", "GIT_AUTHOR_EMAIL": "bench@ralph.invalid"}
+IDENT = {"name": "ralph bench", "email": "bench@ralph.invalid"}  # who commits a job's base
 
 
 class ItemAnswer(BaseModel):
@@ -92,7 +93,8 @@ def _build_into(home: Path, job: Job, cache: Path) -> None:
 
 
 def render(check: str) -> str:
-    return check.replace("{python}", sys.executable)
+    """A job's check for the Python the bench runs on (quoted: a venv's path may hold a space)."""
+    return check.replace("{python}", shlex.quote(sys.executable))
 
 
 def _build(job: Job, archive: Path, scratch: Path) -> BuiltJob:
@@ -111,20 +113,14 @@ def _build(job: Job, archive: Path, scratch: Path) -> BuiltJob:
     _write(repo, _ralph_files(job, checks, items))
     git.run(repo, "init", "-q", "-b", "main")
     git.run(repo, "add", "-A")
-    env = proc.clean_env(
-        extra={
-            **IDENT,
-            "GIT_COMMITTER_NAME": IDENT["GIT_AUTHOR_NAME"],
-            "GIT_COMMITTER_EMAIL": IDENT["GIT_AUTHOR_EMAIL"],
-        }
-    )
-    git.run(repo, "commit", "-q", "--no-verify", "-m", f"bench job {job.name}: {job.package}, cut", env=env)
-    goal = _goal(job)
+    git.run(repo, "config", "user.name", IDENT["name"])
+    git.run(repo, "config", "user.email", IDENT["email"])
+    git.run(repo, "commit", "-q", "--no-verify", "-m", f"bench job {job.name}: {job.package}, cut")
     return BuiltJob(
         name=job.name,
         kind=job.kind,
         package=job.package,
-        goal=goal,
+        goal=_goal(job),
         checks=checks,
         items=items,
         tests_total=len(reference_tests),

@@ -85,7 +85,7 @@ def run_job(repo: Path, job: BuiltJob, settings: dict[str, Any], mode: Mode, opt
         records = [lap.record for lap in state.laps if lap.record is not None]
         scored = _scored_lap(mode, state, records)
         commit = scored.commit if scored is not None and scored.commit else state.green
-        verdict = score(clone, commit, job)
+        verdict = score(clone, _as_the_job_judges(clone, commit, scored), job)
         return _result(job, mode, state, records, scored, verdict, wall, int(code))
     finally:
         if options.keep is None:
@@ -101,8 +101,8 @@ def config_text(goal: str, checks: list[str], settings: dict[str, Any]) -> str:
 
 def _configure(clone: Path, job: BuiltJob, settings: dict[str, Any], mode: Mode) -> None:
     (clone / CONFIG_FILE).write_text(config_text(job.goal, [render(check) for check in job.checks], settings))
-    git.run(clone, "config", "user.name", IDENT["GIT_AUTHOR_NAME"])
-    git.run(clone, "config", "user.email", IDENT["GIT_AUTHOR_EMAIL"])
+    git.run(clone, "config", "user.name", IDENT["name"])
+    git.run(clone, "config", "user.email", IDENT["email"])
     git.run(clone, "commit", "-q", "--no-verify", "-am", f"bench: the agent and the {mode} mode's budget")
 
 
@@ -145,6 +145,16 @@ def _result(
         curve=curve,
         largest_per_lap=[record.agent.usage.largest_prompt_tokens for record in records],
     )
+
+
+def _as_the_job_judges(clone: Path, commit: str, scored: LapRecord | None) -> str:
+    """The commit to score: a red session lap that changed what judges it (the tests, their
+    configuration, the job's own checks) is scored by them as they were, not by its versions."""
+    if scored is None or not scored.protected_touched:
+        return commit
+    files = {path: git.show_file(clone, scored.parent, path) for path in scored.protected_touched}
+    tree = git.with_files(clone, f"{commit}^{{tree}}", files)
+    return git.commit_tree(clone, tree, commit, "bench: what judges the job, as the job had it")
 
 
 def _scored_lap(mode: Mode, state: ledger.RunState, records: list[LapRecord]) -> LapRecord | None:

@@ -146,7 +146,7 @@ class _Kept:
         if kind == "openai" and self.transcript.is_file():
             try:
                 self.records = transcript.read(self.transcript)
-            except (RalphError, ValueError) as exc:  # a newer format, a line cut short by a crash
+            except (RalphError, ValueError, OSError) as exc:  # a newer format, a line a crash cut short, no access
                 self.unreadable = str(exc)
 
     def calls(self) -> list[tuple[str, dict, bool]]:
@@ -154,7 +154,8 @@ class _Kept:
 
     def endpoint_check(self) -> int:
         usage = transcript.endpoint_check(self.records) or {}
-        return int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+        counts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        return sum(count for count in counts if isinstance(count, int) and count >= 0)
 
     def as_json(self) -> dict:
         if self.kind != "openai":

@@ -15,6 +15,20 @@ PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included: Linux's, 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def regular_text(path: Path, cap: int) -> str | None:
+    """A file a lap's code may have written, as text: None unless it is a regular file of at most
+    `cap` bytes (a link is never followed, a FIFO never waited on, /dev/zero never read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
+            return None
+        return file.read(cap + 1)[:cap].decode(errors="replace")
+
+
 def remove_path(path: Path) -> None:
     """Delete a file or folder ralph made, never following a link: a link is removed, not its
     target; a folder however deep (a lap's, on purpose), and one left read-only (Go's module

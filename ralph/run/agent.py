@@ -12,6 +12,7 @@ from ralph.git import ledger
 from ralph.git.ledger import RunState
 from ralph.git.records import LapStatus
 from ralph.isolation import crashpoint
+from ralph.isolation.files import regular_text
 from ralph.run import prompt
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.prepare import Prepared
@@ -78,6 +79,9 @@ def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, t
     )
 
 
+TODO_CAP = 4 * 1024 * 1024  # bytes of TODO.md read for the in-lap check; a bigger one grants nothing there
+
+
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """What is left on the agent's uncommitted work when it says it is done, for agents that fix
     red checks in the lap: no change at all, a check that regressed or could not run, a check
@@ -105,8 +109,7 @@ def _grants_now(ctx: RunContext, state: RunState) -> list[str]:
     read them (open when the run started): a test file an item asks to rewrite may lose its old
     test names, here as there (a migration's tests move out of their classes)."""
     name = ctx.config.files.todo
-    written = ctx.workspace.tree / name
-    after = todo.parse(written.read_text(errors="replace") if written.is_file() else None)
+    after = todo.parse(regular_text(ctx.workspace.tree / name, TODO_CAP))  # the agent's own file, as it left it
     ticked = todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, name)), after)
     users_items = {item.text for item in todo.parse(git.show_file(ctx.top, state.record.base, name)) if not item.done}
     return [item for item in ticked if item in users_items]
