@@ -119,6 +119,15 @@ def init(preset: str) -> None:
     metavar="REMOTE",
     help="Be one worker of a run this git remote keeps (needs --name; docs/parallel.md: Many machines).",
 )
+@click.option(
+    "--issue", type=click.IntRange(min=1), metavar="N", help="The goal and checklist from GitHub issue N (via gh)."
+)
+@click.option(
+    "--best-of",
+    type=click.IntRange(min=2),
+    metavar="N",
+    help="N candidate laps on the same item side by side; the best one lands (docs/parallel.md: Best of N).",
+)
 def run(
     config_path: Path | None,
     name: str | None,
@@ -130,6 +139,8 @@ def run(
     items_per_lap: int,
     slot: int | None,
     remote: str | None,
+    issue: int | None,
+    best_of: int | None,
 ) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
     5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
@@ -149,6 +160,8 @@ def run(
         items_per_lap=items_per_lap,
         slot=slot,
         remote=remote,
+        issue=issue,
+        best_of=best_of,
     )
     # --plain holds for every line, the error that may end the run included.
     plain = ui.using(console_for(True), console_for(True, stderr=True)) if display == "plain" else nullcontext()
@@ -161,11 +174,18 @@ def run(
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="Config file (default: ralph.yaml).")
 @click.option("--yes", is_flag=True, help="Write TODO.md without asking.")
 @click.option("--force", is_flag=True, help="Replace a TODO.md that already has items.")
-def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool) -> None:
-    """Turn the goal (ralph.yaml's, or GOAL) into TODO.md with a model that reads the repository."""
+@click.option("--new", "anew", is_flag=True, help="Plan anew, even when a plan for this goal is waiting.")
+@click.option(
+    "--issue", type=click.IntRange(min=1), metavar="N", help="The goal from GitHub issue N (via gh), its task list too."
+)
+def plan(goal: str | None, config_path: Path | None, yes: bool, force: bool, anew: bool, issue: int | None) -> None:
+    """Turn the goal (ralph.yaml's, or GOAL) into TODO.md with the planner: roles.planner's model,
+    else the agent itself, reading the repository at HEAD."""
+    from ralph.commands.plan import PlanOptions
     from ralph.commands.plan import plan as do_plan
 
-    _call(do_plan, Path.cwd(), goal, config_path, yes, force)
+    options = PlanOptions(goal=goal, config=config_path, yes=yes, force=force, anew=anew, issue=issue)
+    _call(do_plan, Path.cwd(), options)
 
 
 @main.command()
@@ -229,12 +249,36 @@ def report(run_name: str | None, output: str | None) -> None:
 @click.option("--merge", "how", flag_value="merge", help="A merge commit keeping every lap.")
 @click.option("--rebase", "how", flag_value="rebase", help="Every green lap replayed onto your branch.")
 @click.option("--partial", is_flag=True, help="Land a run that is not done yet.")
-def land(run_name: str | None, how: str, partial: bool) -> None:
+@click.option("--pr", is_flag=True, help="Instead: push the green line and open a pull request (via gh).")
+@click.option("--draft", is_flag=True, help="--pr: open it as a draft (a run not done needs --partial or this).")
+@click.option("--remote", metavar="REMOTE", default="origin", show_default=True, help="--pr: where to push.")
+def land(run_name: str | None, how: str, partial: bool, pr: bool, draft: bool, remote: str) -> None:
     """Bring the green line onto your current branch (refuses a dirty work tree, a run that
-    is not done without --partial, and a branch that moved since the run began unless --rebase)."""
+    is not done without --partial, and a branch that moved since the run began unless --rebase);
+    with --pr, onto a pull request instead."""
     from ralph.commands.land import land as do_land
+    from ralph.commands.land import land_pr
 
-    _call(do_land, Path.cwd(), run_name, how, partial)
+    if pr:
+        _call(land_pr, Path.cwd(), run_name, partial, draft, remote)
+    else:
+        if draft:
+            raise click.UsageError("--draft is for --pr")
+        _call(do_land, Path.cwd(), run_name, how, partial)
+
+
+@main.command()
+@click.option(
+    "--run", "run_name", metavar="NAME", help="Only this run (default: every run).", shell_complete=_run_names
+)
+@JSON_OPTION
+@click.option("--remote", metavar="REMOTE", help="The runs this git remote keeps, too.")
+def stats(run_name: str | None, as_json: bool, remote: str | None) -> None:
+    """The runs of this repository compared: per run and per agent, laps, green share, items,
+    tests, tokens, cost, time, and time and tokens per finished item."""
+    from ralph.commands.stats import stats as do_stats
+
+    _call(do_stats, Path.cwd(), run_name, as_json, remote)
 
 
 @main.command()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from helpers.repos import git, make_repo
+import pytest
+from helpers.gh_stand_in import StandInGh
+from helpers.repos import PY, git, make_repo, needs_bwrap, python_agent
 from helpers.running import ralph
 
 from ralph import todo
@@ -72,7 +75,7 @@ def test_the_planner_reads_the_repository_and_writes_the_checklist(tmp_path: Pat
     folder = Path(result.stdout.split("what it read: ")[1].split()[0])
     saved = json.loads((folder / "plan.json").read_text())
     assert saved["files_read"] == ["calc.py"] and saved["goal"] == "Finish calc"
-    assert saved["recommendation"] == GOOD_PLAN["recommendation"]
+    assert saved["plan"]["recommendation"] == GOOD_PLAN["recommendation"] and saved["by"] == "the model planner-1"
     assert (folder / "transcript.jsonl").is_file() and folder.parent == repo / ".git" / "ralph" / "plans"
 
 
@@ -81,9 +84,12 @@ def test_without_yes_and_no_terminal_the_plan_is_shown_and_nothing_written(tmp_p
         repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
         result = ralph(repo, "plan", "Another goal")
     assert result.returncode == 1
-    assert "Make test_mul pass" in result.stdout and "TODO.md not written — `ralph plan --yes`" in result.stdout
+    assert "Make test_mul pass" in result.stdout
+    assert "TODO.md not written — `ralph plan 'Another goal' --yes` writes this plan" in result.stdout
     assert not (repo / "TODO.md").exists()
     assert "The goal: Another goal" in server.requests[0].body["messages"][1]["content"]
+    result = ralph(repo, "plan", todo.PLACEHOLDER_GOAL)  # no plan for words meant to be replaced
+    assert result.returncode == 1 and "the goal is still `ralph init`'s placeholder" in result.stderr
 
 
 def test_a_checklist_with_items_is_never_replaced_without_force(tmp_path: Path):
@@ -101,8 +107,8 @@ def test_a_checklist_with_items_is_never_replaced_without_force(tmp_path: Path):
 
 def test_the_planner_has_a_model_of_its_own_beside_a_command_agent(tmp_path: Path):
     repo = repo_with(tmp_path, {"kind": "command", "command": "true"})
-    result = ralph(repo, "plan", "--yes")
-    assert result.returncode == 1 and "ralph plan needs a model: set roles.planner.model" in result.stderr
+    result = ralph(repo, "plan", "--yes")  # the agent itself plans, and this one writes nothing
+    assert result.returncode == 1 and result.stderr == "ralph: the agent (command) wrote no TODO.md\n"
     with ScriptedServer([tool_call("write_plan", GOOD_PLAN)]) as server:
         roles = {"planner": {"model": "big-planner", "base_url": server.base_url}}
         (repo / "ralph.yaml").write_text(json.dumps({**json.loads((repo / "ralph.yaml").read_text()), "roles": roles}))
@@ -162,3 +168,127 @@ def test_a_goal_given_to_plan_replaces_ralph_inits_placeholder_goal(tmp_path: Pa
         (repo / "TODO.md").unlink()
         assert ralph(repo, "plan", "Something else", "--yes").returncode == 0  # a goal of the user's stays
         assert (repo / "ralph.yaml").read_text() == f'# mine\ngoal: "Make mul work"      # required\n{rest}'
+
+
+# An agent CLI as the planner: it looks around, writes its plan, and tries what it should not.
+CLI_PLANNER = """\
+import os, pathlib, sys
+prompt = sys.stdin.read()
+pathlib.Path(os.environ["PLANNER_SAW"]).write_text(prompt + "\\n--cwd " + os.getcwd())
+assert "raise NotImplementedError" in pathlib.Path("calc.py").read_text()
+pathlib.Path("calc.py").write_text("edited by the planner\\n")  # a scratch copy: never kept
+pathlib.Path("stray.txt").write_text("x")
+try:
+    pathlib.Path(USER_REPO, "calc.py").write_text("reached the user's tree\\n")
+except OSError:
+    pass
+pathlib.Path("TODO.md").write_text("# TODO\\n\\nGoal: Finish calc\\n\\n- [ ] Make mul work\\n- [ ]   Then   div\\n")
+pathlib.Path("PLAN.md").write_text("Weighed: fix in place, or rewrite.\\nRecommend: fix in place.\\n")
+"""
+
+
+@needs_bwrap
+def test_the_agent_cli_plans_sandboxed_in_a_scratch_workspace_at_head(tmp_path: Path):
+    repo = tmp_path / "repo"
+    agent = python_agent(tmp_path / "planner.py", CLI_PLANNER.replace("USER_REPO", repr(str(repo))))
+    repo = repo_with(tmp_path, agent, sandbox={"mode": "required", "writable": [str(tmp_path / "saw")]})
+    (tmp_path / "saw").mkdir()
+    result = ralph(repo, "plan", "--yes", env={"PLANNER_SAW": str(tmp_path / "saw" / "prompt")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [item.text for item in todo.parse((repo / "TODO.md").read_text())] == ["Make mul work", "Then div"]
+    assert "planning with the agent (command)" in result.stdout and "Recommend: fix in place." in result.stdout
+    assert (repo / "calc.py").read_text() == FILES["calc.py"] and not (repo / "stray.txt").exists()
+    assert git(repo, "status", "--porcelain") == "?? .env\n?? TODO.md"
+    saw = (tmp_path / "saw" / "prompt").read_text()
+    assert "The goal: Finish calc" in saw and "write the plan into two files here" in saw
+    assert str(repo) not in saw.split("--cwd ")[1]  # it worked in a workspace of ralph's, not the user's tree
+    folder = Path(result.stdout.split("what it read: ")[1].split()[0])
+    saved = json.loads((folder / "plan.json").read_text())
+    assert saved["by"] == "the agent (command)" and saved["notes"].startswith("Weighed:") and saved["written"]
+
+
+@pytest.mark.parametrize(
+    ("writes", "said"),
+    [
+        ("pathlib.Path('TODO.md').write_text('- [x] done already\\n- [ ] b\\n')", "with items ticked already"),
+        ("pathlib.Path('TODO.md').symlink_to('/etc/passwd')", "is no regular file"),
+        ("pathlib.Path('TODO.md').write_text('no items, just prose\\n')", "without a checklist item"),
+        ("pathlib.Path('TODO.md').write_text('- [ ] x\\n' * 201)", "201 items to TODO.md"),
+        ("print('not logged in'); sys.exit(3)", "did not plan (failed)"),
+    ],
+)
+def test_a_plan_an_agent_cli_writes_wrong_is_one_line_and_writes_nothing(tmp_path: Path, writes: str, said: str):
+    agent = python_agent(tmp_path / "planner.py", f"import pathlib, sys\n{writes}\n")
+    repo = repo_with(tmp_path, agent)
+    result = ralph(repo, "plan", "--yes")
+    assert result.returncode == 1 and said in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not (repo / "TODO.md").exists()
+
+
+def test_plan_yes_writes_the_plan_shown_without_asking_the_planner_again(tmp_path: Path):
+    again = dict(GOOD_PLAN, todo=["A plan made anew"])
+    with ScriptedServer([tool_call("write_plan", GOOD_PLAN), tool_call("write_plan", again)]) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        shown = ralph(repo, "plan")  # no terminal: shown, not written
+        assert shown.returncode == 1 and "`ralph plan --yes` writes this plan without asking again" in shown.stdout
+        result = ralph(repo, "plan", "--yes")
+        assert result.returncode == 0 and len(server.requests) == 1, result.stdout + result.stderr
+        assert "the plan shown before for this goal" in result.stdout and "recommended: Fix in place" in result.stdout
+        assert "- [ ] Make test_sub pass" in (repo / "TODO.md").read_text()
+        (repo / "TODO.md").unlink()
+        result = ralph(repo, "plan", "--yes")  # written once: the next plan is a new one
+        assert "- [ ] A plan made anew" in (repo / "TODO.md").read_text() and len(server.requests) == 2
+
+
+CLAUDE_STAND_IN = """#!PYTHON
+import json, os, pathlib, sys
+prompt = sys.stdin.read()
+seen = {"argv": sys.argv[1:], "goal": "The goal: Finish calc" in prompt}  # (the sandbox: no file but here)
+pathlib.Path("PLAN.md").write_text(json.dumps(seen))
+pathlib.Path("TODO.md").write_text("# TODO\\n\\nGoal: Finish calc\\n\\n- [ ] Make mul work\\n")
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "planned",
+                  "total_cost_usd": 0.05, "usage": {"input_tokens": 40, "output_tokens": 9}}))
+"""
+
+
+def test_ralph_init_then_ralph_plan_plans_with_the_claude_preset(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(CLAUDE_STAND_IN.replace("PYTHON", PY))
+    (bin_dir / "claude").chmod(0o755)
+    repo = make_repo(tmp_path / "repo", FILES)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert ralph(repo, "init", env=env).returncode == 0  # the claude preset, ralph init's default
+    result = ralph(repo, "plan", "Finish calc", "--yes", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "planning with the agent (claude)" in result.stdout and "(planned by the agent (claude))" in result.stdout
+    folder = Path(result.stdout.split("what it read: ")[1].split()[0])
+    saved = json.loads((folder / "plan.json").read_text())
+    saw = json.loads(saved["notes"])
+    assert saw["argv"][:2] == ["-p", "--output-format"] and "--strict-mcp-config" in saw["argv"] and saw["goal"]
+    assert [item.text for item in todo.parse((repo / "TODO.md").read_text())] == ["Make mul work"]
+    assert 'goal: "Finish calc"' in (repo / "ralph.yaml").read_text()  # init's placeholder goal replaced
+    usage = saved["usage"]
+    assert usage["prompt_tokens"] == 40 and usage["completion_tokens"] == 9 and usage["cost_usd"] == 0.05
+
+
+def test_plan_of_an_issue_takes_its_task_list_or_else_plans_its_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    gh = StandInGh.install(tmp_path / "gh")
+    monkeypatch.setenv("PATH", f"{gh.bin}{os.pathsep}{os.environ['PATH']}")
+    gh.add_issue(7, "Finish calc", "Steps:\n\n- [x] Read calc\n- [ ] Make mul work\n")
+    gh.add_issue(8, "Make div", "We need div too: `$(touch PWNED)`")
+    gh.add_issue(9, "Old", "- [ ] x", state="CLOSED")
+    with ScriptedServer([tool_call("write_plan", GOOD_PLAN)]) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        result = ralph(repo, "plan", "--issue", "7", "--yes")
+        assert result.returncode == 0 and server.requests == [], result.stdout + result.stderr  # its list is the plan
+        text = (repo / "TODO.md").read_text()
+        assert todo.parse(text) == [todo.Item("Read calc", True), todo.Item("Make mul work", False)]
+        assert "Goal: Finish calc\nFrom issue #7: https://github.com/owner/repo/issues/7\n" in text
+        (repo / "TODO.md").unlink()
+        result = ralph(repo, "plan", "--issue", "8", "--yes")
+        assert result.returncode == 0 and "We need div too" in server.requests[0].body["messages"][1]["content"]
+        assert "- [ ] Make test_mul pass" in (repo / "TODO.md").read_text() and not (repo / "PWNED").exists()
+    (repo / "TODO.md").unlink()
+    result = ralph(repo, "plan", "--issue", "9", "--yes")
+    assert result.returncode == 1 and "issue #9 is closed" in result.stderr and not (repo / "TODO.md").exists()

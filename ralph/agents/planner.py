@@ -35,20 +35,24 @@ PLAN_SECONDS = 900  # the whole planning loop
 FORMAT_ERRORS = 3  # malformed replies (or replies without a tool call) in a row, then give up
 OUTPUT_CAP = 16 * 1024
 LISTING_MAX = 400
-SYSTEM_PROMPT = """\
+THE_JOB = """\
 You plan a long coding job that ralph will run as a series of fresh agent laps. Each lap
 starts with no memory, reads TODO.md, does one slice, and is judged by the repository's own
-checks. Look at the repository with the tools (view, list, search: the committed tree, read
+checks."""
+GOOD_ITEMS = """\
+Each item is one line, a slice a single lap can finish and verify (a test that passes, a file
+that exists, a command that succeeds), small enough that a lap is minutes of work, not hours.
+Name files and tests where you can. Write each item as a goal on the code ("Implement sub in
+calc.py so tests/test_calc.py::test_sub passes"), never as a change to the tests: an item that
+asks to rewrite or delete a test lets the lap change it, so write one only where the job is
+to change tests."""
+SYSTEM_PROMPT = f"""\
+{THE_JOB} Look at the repository with the tools (view, list, search: the committed tree, read
 only), weigh two or three approaches, then call write_plan once with:
 - approaches: each with a name, pros and cons;
 - recommendation: which approach and why, in a few sentences;
-- todo: the checklist for the recommended approach, in order. Each item is one line, a slice
-  a single lap can finish and verify (a test that passes, a file that exists, a command
-  that succeeds), small enough that a lap is minutes of work, not hours. Name files and
-  tests where you can. Write each item as a goal on the code ("Implement sub in calc.py so
-  tests/test_calc.py::test_sub passes"), never as a change to the tests: an item that asks
-  to rewrite or delete a test lets the lap change it, so write one only where the job is
-  to change tests."""
+- todo: the checklist for the recommended approach, in order.
+{GOOD_ITEMS}"""
 
 
 LOOKUP_NOTE = """

@@ -1,5 +1,6 @@
 """`ralph land`: the green line onto the user's current branch, the one command that touches it,
-and everything it refuses so that landing never runs or overwrites what the user did not review."""
+and everything it refuses so that landing never runs or overwrites what the user did not review;
+`ralph land --pr`: the green line pushed and opened as a pull request instead (ralph/git/github.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import Exit, RalphError
-from ralph.git import ledger
+from ralph.git import github, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
+from ralph.git.remote import check_remote
 from ralph.git.store import RefStore
 from ralph.isolation import proc
-from ralph.run.summary import what_is_left
+from ralph.run.summary import green_laps, pull_request_body, what_is_left
 from ralph.show import ui
 from ralph.verdict import hook_code
 
@@ -175,18 +177,71 @@ def _inside(top: Path, path: Path) -> str | None:
 
 def _squash_message(top: Path, state: RunState, since: str) -> str:
     """The goal, then each green lap landed with its subject (the items it ticked)."""
-    listing = git.out(
-        top,
-        "log",
-        "--reverse",
-        "--format=%(trailers:key=Ralph-Lap,valueonly,separator=)%x09%s",
-        f"{since}..{state.green}",
-    )
-    laps = "\n".join(
-        f"- lap {number.strip() or '?'}: {subject}"
-        for number, _, subject in (line.partition("\t") for line in listing.splitlines())
-    )
+    laps = "\n".join(f"- lap {number}: {subject}" for number, _, subject in green_laps(top, since, state.green))
     goal = " ".join(state.record.config.goal.split())
     subject = goal if len(goal) <= 64 else goal[:63].rstrip() + "…"
     done = "" if state.is_done else " (partial: the run is not done)"
     return f"ralph: {subject}\n\nThe green laps of run {state.name}{done}:\n{laps}\n\nRalph-Run: {state.name}\n"
+
+
+# --- ralph land --pr ----------------------------------------------------------------------
+
+
+def land_pr(cwd: Path, run: str | None, partial: bool, draft: bool, remote: str) -> Exit:
+    """Push the green line to `remote` as the branch ralph/<run> and open a pull request of it
+    into the branch the run started from (a draft for a run not done), or say the one open."""
+    repo = git.open_repo(cwd)
+    state = ledger.resolve(repo.top, run)
+    into = _refuse_what_no_pull_request_takes(repo, state, partial or draft, remote)
+    head = RunRefs(state.name).branch.removeprefix("refs/heads/")
+    # gh asked first: a gh missing or logged out is found before anything leaves this machine.
+    try:
+        already = github.open_pr(repo.top, head)
+    except github.GhFailed as failed:
+        raise RalphError(f"{failed} (nothing was pushed)") from None
+    # The commit checked, not the branch's name: a `ralph run` going on may move the branch.
+    github.push(repo.top, remote, state.green, head)
+    ui.say(f"pushed {head} ({state.green[:10]}) to {ui.safe(remote)}")
+    if already is not None:
+        ui.say(f"pull request already open, now at the pushed commit: {ui.safe(already.url)}")
+        return Exit.DONE
+    try:
+        url = github.create_pr(
+            repo.top,
+            base=into,
+            head=head,
+            title=_pull_request_title(state),
+            body=pull_request_body(repo.top, state),
+            draft=draft or not state.is_done,
+        )
+    except github.GhFailed as failed:
+        raise RalphError(f"{failed} ({head} was pushed to {remote}; `ralph land --pr` again opens it)") from None
+    ui.say(f"opened {'a draft ' if draft or not state.is_done else ''}pull request: {ui.safe(url)}")
+    return Exit.DONE
+
+
+def _refuse_what_no_pull_request_takes(repo: git.RepoInfo, state: RunState, partial: bool, remote: str) -> str:
+    """As `ralph land` refuses: nothing green, or not done without --partial or --draft; and
+    a run with no branch to go into, or no such remote. The branch the pull request goes into."""
+    if state.green == state.record.base:
+        raise RalphError(f"run {state.name!r} has no green lap yet: nothing to push")
+    if not state.is_done and not partial:
+        left = "; ".join(what_is_left(repo.top, state)) or "the judge has not passed its last green lap"
+        raise RalphError(
+            f"run {state.name!r} is not done: {left} — open a draft pull request of its green laps so far "
+            "with --draft (`ralph status` says more)"
+        )
+    if state.record.user_branch is None:
+        raise RalphError(
+            f"run {state.name!r} started on a detached HEAD: no branch for a pull request to go into — "
+            f"push ralph/{state.name} and open it by hand (`gh pr create --head ralph/{state.name} --base BRANCH`)"
+        )
+    check_remote(repo.top, remote)
+    return state.record.user_branch
+
+
+def _pull_request_title(state: RunState) -> str:
+    """The issue's title for a run of an issue (its goal also names the URL), else the goal; on one line."""
+    issue = state.record.issue
+    title = " ".join((issue.title if issue is not None else state.record.config.goal).split())
+    return title if len(title) <= 120 else title[:119].rstrip() + "…"

@@ -18,6 +18,7 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
         ui.print_json(
             {
                 "run": state.name,
+                "issue": state.record.issue.model_dump() if state.record.issue else None,
                 "green": state.green,
                 "laps": [
                     lap.record.model_dump(mode="json")
@@ -28,6 +29,19 @@ def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
             }
         )
         return Exit.DONE
-    ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}")
+    issue = state.record.issue
+    of_issue = f"  issue #{issue.number} ({ui.safe(issue.url)})" if issue is not None else ""
+    ui.say(f"run [bold]{state.name}[/]  green {state.green[:10]}  base {state.record.base[:10]}{of_issue}")
     laps_table(state)
+    _say_stuck(state)
     return Exit.DONE
+
+
+def _say_stuck(state: ledger.RunState) -> None:
+    """The laps on stuck items (docs/agents.md: Stuck items): escalated ones, and splits."""
+    for lap in state.laps:
+        record = lap.record
+        if record is not None and record.escalated:
+            ui.say(f"lap {record.lap}: escalated to {ui.safe(record.agent.name)}")
+        if record is not None and record.split is not None:
+            ui.say(f"lap {record.lap}: split {ui.safe(record.split)} ({ui.status_text(record.status)})")

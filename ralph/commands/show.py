@@ -64,6 +64,10 @@ def _say_outcome(record: LapRecord, on_line: bool) -> None:
         f"TODO    {record.todo.done} done, {record.todo.open} open; ticked: "
         f"{ui.safe('; '.join(record.ticked)) or 'none'}"
     )
+    if record.escalated:
+        ui.say(f"stuck   escalated: agent.escalate ({ui.safe(record.agent.name)}) ran it, after red laps on one item")
+    if record.split is not None:
+        ui.say(f"stuck   split: the planner split {ui.safe(record.split)}")
     if record.agent.summary:
         ui.say(f"summary {ui.safe(record.agent.summary)}")
     said = ui.one_line(next(iter(record.agent.detail.strip().splitlines()), ""), 300)

@@ -42,6 +42,7 @@ def _summary(state: RunState, on_line: todo.Counts) -> dict[str, Any]:
     limits = state.record.config.limits
     return {
         "run": state.name,
+        "issue": state.record.issue.model_dump() if state.record.issue else None,
         "base": state.record.base,
         "green": state.green,
         "green_laps": sum(1 for lap in state.laps if lap.record and lap.record.status == LapStatus.GREEN),
@@ -67,6 +68,9 @@ def _say_progress(top: Path, state: RunState, summary: dict[str, Any], on_line: 
     """Done or not, the green tip, the laps against their fuses, and what is left."""
     done = summary["done"]
     ui.say(f"run [bold]{state.name}[/]: {'[green]done[/]' if done else 'not done'}")
+    issue = state.record.issue
+    if issue is not None:
+        ui.say(f"  issue       #{issue.number} {ui.safe(issue.title)} ({ui.safe(issue.url)})")
     ui.say(f"  last green  {state.green[:10]} (base {state.record.base[:10]}), {summary['green_laps']} green lap(s)")
     limited = state.limited_laps()
     also = f" (and {limited} limited, not counted)" if limited else ""

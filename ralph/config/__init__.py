@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ralph.agents.presets import COSTED, COSTED_PRESETS, PRESETS
 from ralph.config import problems
@@ -150,6 +150,27 @@ class Config(Section):
             return [{"run": item} if isinstance(item, str) else item for item in value]
         return value
 
+    @model_validator(mode="after")
+    def _room_for_the_stuck_laps(self) -> Config:
+        """The stagnation fuse must not blow before the stuck item's last rung (docs/agents.md: Stuck items)."""
+        rungs = self.stuck_laps
+        if rungs and self.limits.stagnation < rungs:
+            raise ValueError(
+                f"agent.escalate_after: the red laps before escalating, the escalated ones and the split come to "
+                f"{rungs} laps without progress, so limits.stagnation ({self.limits.stagnation}) would end the "
+                f"run first — set limits.stagnation to {rungs} or more"
+            )
+        return self
+
+    @property
+    def stuck_laps(self) -> int:
+        """Laps without progress on one stuck item until its split has run: escalate_after red laps,
+        as many escalated ones (with agent.escalate), then the split lap. 0: no escalation."""
+        agent, after = self.agent, self.agent.escalate_after
+        if after is None:
+            return 0
+        return after + (after if agent.escalate else 0) + (1 if agent.split else 0)
+
     def role_endpoint(self, role: RoleConfig) -> AgentConfig | None:
         """The endpoint a role asks, as an agent configuration: the role's own keys over the
         agent's when the agent is `openai`; None when the role has no model at all."""
@@ -179,8 +200,13 @@ class Config(Section):
 
     @property
     def agents(self) -> list[AgentConfig]:
-        """The agent, then its fallbacks: a lap's `fallback` is its index here."""
-        return [self.agent, *self.agent.fallback]
+        """The agent, its fallbacks, then agent.escalate: a lap's `fallback` is its index here."""
+        return [self.agent, *self.agent.fallback, *([self.agent.escalate] if self.agent.escalate else [])]
+
+    @property
+    def escalate_index(self) -> int | None:
+        """Where agent.escalate is in `agents`; None without one."""
+        return len(self.agent.fallback) + 1 if self.agent.escalate else None
 
     @property
     def key_variables(self) -> tuple[str, ...]:

@@ -66,6 +66,21 @@ class AgentConfig(Section):
         description="Agents for the laps after this one is limited, or failed fallback_after laps in a row, in order.",
     )
     fallback_after: PositiveInt = Field(2, description="Laps in a row the agent itself failed before the next one.")
+    escalate: AgentConfig | None = Field(
+        None,
+        description="The agent for the laps after escalate_after red laps in a row on the same open item, "
+        "until a lap is green (docs/agents.md: Stuck items).",
+    )
+    escalate_after: PositiveInt | None = Field(
+        None,
+        description="Red laps in a row on the same open item before the next lap is escalated (agent.escalate), "
+        "or the item split; null: never.",
+    )
+    split: bool = Field(
+        True,
+        description="With escalate_after: when escalating does not help (or there is no agent.escalate), "
+        "the planner splits the stuck item into smaller ones, once.",
+    )
 
     @model_validator(mode="after")
     def _needs_its_fields(self) -> AgentConfig:
@@ -77,6 +92,7 @@ class AgentConfig(Section):
             raise ValueError("agent.command (or agent.preset) is required when agent.kind is 'command'")
         if any(agent.fallback for agent in self.fallback):
             raise ValueError("agent.fallback: a fallback agent has no fallback of its own; list them all in one")
+        self._escalation_fits()
         for pattern in self.limit_patterns:
             try:
                 re.compile(pattern)
@@ -85,6 +101,18 @@ class AgentConfig(Section):
         if self.kind == "openai" and not self.model:
             raise ValueError("agent.model is required when agent.kind is 'openai'")
         return self
+
+    def _escalation_fits(self) -> None:
+        """agent.escalate is one agent, for the top agent's stuck items: nothing of its own to escalate to."""
+        if any(agent.escalate or agent.escalate_after for agent in self.fallback):
+            raise ValueError("agent.fallback: a fallback agent has no escalate or escalate_after of its own")
+        escalate = self.escalate
+        if escalate is not None and (escalate.fallback or escalate.escalate or escalate.escalate_after):
+            raise ValueError("agent.escalate: that agent has no fallback, escalate or escalate_after of its own")
+        if escalate is not None and self.escalate_after is None:
+            raise ValueError("agent.escalate needs agent.escalate_after: the red laps in a row before it takes a lap")
+        if self.escalate_after is not None and escalate is None and not self.split:
+            raise ValueError("agent.escalate_after needs agent.escalate, or agent.split: true, to do something")
 
     @property
     def name(self) -> str:

@@ -27,7 +27,9 @@ from ralph.verdict.checks import CheckResult
 # 6: a run's config may have `mcp:`, and a lap's agent says which MCP tools it called (mcp_calls).
 # 7: a lap of a parallel run says its slot and the items it claimed.
 # 8: a lap of a remote's run says its worker; a run's record says whether a remote keeps it.
-FORMAT = 8
+# 9: a run's record may name the GitHub issue it came from (issue); a lap says whether agent.escalate
+#    ran it (escalated), the item it split (split), and whether it was one of `--best-of` N (best_of).
+FORMAT = 9
 
 
 class LapStatus(StrEnum):
@@ -41,11 +43,31 @@ class LapStatus(StrEnum):
     LIMITED = "limited"  # the agent hit a usage or rate limit: the lap counts for nothing
 
 
-MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7)}  # format N -> N+1, in order
+MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7, 8)}  # format N -> N+1, in order
 
 
 class NewerFormat(RalphError):
     """A record written by a later ralph than this one."""
+
+
+class IssueLink(BaseModel):
+    """The GitHub issue a run's goal and checklist came from (`ralph run --issue N`)."""
+
+    number: int
+    title: str
+    url: str
+
+
+class BestOf(BaseModel):
+    """A lap that was one of `--best-of` N candidates on one item, from one green commit."""
+
+    first_lap: int  # the lap number of the first candidate: it names the round
+    of: int  # N
+    chosen: bool = False  # the candidate that landed
+    # The lap's progress and done as it measured them, kept here: the lap's own fields are False
+    # until the round chooses it, so a candidate counts for the run only once it landed.
+    progress: bool = False
+    done: bool = False
 
 
 class RunRecord(BaseModel):
@@ -59,6 +81,7 @@ class RunRecord(BaseModel):
     config: Config  # the configuration the run is judged by
     baseline: list[CheckResult]  # the checks on the base commit
     on_remote: bool = False  # started by `ralph run --remote`: its refs are the remote's, clones copy them
+    issue: IssueLink | None = None  # `ralph run --issue N`: the issue its goal and checklist came from
 
 
 class Score(BaseModel):
@@ -124,6 +147,9 @@ class LapRecord(BaseModel):
     slot: int | None = None  # `--parallel`: the slot that ran it (1..N); None when laps run one at a time
     items: list[str] = []  # `--parallel`: the TODO items it claimed
     worker: str | None = None  # `--remote`: the worker that ran it (host:pid:tag); its number is `slot`
+    escalated: bool = False  # run by agent.escalate, after escalate_after red laps in a row on one item
+    split: str | None = None  # a split lap: the item the planner split into smaller ones
+    best_of: BestOf | None = None  # `--best-of N`: one of N candidate laps on one item
 
 
 def migrated(text: str, what: str) -> dict:

@@ -10,6 +10,7 @@ from ralph.agents.base import AgentResult
 from ralph.git import layout
 from ralph.git.ledger import RunState
 from ralph.run.context import RunContext
+from ralph.show.text import printable
 from ralph.verdict import commit_hooks
 from ralph.verdict.commit_hooks import commit_message
 
@@ -48,7 +49,12 @@ class LapCommit:
 
 
 def commit_lap(
-    ctx: RunContext, state: RunState, number: int, agent: AgentResult, todo_before: list[todo.Item]
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    agent: AgentResult,
+    todo_before: list[todo.Item],
+    escalated: bool = False,
 ) -> LapCommit:
     """Commit every file the agent left, its ticks counted against `todo_before` (the last green
     TODO).
@@ -59,13 +65,13 @@ def commit_lap(
     """
     workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
     workspace.verify()
-    refusal = _hooks_refusal(ctx, state, number, agent, todo_before)
+    refusal = _hooks_refusal(ctx, state, number, agent, todo_before, escalated)
     tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
     after = _todo_in(ctx, tree)
     ticked = todo.newly_ticked(todo_before, after)
-    sha = workspace.commit_tree(tree, state.green, commit_message(ctx.run_name, number, ticked, agent))
+    sha = workspace.commit_tree(tree, state.green, lap_message(ctx, number, ticked, agent, escalated))
     return LapCommit(
         sha=sha,
         parent=state.green,
@@ -77,16 +83,39 @@ def commit_lap(
 
 
 def unjudged(
-    ctx: RunContext, state: RunState, number: int, agent: AgentResult, todo_before: list[todo.Item]
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    agent: AgentResult,
+    todo_before: list[todo.Item],
+    escalated: bool = False,
 ) -> LapCommit:
-    """The lap's commit when its files could not be staged: the last green tree, nothing of the lap's."""
-    message = commit_message(ctx.run_name, number, [], agent)
+    """The lap's commit when its files could not be staged (or a split lap's without a split):
+    the last green tree, nothing of the lap's."""
+    message = lap_message(ctx, number, [], agent, escalated)
     sha = ctx.workspace.commit_tree(f"{state.green}^{{tree}}", state.green, message)
     return LapCommit(sha=sha, parent=state.green, changes={}, todo_before=todo_before, todo_after=todo_before)
 
 
+def lap_message(
+    ctx: RunContext, number: int, ticked: list[str], agent: AgentResult, escalated: bool, split: str | None = None
+) -> str:
+    """The lap commit's message: its trailers say when agent.escalate ran it, or which item it split."""
+    message = commit_message(ctx.run_name, number, ticked, agent)
+    if escalated:
+        message += f"Ralph-Escalated: {agent.name or agent.kind}\n"
+    if split is not None:
+        message += f"Ralph-Split: {split}\n"
+    return printable(message)
+
+
 def _hooks_refusal(
-    ctx: RunContext, state: RunState, number: int, agent: AgentResult, todo_before: list[todo.Item]
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    agent: AgentResult,
+    todo_before: list[todo.Item],
+    escalated: bool,
 ) -> tuple[str, str] | None:
     """The repository's hooks on the staged lap, when it has any and commit.verify is on: they see
     the message the commit will have."""
@@ -95,7 +124,7 @@ def _hooks_refusal(
         return None
     staged = workspace.stage(state.green, ctx.config.limits.check_timeout)[0]
     ticked = todo.newly_ticked(todo_before, _todo_in(ctx, staged))
-    message = commit_message(ctx.run_name, number, ticked, agent)
+    message = lap_message(ctx, number, ticked, agent, escalated)
     log_dir = layout.lap_dir(ctx.run_dir, number)
     return commit_hooks.run_on_lap(ctx, state.record.base, state.green, staged, message, log_dir)
 

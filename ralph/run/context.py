@@ -134,11 +134,13 @@ def now_iso() -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class LapTurn:
-    """Which lap this is and who runs it: agent `which` of config.agents; in a parallel run,
-    slot `slot`, on the TODO items it claimed (their claims `held_by` that holder)."""
+    """Which lap this is and who runs it: agent `which` of config.agents (`escalated`: it is
+    agent.escalate, on a stuck item); in a parallel run, slot `slot`, on the TODO items it
+    claimed (their claims `held_by` that holder)."""
 
     number: int
     which: int = 0
+    escalated: bool = False
     items: tuple[str, ...] = ()
     slot: int | None = None
     held_by: str | None = None

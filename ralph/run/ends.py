@@ -59,6 +59,8 @@ def lap_ended(ctx: RunContext, record: LapRecord) -> None:
         todo_done=record.todo.done,
         todo_total=record.todo.total,
         commit=record.commit,
+        escalated=record.agent.name if record.escalated else None,
+        split=record.split,
     )
     facts = dict(run=ctx.run_name, lap=record.lap, status=record.status, reason=record.reason)
     lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)

@@ -111,7 +111,10 @@ class Fuses:
     def _limited(self, ctx: RunContext, state: RunState) -> RunEnded | None:
         """An agent that stays limited, with no other to turn to: whether its wait fits."""
         last, limits = state.last_record(), self.limits
-        if last is None or last.status != LapStatus.LIMITED or agent_for(ctx.config, state) != last.fallback:
+        if last is None or last.status != LapStatus.LIMITED:
+            return None
+        # (laps side by side are never escalated: their agent is agent_for's)
+        if (next_turn(ctx, state).which if last.escalated else agent_for(ctx.config, state)) != last.fallback:
             return None
         wait = _limit_wait(last, state.limited_in_a_row())
         left = limits.max_minutes * 60 - (time.monotonic() - self.started) if limits.max_minutes is not None else None
@@ -171,16 +174,83 @@ def _laps_spent(ctx: RunContext, state: RunState) -> RunEnded | None:
 
 def agent_for(cfg: Config, state: RunState) -> int:
     """Which of config.agents runs the next lap: the last lap's, or the next one's after the
-    last lap was limited or the agent itself failed `fallback_after` laps in a row."""
-    records = [lap.record for lap in state.laps if lap.record]
+    last lap was limited or the agent itself failed `fallback_after` laps in a row. Escalated
+    and split laps are no step of that chain (agent.escalate is not one of the fallbacks)."""
+    records = [lap.record for lap in state.laps if lap.record and not lap.record.escalated and lap.record.split is None]
     if not records:
         return 0
-    which, after = min(records[-1].fallback, len(cfg.agents) - 1), cfg.agent.fallback_after
+    last = len(cfg.agent.fallback)
+    which, after = min(records[-1].fallback, last), cfg.agent.fallback_after
     recent = [record for record in records[-after:] if record.fallback == which]
     failing = len(recent) == after and all(record.agent.outcome != "ok" for record in recent)
     if records[-1].status == LapStatus.LIMITED or failing:
-        return min(which + 1, len(cfg.agents) - 1)
+        return min(which + 1, last)
     return which
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Who runs the next lap of a plain run: agent `which` of config.agents; `escalated` when it is
+    agent.escalate on a stuck item; `split`: the stuck item the planner splits instead."""
+
+    which: int
+    escalated: bool = False
+    split: str | None = None
+
+
+def next_turn(ctx: RunContext, state: RunState) -> Turn:
+    """The next lap's turn. An item is stuck after agent.escalate_after red laps in a row on it
+    (since the green line last moved, every lap of a plain run started from the same TODO and was
+    told to take its first open item first): the next laps are agent.escalate's, until a lap is
+    green; after as many escalated red laps (or at once without agent.escalate) the planner splits
+    it, once; then agent.escalate's laps again, or the agent's."""
+    cfg, which = ctx.config, agent_for(ctx.config, state)
+    after, escalate = cfg.agent.escalate_after, cfg.escalate_index
+    since = _since_green(state)
+    red = [record for record in since if record.status == LapStatus.RED]
+    if after is None or len([record for record in red if not (record.escalated or record.split)]) < after:
+        return Turn(which)
+    if escalate is not None and len([record for record in red if record.escalated]) < after:
+        return Turn(escalate, escalated=True)
+    item = _first_open(ctx, state.green)
+    if cfg.agent.split and item and not any(record.split for record in since) and _splittable(ctx, state, item):
+        return Turn(which, split=item)
+    return Turn(escalate, escalated=True) if escalate is not None else Turn(which)
+
+
+def _since_green(state: RunState) -> list[LapRecord]:
+    """The laps since the last green one that started from the green tip."""
+    found: list[LapRecord] = []
+    for lap in reversed(state.laps):
+        if lap.record is None:
+            continue
+        if lap.record.status == LapStatus.GREEN:
+            break
+        if lap.record.parent == state.green:
+            found.append(lap.record)
+    return found[::-1]
+
+
+def _first_open(ctx: RunContext, commit: str) -> str | None:
+    """The item laps are told to take first: the first open one of the TODO at `commit`."""
+    items = todo.parse(git.show_file(ctx.top, commit, ctx.config.files.todo))
+    return next((item.text for item in items if not item.done), None)
+
+
+def _splittable(ctx: RunContext, state: RunState, item: str) -> bool:
+    """Each item is split at most once, and an item a split made never is: a run splits at most
+    as many times as its TODO had items."""
+    splits = [lap.record for lap in state.laps if lap.record and lap.record.split]
+    if any(record.split == item for record in splits):
+        return False
+    name = ctx.config.files.todo
+    for record in splits:
+        if record.status == LapStatus.GREEN:
+            before = {found.text for found in todo.parse(git.show_file(ctx.top, record.parent, name))}
+            made = {found.text for found in todo.parse(git.show_file(ctx.top, record.commit, name))} - before
+            if item in made:
+                return False
+    return True
 
 
 def _limit_wait(record: LapRecord, in_a_row: int) -> float:

@@ -29,15 +29,17 @@ def run_lap(
     items: Sequence[str] = (),
     slot: int | None = None,
     held_by: str | None = None,
+    escalated: bool = False,
 ) -> LapRecord:
-    """Lap `number`, run by agent `which` of config.agents; in a parallel run, by slot `slot`,
-    on the TODO items it claimed (their claims `held_by` that holder)."""
-    turn = LapTurn(number=number, which=which, items=tuple(items), slot=slot, held_by=held_by)
+    """Lap `number`, run by agent `which` of config.agents (`escalated`: agent.escalate, on a
+    stuck item); in a parallel run, by slot `slot`, on the TODO items it claimed (their claims
+    `held_by` that holder)."""
+    turn = LapTurn(number=number, which=which, items=tuple(items), slot=slot, held_by=held_by, escalated=escalated)
     prepared = prepare.start_lap(ctx, state, number)
     worked = agent.work(ctx, state, turn, prepared)
     with watching_the_repository(ctx, number) as tampered:
         events.emit("phase_changed", phase="committing")
-        lap, judged = _commit_and_judge(ctx, state, number, prepared, worked)
+        lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
     judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
     facts = _facts(ctx, turn, prepared, worked)
     recorded = record.lap_record(ctx, state, facts, lap, judged)
@@ -57,25 +59,26 @@ def _facts(ctx: RunContext, turn: LapTurn, prepared: prepare.Prepared, worked: a
         slot=turn.slot,
         items=list(turn.items),
         worker=ctx.worker,
+        escalated=turn.escalated,
     )
 
 
 def _commit_and_judge(
-    ctx: RunContext, state: RunState, number: int, prepared: prepare.Prepared, worked: agent.Worked
+    ctx: RunContext, state: RunState, turn: LapTurn, prepared: prepare.Prepared, worked: agent.Worked
 ) -> tuple[LapCommit, Judged]:
     """The lap committed, checked and judged. Where that fails on a full disk, a red lap: of its
     commit, or (none made yet) of the last green tree, nothing of the lap trusted; its files
     deleted."""
-    made = None
+    made, number = None, turn.number
     try:
-        made = commit.commit_lap(ctx, state, number, worked.result, prepared.todo_before)
+        made = commit.commit_lap(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
         crashpoint.reached("commit")
         return made, judging.judge(ctx, state, made, worked.result, number, prepared.log_dir)
     except (RalphError, OSError) as failed:
         if isinstance(failed, WorkspaceTampered) or not disk.full(ctx, failed):
             raise
         cause = ui.one_line(str(failed), 300)
-    lap = made or commit.unjudged(ctx, state, number, worked.result, prepared.todo_before)
+    lap = made or commit.unjudged(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
     ctx.workspace.delete_the_laps_files()
     if not disk.full(ctx):
         reason = f"the lap filled the disk of its workspace; its files were deleted, and {disk.free(ctx)} is free again"

@@ -22,10 +22,10 @@ from ralph.git.records import LapStatus, NewerFormat
 from ralph.git.remote import Remote, check_remote
 from ralph.isolation import hardening, orphans, proc, sandbox, user_state
 from ralph.isolation.workspace import Workspace, workspaces_root
-from ralph.run import ends, parallel, refusals, start, workers
+from ralph.run import best_of, ends, parallel, refusals, split, start, workers
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
-from ralph.run.fuses import Fuses, agent_for
+from ralph.run.fuses import Fuses, Turn, next_turn
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui, view
@@ -56,10 +56,12 @@ def _run(options: RunOptions) -> Exit:
         raise RalphError("--items-per-lap is for --parallel runs: a lap of a plain run works on what it chooses")
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
+    if options.best_of is not None:
+        best_of.refuse(options, cfg)
     if options.remote is not None:
         name, remote = _remote(repo, options.remote, options)
         return _run_here(options, repo, cfg, name, remote)
-    return _run_here(options, repo, cfg, options.name or start.name_for(repo.top, cfg.goal))
+    return _run_here(options, repo, cfg, options.name or start.name_for(repo.top, cfg.goal, options.issue))
 
 
 def _remote(repo: git.RepoInfo, remote: str, options: RunOptions) -> tuple[str, Remote]:
@@ -85,7 +87,7 @@ def _run_here(
     if remote is not None:  # the run as the remote has it, or none yet
         workers.fetch(repo.top, remote, [name])
     if slot is None and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
-        refusals.refuse_bad_start(repo, cfg, options.allow_dirty)
+        refusals.refuse_bad_start(repo, cfg, options.allow_dirty, from_issue=options.issue is not None)
     run_dir = layout.run_dir(repo.common_dir, name)
     run_dir.mkdir(parents=True, exist_ok=True)
     # A slot of a parallel run locks itself: the ralph that started it holds the run's lock.
@@ -155,7 +157,7 @@ def _context(
     """What the laps of this process share: the sandbox decided, the agents and the judge
     checked, the MCP servers and the workspace made (and handed to `cleanup`)."""
     slot = options.slot
-    sandboxed = _sandboxed(repo, cfg, side_by_side=options.parallel > 1 or slot is not None, remote=remote)
+    in_sandbox = sandboxed(repo, cfg, side_by_side=options.parallel > 1 or slot is not None, remote=remote)
     limiter.configure(cfg.limits.requests_per_minute)
     judge = _judge(cfg)
     agents = _agents(cfg)
@@ -177,7 +179,7 @@ def _context(
         agents=agents,
         env=env,
         workspace=workspace,
-        sandboxed=sandboxed,
+        sandboxed=in_sandbox,
         judge=judge,
         mcp=mcp,
         worker=workers.new_name() if remote is not None else None,
@@ -188,16 +190,17 @@ def _context(
 
 
 def _agents(cfg: config_module.Config) -> tuple[Agent, ...]:
-    """config.agents, made; the first one's endpoint must answer, a fallback's only warns."""
+    """config.agents, made; the first one's endpoint must answer, a fallback's (or agent.escalate's) only warns."""
     # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
     withheld = (*(agent.api_key_env for agent in cfg.agents if agent.kind == "openai"), *cfg.role_key_variables)
     agents = tuple(make_agent(agent, withheld) for agent in cfg.agents)
     agents[0].check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
-    for number, fallback in enumerate(agents[1:], 1):  # needed only later, if at all: a warning
+    for number, later in enumerate(agents[1:], 1):  # needed only later, if at all: a warning
         try:
-            fallback.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+            later.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
         except RalphError as exc:
-            ui.warn(f"agent.fallback[{number - 1}] cannot be used now: {exc}")
+            named = "agent.escalate" if number == cfg.escalate_index else f"agent.fallback[{number - 1}]"
+            ui.warn(f"{named} cannot be used now: {exc}")
     return agents
 
 
@@ -206,10 +209,14 @@ def _take_part(ctx: RunContext, state: RunState | None, options: RunOptions) -> 
     its slots, this worker's laps of a remote's run, or the laps one at a time. The one place a
     run ends: RunEnded, said (a slot's end is its coordinator's to say)."""
     try:
+        if options.slot is not None and best_of.is_candidate():
+            best_of.candidate(ctx, options.slot)
         if options.slot is not None:
             parallel.work(ctx, options.slot, options.items_per_lap)
-        state = start.resume(ctx, state) if state else start.start(ctx)
-        if options.parallel > 1:
+        state = start.resume(ctx, state) if state else start.start(ctx, options.issue)
+        if options.best_of is not None and options.slot is None:
+            best_of.coordinate(ctx, options)
+        elif options.parallel > 1:
             parallel.coordinate(ctx, options)
         elif ctx.remote is not None:
             parallel.as_worker(ctx, options.items_per_lap)
@@ -238,7 +245,7 @@ def _judge(cfg: config_module.Config) -> Judge | None:
     return judge
 
 
-def _sandboxed(repo: git.RepoInfo, cfg: config_module.Config, side_by_side: bool, remote: Remote | None) -> bool:
+def sandboxed(repo: git.RepoInfo, cfg: config_module.Config, side_by_side: bool, remote: Remote | None) -> bool:
     """Whether laps run in bubblewrap; `auto` without it says so once and goes on unsandboxed,
     but for laps side by side or of a remote's run, which need it."""
     sandbox.refuse_unsafe_writable(
@@ -280,12 +287,22 @@ def _laps(ctx: RunContext, state: RunState) -> NoReturn:
     fuses = Fuses(ctx.config.limits)
     while True:
         fuses.check(ctx, state)
-        which = agent_for(ctx.config, state)
-        fuses.wait_out(state, which)
+        turn = next_turn(ctx, state)
+        fuses.wait_out(state, turn.which)
         number = state.next_lap
-        events.emit("lap_started", lap=number, max_laps=ctx.config.limits.max_laps)
-        record = run_lap(ctx, state, number, which)
+        events.emit("lap_started", lap=number, max_laps=ctx.config.limits.max_laps, **_stuck(ctx, turn))
+        if turn.split is not None:
+            record = split.split_lap(ctx, state, number, turn)
+        else:
+            record = run_lap(ctx, state, number, turn.which, escalated=turn.escalated)
         ends.lap_ended(ctx, record)
         state.laps.append(ledger.Lap(number, record.commit, record))
         if record.status == LapStatus.GREEN:
             state.green = record.commit
+
+
+def _stuck(ctx: RunContext, turn: Turn) -> dict[str, str]:
+    """What the lap_started event says of a lap on a stuck item: the agent escalated to, the item split."""
+    if turn.escalated:
+        return {"escalated": ctx.config.agents[turn.which].name}
+    return {"split": turn.split} if turn.split is not None else {}

@@ -42,6 +42,7 @@ from ralph.run.workers import Crew
 from ralph.show import events, ui
 
 PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
+CANDIDATE_VAR = "RALPH_BEST_OF_ROUND"  # a `--best-of` candidate's round and lap (best_of.py); only ralph sets it
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
@@ -53,18 +54,16 @@ def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
     cleared = claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
     if cleared:
         ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
-    children = [_start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
-    relays = [
-        threading.Thread(target=_relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)
-    ]
-    for relay in relays:
-        relay.start()
+    children = [start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
+    relays = [threading.Thread(target=relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)]
+    for thread in relays:
+        thread.start()
     try:
         codes = _wait(ctx, children)
     finally:  # a Ctrl-C, or a bug of ralph's: every slot still running ends its lap and stops
         proc.end([child for child in children if child.poll() is None], STOP_GRACE)
-        for relay in relays:
-            relay.join(5)
+        for thread in relays:
+            thread.join(5)
         claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
         for slot in range(1, options.parallel + 1):  # a slot killed outright left its workspace
             remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
@@ -93,7 +92,8 @@ def _other_than(dead: int) -> Callable[[dict], bool]:
     return lambda holder: holder.get("slot") != dead
 
 
-def _start_slot(ctx: RunContext, options: RunOptions, slot: int) -> subprocess.Popen:
+def start_slot(ctx: RunContext, options: RunOptions, slot: int, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`ralph run --slot K` of this run, with `env` besides this process's environment."""
     command = [sys.executable, "-P", "-m", "ralph", "run", "--name", ctx.run_name, "--slot", str(slot), "--plain"]
     command += ["--items-per-lap", str(options.items_per_lap), "--max-laps", str(ctx.config.limits.max_laps)]
     if options.config_path is not None:
@@ -101,13 +101,14 @@ def _start_slot(ctx: RunContext, options: RunOptions, slot: int) -> subprocess.P
     if options.events_to not in (None, "-"):
         command += ["--events", str(options.events_to)]
     # The slot hardens itself as any ralph run does: the secrets leave its environment block.
-    return proc.start(command, ctx.top, dict(os.environ, **{PARENT_VAR: str(os.getpid())}))
+    inherited = {name: value for name, value in os.environ.items() if name != CANDIDATE_VAR}
+    return proc.start(command, ctx.top, dict(inherited, **(env or {}), **{PARENT_VAR: str(os.getpid())}))
 
 
 _printing = threading.Lock()
 
 
-def _relay(child: subprocess.Popen, slot: int) -> None:
+def relay(child: subprocess.Popen, slot: int) -> None:
     """A slot's lines (plain, cleaned by the slot), each marked with the slot."""
     assert child.stdout is not None
     for raw in child.stdout:

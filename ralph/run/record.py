@@ -32,6 +32,8 @@ class LapFacts:
     slot: int | None
     items: list[str]
     worker: str | None
+    escalated: bool = False  # run by agent.escalate, on a stuck item
+    split: str | None = None  # a split lap: the item the planner split
 
 
 def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit, judged: Judged) -> LapRecord:
@@ -54,7 +56,8 @@ def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit
         ticked=lap.ticked,
         files_changed=judged.files_changed,
         output_tail=judged.output_tail[-4000:],
-        progress=is_green and (bool(lap.ticked) or passing_after > passing_before),
+        # A green split is progress: the laps after it face other items than the stuck one.
+        progress=is_green and (bool(lap.ticked) or passing_after > passing_before or facts.split is not None),
         # With a judge, done also needs the judge's pass: "unavailable" is not one.
         done=is_green
         and checks_done(judged.checks, lap.counts)
@@ -70,6 +73,8 @@ def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit
         slot=facts.slot,
         items=facts.items,
         worker=facts.worker,
+        escalated=facts.escalated,
+        split=facts.split,
     )
 
 

@@ -17,8 +17,11 @@ from ralph.verdict import checks, could_not_run, guard, junit
 from ralph.verdict.pytest_results import COLLECTION
 
 
-def refuse_bad_start(repo: git.RepoInfo, cfg: config_module.Config, allow_dirty: bool) -> None:
-    """What makes the user's HEAD a bad place to start a new run from."""
+def refuse_bad_start(
+    repo: git.RepoInfo, cfg: config_module.Config, allow_dirty: bool, from_issue: bool = False
+) -> None:
+    """What makes the user's HEAD a bad place to start a new run from (HEAD's TODO.md but for a
+    run of an issue, whose TODO.md the issue makes: start.from_issue)."""
     if repo.branch is None:
         raise RalphError("HEAD is detached — check out the branch the run should start from")
     if not allow_dirty and git.is_dirty(repo.top):
@@ -31,7 +34,8 @@ def refuse_bad_start(repo: git.RepoInfo, cfg: config_module.Config, allow_dirty:
             "this repository uses Git LFS (filter=lfs in .gitattributes) but git-lfs is not "
             "installed, so lap worktrees would hold pointer files — install git-lfs first"
         )
-    _refuse_bad_todo(repo, cfg)
+    if not from_issue:
+        _refuse_bad_todo(repo, cfg)
 
 
 def refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:

@@ -1,5 +1,5 @@
 """A run's start (the baseline checks on the user's HEAD, then the run's refs) or its resume,
-and which run `ralph run` means without --name."""
+which run `ralph run` means without --name, and where a run of a GitHub issue starts."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from datetime import date
 from pathlib import Path
 
 from ralph import config as config_module
-from ralph import git
+from ralph import git, todo
 from ralph.errors import RalphError
-from ralph.git import ledger
+from ralph.git import github, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
-from ralph.git.records import LapStatus, RunRecord
-from ralph.run import refusals
+from ralph.git.records import IssueLink, LapStatus, RunRecord
+from ralph.run import planning, refusals
 from ralph.run.context import RunContext, now_iso
 from ralph.run.prepare import workspace_at
 from ralph.show import events, ui
@@ -26,8 +26,11 @@ class StartedElsewhere(RalphError):
 
 
 def pinned_config(state: RunState, current: config_module.Config) -> config_module.Config:
-    """A run is judged by the configuration it started with, whatever the file says now."""
+    """A run is judged by the configuration it started with, whatever the file says now (a run
+    of an issue has the issue's goal, not the file's)."""
     pinned = state.record.config
+    if state.record.issue is not None:
+        current = current.model_copy(update={"goal": pinned.goal})
     if pinned != current:
         ui.say(
             "[yellow]note:[/] the config file differs from the configuration this run started with; "
@@ -36,9 +39,12 @@ def pinned_config(state: RunState, current: config_module.Config) -> config_modu
     return pinned
 
 
-def name_for(top: Path, goal: str) -> str:
-    """Without --name: the latest unfinished run of the same goal (resume it, whatever day it
-    started), else a new name from today's date and the goal's first words."""
+def name_for(top: Path, goal: str, issue: int | None = None) -> str:
+    """Without --name: `issue-N` for a run of issue N (the same command resumes it), else the
+    latest unfinished run of the same goal (resume it, whatever day it started), else a new name
+    from today's date and the goal's first words."""
+    if issue is not None:
+        return f"issue-{issue}"
     for record in reversed(ledger.run_records(top)):
         if record.config.goal == goal:
             state = ledger.load(top, record.run)
@@ -82,8 +88,9 @@ def _run_started(ctx: RunContext, base: str, state: RunState | None) -> None:
     )
 
 
-def start(ctx: RunContext) -> RunState:
-    """Baseline checks on the user's HEAD, then the run's refs: base, branch, record (last)."""
+def start(ctx: RunContext, issue: int | None = None) -> RunState:
+    """Baseline checks on the user's HEAD (for a run of an issue: HEAD with the issue's TODO.md,
+    a commit of ralph's), then the run's refs: base, branch, record (last)."""
     # Refs left by a start that died before its record are this run's own: start over.
     names = RunRefs(ctx.run_name)
     leftover = git.rev(ctx.top, names.base)
@@ -92,7 +99,7 @@ def start(ctx: RunContext) -> RunState:
         raise RalphError(
             f"a branch ralph/{ctx.run_name} already exists and is not this run's — pick another name with --name"
         )
-    base = ctx.repo.head
+    base, link = from_issue(ctx, issue) if issue is not None else (ctx.repo.head, None)
     _run_started(ctx, base, None)
     log_dir = ctx.run_dir / "baseline"
     log_dir.mkdir(exist_ok=True)
@@ -113,6 +120,7 @@ def start(ctx: RunContext) -> RunState:
         config=ctx.config,
         baseline=baseline,
         on_remote=ctx.worker is not None,
+        issue=link,
     )
     refs = {names.base: (base, leftover), names.branch: (base, branch)}
     if not ledger.save_record(ctx.store, record, refs):
@@ -120,6 +128,52 @@ def start(ctx: RunContext) -> RunState:
             raise StartedElsewhere(f"another worker started run {ctx.run_name} meanwhile: joining it")
         raise RalphError(f"run {ctx.run_name!r} was started by another process at the same time")
     return RunState(ctx.run_name, record, base)
+
+
+def from_issue(ctx: RunContext, number: int) -> tuple[str, IssueLink]:
+    """The base of a run of issue `number`, read once here: the user's HEAD with TODO.md made
+    of the issue's task list (or the planner's items, when it has none), as a commit of ralph's
+    on no branch; the user's branch, index and files untouched. The run's goal becomes the
+    issue's title and URL. The issue's text is data: TODO.md's items, the goal, never a command."""
+    found = github.issue(ctx.top, number)
+    if not found.is_open:
+        raise RalphError(
+            f"issue #{number} is closed — reopen it to run it, or write its job in "
+            f"{ctx.config.files.todo} and `ralph run` without --issue"
+        )
+    if not found.items and found.ticked:
+        raise RalphError(f"every item of issue #{number}'s task list is ticked: nothing left to do")
+    title = found.title or f"issue #{number}"
+    items = found.items or _planned(ctx, found, title)
+    text = issue_todo(title, found.url, number, found.ticked, items)
+    tree = git.with_files(ctx.top, f"{ctx.repo.head}^{{tree}}", {ctx.config.files.todo: text})
+    message = (
+        f"ralph: {ctx.config.files.todo} from issue #{number}\n\n{title}\n{found.url}\n\n"
+        f"Ralph-Run: {ctx.run_name}\nRalph-Issue: {found.url}\n"
+    )
+    ctx.config.goal = f"{title} ({found.url})"
+    ui.say(f"issue #{number}: {ui.safe(title)} — {len(items)} item(s) to do")
+    return git.commit_tree(ctx.top, tree, ctx.repo.head, message), IssueLink(number=number, title=title, url=found.url)
+
+
+def issue_todo(title: str, url: str, number: int, ticked: list[str], items: list[str]) -> str:
+    """TODO.md of a run of an issue: its ticked items (done already), then the open ones. An
+    item that would not read back as itself (text of anyone's who can write the issue) is refused."""
+    lines = [f"- [x] {item}\n" for item in ticked] + [f"- [ ] {item}\n" for item in items]
+    text = f"# TODO\n\nGoal: {title}\nFrom issue #{number}: {url}\n\n" + "".join(lines)
+    expected = [todo.Item(item, True) for item in ticked] + [todo.Item(item, False) for item in items]
+    if todo.parse(text) != expected:
+        raise RalphError(f"issue #{number}'s task list does not read back as the same TODO items — edit the issue")
+    return text
+
+
+def _planned(ctx: RunContext, found: github.Issue, title: str) -> list[str]:
+    """An issue without a task list: the planner's items for it, over the user's HEAD."""
+    folder = ctx.run_dir / "plan"
+    folder.mkdir(exist_ok=True)
+    ui.say(f"issue #{found.number} has no task list: planning it with {ui.safe(planning.planner_name(ctx))} …")
+    task = f"{title}\n\nFrom issue #{found.number} ({found.url}):\n{found.body}"
+    return planning.ask(ctx, ctx.repo.head, task, folder).items
 
 
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:

@@ -24,7 +24,8 @@ Listener = Callable[[Event], None]
 
 TYPES = {
     "run_started": "resumed, base, green, next_lap, max_laps, one_session (prompt tokens of the laps before), goal",
-    "lap_started": "max_laps",
+    "lap_started": "max_laps; escalated (the agent a lap on a stuck item went to) or split (the item it "
+    "splits), only on such laps",
     "phase_changed": "phase: preparing, setup, agent, committing, checks or judge",
     "tool_called": "line: what the built-in agent does (a tool call, its finish, a check it asked for, a retried "
     "request)",
@@ -33,7 +34,7 @@ TYPES = {
     "check_finished": "command, passed, could_not_run (why it did not run, else null), exit_code, duration_s, "
     "tests_passed, tests_failed (lap 0: the baseline)",
     "lap_ended": "status, agent, reason, duration_s, tokens, cost_usd, largest_prompt_tokens, files_changed, ticked, "
-    "todo_done, todo_total, commit",
+    "todo_done, todo_total, commit, escalated, split",
     "limit_wait": "until, seconds, reason: the agent hit a usage or rate limit; the next lap waits",
     "warning": "message",
     "run_ended": "exit, reason, stopped_by (done, fuse, error or interrupted), flaky (checks that failed, then "

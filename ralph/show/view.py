@@ -151,7 +151,7 @@ def plain_line(event: Event) -> str | None:
             return f"resuming run [bold]{event['run']}[/] at lap {event['next_lap']} (last green {event['green'][:10]})"
         return f"run [bold]{event['run']}[/]: baseline checks on {event['base'][:10]}"
     if kind == "lap_started":
-        return f"[bold]lap {event['lap']}[/] of at most {event['max_laps']} …"
+        return f"[bold]lap {event['lap']}[/] of at most {event['max_laps']}{_stuck(event)} …"
     if kind == "phase_changed":
         return f"  [dim]· {event['phase']}[/]"
     if kind in ("tool_called", "agent_output"):
@@ -163,8 +163,9 @@ def plain_line(event: Event) -> str | None:
         return f"  {mark}  {ui.safe(event['command'])}  ({event['duration_s']:.1f}s)"
     if kind == "lap_ended":
         return (
-            f"[bold]lap {event['lap']}[/] {ui.status_text(event['status'])}  {event['duration_s']:.1f}s  "
-            f"TODO {event['todo_done']}/{event['todo_total']}  {event['commit'][:10]}  {ui.safe(event['reason'])}"
+            f"[bold]lap {event['lap']}[/] {ui.status_text(event['status'])}{_stuck(event)}  "
+            f"{event['duration_s']:.1f}s  TODO {event['todo_done']}/{event['todo_total']}  {event['commit'][:10]}  "
+            f"{ui.safe(event['reason'])}"
         )
     if kind == "run_ended" and event["stopped_by"] in ("done", "fuse"):  # an error: the command line says it
         style = "green" if event["exit"] == 0 else "yellow"
@@ -172,6 +173,15 @@ def plain_line(event: Event) -> str | None:
         flaky = f"\n[yellow]flaky checks[/] (failed, then passed on a retry): {ui.safe(', '.join(event['flaky']))}"
         return line + (flaky if event["flaky"] else "")
     return None
+
+
+def _stuck(event: Event) -> str:
+    """A lap on a stuck item (docs/agents.md: Stuck items): escalated to an agent, or splitting the item."""
+    if event.get("escalated"):
+        return f" [magenta]escalated[/] to {ui.safe(event['escalated'])}"
+    if event.get("split"):
+        return f" [magenta]split[/] of {ui.safe(ui.one_line(event['split'], 80))}"
+    return ""
 
 
 def _clock(seconds: float) -> str:

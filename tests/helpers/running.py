@@ -24,7 +24,7 @@ from ralph.isolation.proc import is_secret
 # every command but `demo`, when the test sets no environment or stdin of its own. Tests of
 # signals, crashes and secrets set the environment, so `ralph run` is then a real process.
 IN_PROCESS = frozenset(
-    {"run", "plan", "tell", "log", "show", "status", "clean", "init", "doctor", "land", "report", "bench"}
+    {"run", "plan", "tell", "log", "show", "status", "clean", "init", "doctor", "land", "report", "bench", "stats"}
 )
 
 

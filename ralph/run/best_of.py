@@ -1,0 +1,298 @@
+"""`ralph run --best-of N`: N candidate laps on one item, side by side, from one green commit;
+the best of them lands.
+
+A round: the first open item at the green tip, as a plain lap would take it (every item ticked
+but a check failing: the checks), and that tip, G. N slots — `ralph run --slot K` processes, as
+`--parallel` starts them, each with a workspace of its own — each run one lap on that item
+from G, with the same prompt. A candidate does not land (land.held_back): its note names its
+round and keeps its progress and done aside, so no candidate counts for the run before it is
+chosen. Once every candidate has ended, the green ones are ranked: progress first (one that
+ticked nothing and made no test pass never beats one that did), then the most tests fixed
+(failing on G, passing after), the judge's score, the smallest diff (lines, then files), the
+lowest lap number. The
+winner's note gets its progress and done back, and the green line moves to it by
+compare-and-swap from G; nothing else moves the line during a round (the run's lock is held).
+The others stay under their lap refs (`ralph show N`), their notes saying which lap won.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass
+from typing import NoReturn
+
+from ralph import git, todo
+from ralph.config import Config
+from ralph.errors import Exit, Interrupted, RalphError
+from ralph.git import ledger
+from ralph.git.layout import RunRefs
+from ralph.git.ledger import RunState
+from ralph.git.records import BestOf, LapRecord, LapStatus
+from ralph.isolation import proc, sandbox
+from ralph.isolation.files import remove_path
+from ralph.isolation.workspace import folder_for
+from ralph.run import ends, land, parallel
+from ralph.run.context import RunContext
+from ralph.run.ends import RunEnded
+from ralph.run.fuses import Fuses, agent_for
+from ralph.run.lap import run_lap
+from ralph.run.options import RunOptions
+from ralph.show import events, ui
+from ralph.verdict.checks import CheckResult
+
+ROUND_VAR = parallel.CANDIDATE_VAR  # a candidate slot's round and lap, as its coordinator gave them
+NEEDS_SANDBOX = (
+    "--best-of needs laps in the sandbox (bubblewrap): unsandboxed, each candidate's lap could "
+    "change the repository's refs under the others — install bubblewrap, or run without it"
+)
+
+
+@dataclass(frozen=True)
+class Round:
+    """N candidate laps, numbered from `first_lap`, on `item`, each from the green commit `green`."""
+
+    green: str
+    item: str
+    first_lap: int
+    of: int
+
+    @property
+    def laps(self) -> range:
+        return range(self.first_lap, self.first_lap + self.of)
+
+    def env(self, lap: int) -> dict[str, str]:
+        """What tells a slot to be candidate `lap` of this round."""
+        return {ROUND_VAR: json.dumps({**asdict(self), "lap": lap})}
+
+
+def refuse(options: RunOptions, cfg: Config) -> None:
+    """--best-of with what it cannot go with, before anything starts."""
+    if options.parallel > 1:
+        raise RalphError("--best-of runs its candidates side by side itself — use --best-of or --parallel, not both")
+    if options.remote is not None:
+        raise RalphError("--best-of runs its candidates on this machine — use --best-of or --remote, not both")
+    if not sandbox.decide(cfg.sandbox.mode):
+        raise RalphError(NEEDS_SANDBOX)
+
+
+def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
+    """Rounds until the run is done or a fuse blows (RunEnded); max_laps counts every candidate."""
+    assert options.best_of is not None
+    if not ctx.sandboxed:  # the run's own configuration, as a resumed run pinned it
+        raise RalphError(NEEDS_SANDBOX)
+    fuses = Fuses(ctx.config.limits)
+    _land_the_chosen(ctx)
+    while True:
+        state = ledger.load(ctx.top, ctx.run_name)
+        assert state is not None  # started before its rounds
+        fuses.check(ctx, state)
+        fuses.wait_out(state, agent_for(ctx.config, state))
+        this_round = _next_round(ctx, state, options.best_of)
+        try:
+            codes = _run_candidates(ctx, options, this_round)
+        except (KeyboardInterrupt, Interrupted):
+            _interrupted(ctx, this_round)
+            raise
+        _decide(ctx, this_round)
+        failed = [(slot, code) for slot, code in enumerate(codes, 1) if code != 0]
+        if failed:
+            slot, code = failed[0]
+            raise RalphError(f"candidate {slot} of the round ended with exit code {code} — its lines above say why")
+
+
+def candidate(ctx: RunContext, slot: int) -> NoReturn:
+    """A slot's one lap, as candidate of the round its coordinator gave it; not landed."""
+    this_round, lap = _given()
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None  # the run was started before its slots
+    if state.green != this_round.green:
+        raise RalphError(f"ralph/{ctx.run_name} moved since the round began (by hand?) — run `ralph run` again")
+    events.emit("lap_started", lap=lap, max_laps=ctx.config.limits.max_laps)
+    with land.held_back(BestOf(first_lap=this_round.first_lap, of=this_round.of)):
+        which = agent_for(ctx.config, state)
+        record = run_lap(ctx, state, lap, which, items=(this_round.item,), slot=slot)
+    ends.lap_ended(ctx, record)
+    raise RunEnded(Exit.DONE, f"candidate lap {lap} ended", state)
+
+
+def is_candidate() -> bool:
+    """Whether this slot was started as a candidate of a `--best-of` round."""
+    return ROUND_VAR in os.environ
+
+
+def _given() -> tuple[Round, int]:
+    try:
+        given = json.loads(os.environ[ROUND_VAR])
+        lap = int(given.pop("lap"))
+        return Round(str(given["green"]), str(given["item"]), int(given["first_lap"]), int(given["of"])), lap
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise RalphError(f"{ROUND_VAR} does not read: it is for the slots `ralph run --best-of` starts") from None
+
+
+def _next_round(ctx: RunContext, state: RunState, best_of: int) -> Round:
+    """The next open item from the green tip; fewer candidates when max_laps leaves fewer laps."""
+    text = git.show_file(ctx.top, state.green, ctx.config.files.todo)
+    still_open = [item.text for item in todo.parse(text) if not item.done]
+    left = ctx.config.limits.max_laps - state.counted_laps()  # >= 1: the fuses were checked
+    item = still_open[0] if still_open else parallel.CHECKS_ITEM
+    return Round(green=state.green, item=item, first_lap=state.next_lap, of=max(1, min(best_of, left)))
+
+
+def _run_candidates(ctx: RunContext, options: RunOptions, this_round: Round) -> list[int]:
+    """The round's slots started, their lines relayed, waited for: their exit codes. On a
+    Ctrl-C, each one still running ends its lap (nothing lands) and stops."""
+    last = this_round.laps[-1]
+    ui.say(f"best of {this_round.of}: laps {this_round.first_lap}–{last} on {ui.safe(this_round.item)!r}")
+    children = [
+        parallel.start_slot(ctx, options, slot, this_round.env(lap)) for slot, lap in enumerate(this_round.laps, 1)
+    ]
+    relays = [
+        threading.Thread(target=parallel.relay, args=(child, slot), daemon=True)
+        for slot, child in enumerate(children, 1)
+    ]
+    for thread in relays:
+        thread.start()
+    try:
+        for child in children:
+            child.wait()
+    finally:
+        proc.end([child for child in children if child.poll() is None], parallel.STOP_GRACE)
+        for thread in relays:
+            thread.join(5)
+        for slot in range(1, this_round.of + 1):  # a slot killed outright left its workspace
+            remove_path(folder_for(ctx.repo.common_dir, parallel.slot_name(ctx.run_name, slot)))
+    return [child.returncode for child in children]
+
+
+def _candidates(state: RunState, this_round: Round) -> list[LapRecord]:
+    """The round's candidates that recorded their lap, by lap number."""
+    return [lap.record for lap in state.laps if lap.number in this_round.laps and lap.record and lap.record.best_of]
+
+
+def _decide(ctx: RunContext, this_round: Round) -> None:
+    """The best green candidate lands; the others are kept, their notes saying which lap won."""
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None
+    candidates = _candidates(state, this_round)
+    green = [record for record in candidates if record.status == LapStatus.GREEN and record.parent == this_round.green]
+    if state.green != this_round.green:  # nothing of ralph's moves it during a round
+        _line_moved(ctx, green)
+    if not green:
+        ui.say(f"best of {this_round.of}: no candidate was green; the next round is told why")
+        return
+    merits = {record.lap: _merit(ctx, record, state.green_checks()) for record in green}
+    ranked = sorted(green, key=lambda record: merits[record.lap], reverse=True)
+    _land(ctx, this_round, ranked, _why(ranked, merits))
+    kept = [str(record.lap) for record in candidates if record is not ranked[0]]
+    laps = f"lap {kept[0]}" if len(kept) == 1 else f"laps {', '.join(kept)}"
+    also = f"; {laps} kept for review (ralph show {kept[0]})" if kept else ""
+    ui.say(f"[green]lap {ranked[0].lap} won best of {this_round.of}[/]: {ui.safe(_why(ranked, merits))}{also}")
+
+
+def _land(ctx: RunContext, this_round: Round, ranked: list[LapRecord], why: str) -> None:
+    """The notes say who won and why, then the line moves to the winner by compare-and-swap
+    from the round's green commit. A crash between the two: the next `ralph run` moves it."""
+    winner, won = ranked[0], f"best of {this_round.of}"
+    for loser in ranked[1:]:
+        _rewrite(ctx, loser, reason=f"not chosen: lap {winner.lap} won {won} ({why}) — {loser.reason}")
+    ctx.store.add_note(winner.commit, _chosen(winner, f"won {won}: {why} — {winner.reason}").model_dump_json(indent=1))
+    if not ctx.store.swap(RunRefs(ctx.run_name).branch, winner.commit, this_round.green):
+        _line_moved(ctx, [winner])
+
+
+def _line_moved(ctx: RunContext, green: list[LapRecord]) -> NoReturn:
+    """Someone moved the green line during the round (by hand): no candidate lands, none is chosen."""
+    for record in green:
+        _rewrite(ctx, record, reason=f"not chosen: the green line moved during the round — {record.reason}")
+    raise RalphError(
+        f"ralph/{ctx.run_name} moved during the round, not by ralph: no candidate landed — `ralph run` goes on from it"
+    )
+
+
+def _chosen(record: LapRecord, reason: str) -> LapRecord:
+    """The winner's note: its progress and done are the run's now."""
+    assert record.best_of is not None
+    best_of = record.best_of.model_copy(update=dict(chosen=True))
+    update = dict(best_of=best_of, progress=best_of.progress, done=best_of.done, reason=reason)
+    return record.model_copy(update=update)
+
+
+def _rewrite(ctx: RunContext, record: LapRecord, reason: str) -> None:
+    """A candidate's note, not chosen, with `reason`."""
+    best_of = record.best_of.model_copy(update=dict(chosen=False)) if record.best_of else None
+    update = dict(best_of=best_of, progress=False, done=False, reason=reason)
+    ctx.store.add_note(record.commit, record.model_copy(update=update).model_dump_json(indent=1))
+
+
+def _merit(ctx: RunContext, record: LapRecord, at_green: list[CheckResult]) -> tuple[float, ...]:
+    """What ranks a green candidate, best highest: progress, tests fixed, the judge's score,
+    fewer lines changed, fewer files, the lower lap number (_why names them in that order)."""
+    assert record.best_of is not None
+    score = record.judge.score if record.judge and record.judge.score is not None else -1.0
+    lines, files = _diff_size(ctx, record)
+    return (float(record.best_of.progress), _fixed(at_green, record), score, -lines, -files, -record.lap)
+
+
+def _fixed(at_green: list[CheckResult], record: LapRecord) -> int:
+    """The tests that failed on the round's green commit and do not fail after the lap: each
+    passes now (a green lap loses no failing test; a file that did not collect collects).
+    Tests the lap wrote itself count for nothing: padding with trivial tests cannot win."""
+    failing_now = {check.command: set(check.tests.failing_ids) for check in record.checks if check.tests}
+    return sum(
+        len(set(check.tests.failing_ids) - failing_now.get(check.command, set(check.tests.failing_ids)))
+        for check in at_green
+        if check.tests
+    )
+
+
+def _why(ranked: list[LapRecord], merits: dict[int, tuple[float, ...]]) -> str:
+    """Why the first of `ranked` won, against the next best."""
+    if len(ranked) == 1:
+        return "the only green candidate"
+    best, next_best = merits[ranked[0].lap], merits[ranked[1].lap]
+    which = next(index for index, (mine, theirs) in enumerate(zip(best, next_best, strict=True)) if mine != theirs)
+    other = f"lap {ranked[1].lap}"
+    return [
+        "the only one that made progress",
+        f"+{best[1]:g} tests ({other}: +{next_best[1]:g})",
+        f"the judge's score {best[2]:.2f} ({other}: {_score(next_best[2])})",
+        f"the smallest diff, {-best[3]:g} lines ({other}: {-next_best[3]:g})",
+        f"the smallest diff, {-best[4]:g} files ({other}: {-next_best[4]:g})",
+        "equal to the others, and the first",
+    ][which]
+
+
+def _score(score: float) -> str:
+    return f"{score:.2f}" if score >= 0 else "none"
+
+
+def _diff_size(ctx: RunContext, record: LapRecord) -> tuple[int, int]:
+    """Lines added and deleted, and files changed, from the lap's green commit to its commit;
+    a binary file counts as one line."""
+    numstat = git.out(ctx.top, "diff", "--numstat", "--no-renames", record.parent, record.commit, "--")
+    rows = [line.split("\t", 2) for line in numstat.splitlines() if line]
+    lines = sum(int(added) + int(deleted) if added.isdigit() and deleted.isdigit() else 1 for added, deleted, _ in rows)
+    return lines, len(rows)
+
+
+def _interrupted(ctx: RunContext, this_round: Round) -> None:
+    """A round a Ctrl-C cut short chooses nothing: its green candidates are kept, not chosen."""
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None
+    for record in _candidates(state, this_round):
+        if record.status == LapStatus.GREEN:
+            _rewrite(ctx, record, reason=f"not chosen: its round was interrupted — {record.reason}")
+
+
+def _land_the_chosen(ctx: RunContext) -> None:
+    """A round a crash cut short between its choice and the line's move: the move, made now."""
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None
+    chosen = [lap.record for lap in state.laps if lap.record and lap.record.best_of and lap.record.best_of.chosen]
+    last = chosen[-1] if chosen else None
+    if last is None or last.commit == state.green or last.parent != state.green or last.status != LapStatus.GREEN:
+        return
+    if ctx.store.swap(RunRefs(ctx.run_name).branch, last.commit, state.green):
+        ui.say(f"lap {last.lap}, chosen by a round a crash cut short, landed now")

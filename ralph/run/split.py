@@ -1,0 +1,263 @@
+"""A split lap: the planner splits a stuck item into smaller ones (docs/agents.md: Stuck items).
+
+The lap is an ordinary one, of its own number, commit and note: ralph asks the planner
+(run/planning.py) for the smaller items, writes TODO.md with the stuck item's lines replaced by
+them, in place, every other byte as it was, commits that alone and judges it by the checks
+like any lap. The planner's answer is checked before anything is written: a split that would
+change another item, tick one, repeat one, or give fewer than 2 or more than MAX_ITEMS items
+is refused, and the lap is red for it, as it is when the planner gives no answer at all.
+
+The repository's commit hooks do not run on a split: its commit is ralph's own edit of TODO.md,
+held to a stricter rule than `ralph hook todo`'s (which would refuse any split), and there is no
+agent's work for them to look at. Nor does roles.judge score it: there is no diff of work.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from ralph import git, todo
+from ralph.agents.base import AgentResult
+from ralph.errors import RalphError
+from ralph.git.ledger import RunState
+from ralph.git.records import LapRecord, LapStatus
+from ralph.run import checking, land, planning, prepare, record
+from ralph.run.commit import LapCommit, lap_message
+from ralph.run.context import LapTurn, RunContext
+from ralph.run.fuses import Turn
+from ralph.run.judging import Judged
+from ralph.show import ui
+from ralph.verdict import guard as guard_module
+from ralph.verdict import ratchet
+from ralph.verdict.checks import all_pass
+
+MIN_ITEMS, MAX_ITEMS = 2, 20  # a split into one item is a rewording; into more, a plan of its own
+ITEM_CHARS = 500  # an item is one line a lap reads
+REASONS_SHOWN = 6  # the last red laps' reasons the planner is told
+TASK = """\
+{goal}
+
+One item of the checklist is stuck: the last {laps} laps on it were red. Split that item, and
+only that one, into smaller items.
+
+The stuck item: {item}
+
+Why the last laps were red:
+{reasons}
+
+The other items of the checklist, which stay as they are:
+{others}
+
+Return as the plan's todo the smaller items ({low} to {high}) that together do the same as the
+stuck item, in order, each one line, a slice a single lap can finish and verify; do not repeat
+other items."""
+_BOX_LINE = re.compile(r"([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)\[ \][ \t]")  # the item's bullet, kept for its children
+_LINE_END = re.compile(r"(\r\n|\n|\r)$")
+
+
+class SplitRefused(RalphError):
+    """The planner's answer is not a split of the one item that leaves the rest as it is."""
+
+
+def split_lap(ctx: RunContext, state: RunState, number: int, turn: Turn) -> LapRecord:
+    """Lap `number`: the planner splits `turn.split`; the lap's commit is that TODO.md."""
+    assert turn.split is not None
+    item, started = turn.split, time.monotonic()
+    prepared = prepare.start_lap(ctx, state, number)
+    (prepared.log_dir / "planner").mkdir()
+    try:
+        planned = planning.ask(ctx, state.green, task_for(ctx, state, item), prepared.log_dir / "planner")
+    except RalphError as failed:
+        result = AgentResult(kind="planner", name="planner", outcome="failed", duration_s=_since(started))
+        why = f"the planner could not split it: {ui.one_line(str(failed))}"
+        return _unsplit(ctx, state, turn, number, prepared, result, why)
+    result = AgentResult(
+        kind="planner",
+        name="planner",
+        model=_planner_model(ctx),
+        outcome="ok",
+        duration_s=_since(started),
+        summary=f"Split the stuck item into {len(planned.items)} items: {item}",
+        usage=planned.usage,
+    )
+    try:
+        text = split_text(prepared.todo_text or "", item, planned.items)
+    except SplitRefused as refused:
+        listed = "\n".join(f"- {child}" for child in planned.items)
+        why = f"the planner's split was refused: {refused}"
+        return _unsplit(ctx, state, turn, number, prepared, result, why, listed)
+    lap = _commit(ctx, state, number, result, prepared, text, item)
+    judged = _judged(ctx, state, lap, number, prepared)
+    return _recorded(ctx, state, turn, number, prepared, result, lap, judged)
+
+
+def task_for(ctx: RunContext, state: RunState, item: str) -> str:
+    """What the planner is asked: the goal, the item, why the laps on it were red, the rest."""
+    since = [lap.record for lap in state.laps if lap.record and lap.record.parent == state.green]
+    red = [record for record in since if record.status == LapStatus.RED][-REASONS_SHOWN:]
+    reasons = "\n".join(f"- lap {record.lap}: {ui.one_line(record.reason, 300)}" for record in red)
+    items = todo.parse(git.show_file(ctx.top, state.green, ctx.config.files.todo))
+    others = "\n".join(f"- [{'x' if found.done else ' '}] {found.text}" for found in items if found.text != item)
+    return TASK.format(
+        goal=ctx.config.goal.strip(),
+        laps=len(red),
+        item=item,
+        reasons=reasons or "- (none recorded)",
+        others=others or "- (none)",
+        low=MIN_ITEMS,
+        high=MAX_ITEMS,
+    )
+
+
+def split_text(text: str, item: str, children: list[str]) -> str:
+    """`text` (TODO.md) with the first open `item`'s lines replaced by `children`, open, in its
+    place and with its bullet; raises SplitRefused unless that is all that changes."""
+    children = _checked_children(text, item, children)
+    found = todo.sources(text)
+    at = next((n for n, (it, _, _) in enumerate(found) if it.text == item and not it.done), None)
+    if at is None:
+        raise SplitRefused(f"the TODO has no open item {item!r}")
+    _, box_line, source = found[at]
+    text_lines, own = todo.lines(text), len(todo.lines(source))
+    box = _BOX_LINE.match(text_lines[box_line])
+    if box is None or _ended("".join(text_lines[box_line : box_line + own])) != source:
+        raise SplitRefused("the item's box is not where its lines start (write it as `- [ ] …`)")
+    ending = _LINE_END.search(text_lines[box_line])
+    new_lines = [f"{box[1]}[ ] {child}{ending[1] if ending else chr(10)}" for child in children]
+    written = "".join([*text_lines[:box_line], *new_lines, *text_lines[box_line + own :]])
+    items = [(it.text, it.done) for it, _, _ in found]
+    expected = [*items[:at], *((child, False) for child in children), *items[at + 1 :]]
+    if [(it.text, it.done) for it in todo.parse(written)] != expected:
+        raise SplitRefused("written into the TODO, its items would not read back as they are, the others unchanged")
+    return written
+
+
+def _checked_children(text: str, item: str, children: list[str]) -> list[str]:
+    """The planner's items, one line each, new to the TODO and to each other, 2 to MAX_ITEMS."""
+    lines = [" ".join(child.split()) for child in children]
+    if not MIN_ITEMS <= len(lines) <= MAX_ITEMS:
+        raise SplitRefused(f"{len(lines)} item(s): a split gives {MIN_ITEMS} to {MAX_ITEMS}")
+    existing = {found.text for found in todo.parse(text)}
+    for child in lines:
+        if not child or len(child) > ITEM_CHARS:
+            raise SplitRefused(f"an item must be one line of 1 to {ITEM_CHARS} characters")
+        if re.match(r"\[[ xX]\]", child):
+            raise SplitRefused(f"an item is its text, not a checkbox: {ui.one_line(child, 80)!r}")
+        if child in existing:
+            raise SplitRefused(f"it repeats an item the TODO has: {ui.one_line(child, 80)!r}")
+    if len(set(lines)) != len(lines):
+        raise SplitRefused("it gives one item twice")
+    return lines
+
+
+def _commit(
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    result: AgentResult,
+    prepared: prepare.Prepared,
+    text: str,
+    item: str,
+) -> LapCommit:
+    """The last green tree with TODO.md written: the split lap's commit, made by ralph alone."""
+    name = ctx.config.files.todo
+    tree = git.with_files(ctx.top, f"{state.green}^{{tree}}", {name: text})
+    sha = git.commit_tree(ctx.top, tree, state.green, lap_message(ctx, number, [], result, False, item))
+    return LapCommit(
+        sha=sha,
+        parent=state.green,
+        changes=git.changes(ctx.top, state.green, sha),
+        todo_before=prepared.todo_before,
+        todo_after=todo.parse(text),
+    )
+
+
+def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepared: prepare.Prepared) -> Judged:
+    """The checks on the split's commit, against the last green commit's, as for any lap. The
+    TODO rule (guard.todo_problems) was kept when the text was made, the split item replaced by
+    its children; nothing else changed for the guard to look at."""
+    try:
+        checked = checking.checks_on(ctx, lap, number, prepared.log_dir)
+    except checking.CannotCheck as cannot:
+        return Judged(status=LapStatus.RED, reason=cannot.reason, output_tail=cannot.detail, files_changed=1)
+    report = guard_module.GuardReport()
+    comparison = ratchet.compare(state.green_checks(), checked.results, report)
+    problems = comparison.unrun + comparison.problems
+    if problems:
+        reason, status = "; ".join(problems), LapStatus.RED
+    else:
+        made = lap.counts.total - todo.count(prepared.todo_before).total + 1
+        checks = "all checks pass" if all_pass(checked.results) else "no check regressed"
+        reason, status = f"split into {made} items; {checks}", LapStatus.GREEN
+    return Judged(
+        status=status,
+        reason=reason,
+        output_tail=comparison.failing_output if problems else "",
+        checks=checked.results,
+        files_changed=len(lap.changes),
+        guard=report,
+        comparison=comparison,
+        removed=checked.removed,
+    )
+
+
+def _unsplit(
+    ctx: RunContext,
+    state: RunState,
+    turn: Turn,
+    number: int,
+    prepared: prepare.Prepared,
+    result: AgentResult,
+    reason: str,
+    detail: str = "",
+) -> LapRecord:
+    """A split that cannot happen: a red lap of the last green tree, and the run goes on."""
+    message = lap_message(ctx, number, [], result, False, turn.split)
+    sha = git.commit_tree(ctx.top, f"{state.green}^{{tree}}", state.green, message)
+    before = prepared.todo_before
+    lap = LapCommit(sha=sha, parent=state.green, changes={}, todo_before=before, todo_after=before)
+    judged = Judged(status=LapStatus.RED, reason=reason, output_tail=detail)
+    return _recorded(ctx, state, turn, number, prepared, result, lap, judged)
+
+
+def _recorded(
+    ctx: RunContext,
+    state: RunState,
+    turn: Turn,
+    number: int,
+    prepared: prepare.Prepared,
+    result: AgentResult,
+    lap: LapCommit,
+    judged: Judged,
+) -> LapRecord:
+    """The split lap's note saved, and the lap landed when it is green."""
+    facts = record.LapFacts(
+        number=number,
+        started=prepared.started,
+        started_at=prepared.started_at,
+        prepare_s=prepared.prepare_s,
+        agent=result,
+        told=[],
+        fallback=turn.which,
+        slot=None,
+        items=[],
+        worker=ctx.worker,
+        split=turn.split,
+    )
+    recorded = record.lap_record(ctx, state, facts, lap, judged)
+    record.save(ctx, recorded, {}, judged.stop)
+    return land.land(ctx, LapTurn(number=number, which=turn.which), facts, recorded)
+
+
+def _planner_model(ctx: RunContext) -> str | None:
+    endpoint = ctx.config.role_endpoint(ctx.config.roles.planner)
+    return endpoint.model if endpoint is not None else None
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith(("\n", "\r")) else text + "\n"
