@@ -24,17 +24,18 @@ def isolated_home(tmp_path_factory, monkeypatch):
 # The longest tests (`--durations`), started first: one started last would alone set the
 # suite's wall time on two cores. They are the `slow` ones: `-m "not slow"` leaves them out.
 LONGEST = (
+    "test_the_jobs_are_listed_built_from_pinned_sdists_and_cut",
+    "test_both_modes_run_offline_scored_written_and_drawn",
+    "test_a_check_that_imports_the_users_checkout",
+    "test_a_lap_that_changes_how_pytest_judges_is_red",
+    "test_the_files_that_define_how_a_check_runs_are_protected",
+    "test_a_type_checker_or_linter_a_check_runs_keeps_its_settings",
     "test_long_run",
+    "test_git_remote.py",
     "test_the_real_mini_swe_agent_does_a_lap",
     "test_what_an_agent_prints_cannot_crash_the_run",
-    "test_a_lap_that_changes_how_pytest_judges_is_red",
-    "test_a_check_that_imports_the_users_checkout",
-    "test_git_remote.py",
     "test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks",
     "test_commands_demo.py",
-    "test_both_modes_run_offline_scored_written_and_drawn",
-    "test_the_jobs_are_listed_built_from_pinned_sdists_and_cut",
-    "test_the_files_that_define_how_a_check_runs_are_protected",
     "test_a_ralph_killed_mid_run_is_resumed",
 )
 
@@ -44,4 +45,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(name in item.nodeid for name in LONGEST):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # The longest first, in LONGEST's order, so xdist spreads them: the bench builds first of all,
+    # since the other bench tests wait on them.
+    items.sort(key=lambda item: next((at for at, name in enumerate(LONGEST) if name in item.nodeid), len(LONGEST)))

@@ -182,7 +182,7 @@ try:
     pathlib.Path(USER_REPO, "calc.py").write_text("reached the user's tree\\n")
 except OSError:
     pass
-pathlib.Path("TODO.md").write_text("# TODO\\n\\nGoal: Finish calc\\n\\n- [ ] Make mul work\\n- [ ]   Then   div\\n")
+pathlib.Path("TODO.md").write_text("# TODO\\n\\nGoal: Finish calc\\n\\n- [ ] Make mul work\\n- [ ]   Then   \\x1b[31mdiv\\n")
 pathlib.Path("PLAN.md").write_text("Weighed: fix in place, or rewrite.\\nRecommend: fix in place.\\n")
 """
 

@@ -85,6 +85,8 @@ def test_the_candidate_that_makes_the_most_tests_pass_lands_and_the_others_stay_
     state = ledger.load(repo, "b")
     done = state.done_record() if state else None
     assert done is not None and done.lap == 2  # the winner ended the run, not a loser
+    assert state is not None and state.laps_without_progress() == 0  # the round was the winner's progress
+    assert json.loads(ralph(repo, "status", "--run", "b", "--json").stdout)["green_laps"] == 1  # lap 1 lost
     assert ledger.audit(repo, "b") == [] and ralph_workspaces(repo) == []
     assert git(repo, "status", "--porcelain") == ""
 

@@ -48,7 +48,7 @@ def fetch(sdist: Sdist, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=kept.parent) as scratch:
         wanted = Path(scratch) / "requirements.txt"
         wanted.write_text(f"{sdist.spec} --hash=sha256:{sdist.sha256}\n")
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", sdist.name]
         command += ["--require-hashes", "--no-cache-dir", "--dest", scratch, "-r", str(wanted)]
         done = proc.run(command, scratch, timeout=DOWNLOAD_TIMEOUT)
         archives = sorted(Path(scratch).glob("*.tar.gz"))

@@ -45,7 +45,11 @@ def _summary(state: RunState, on_line: todo.Counts) -> dict[str, Any]:
         "issue": state.record.issue.model_dump() if state.record.issue else None,
         "base": state.record.base,
         "green": state.green,
-        "green_laps": sum(1 for lap in state.laps if lap.record and lap.record.status == LapStatus.GREEN),
+        "green_laps": sum(
+            1
+            for lap in state.laps
+            if lap.record and lap.record.status == LapStatus.GREEN and not state.passed_over(lap.record)
+        ),
         "laps": len(state.laps),
         "max_laps": limits.max_laps,
         "without_progress": state.laps_without_progress(),

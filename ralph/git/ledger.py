@@ -92,11 +92,23 @@ class RunState:
             failing[check.command] = since
         return failing
 
+    def passed_over(self, record: LapRecord) -> bool:
+        """A `--best-of` candidate of a round another candidate won: the round is the winner's."""
+        won = {
+            lap.record.best_of.first_lap
+            for lap in self.laps
+            if lap.record and lap.record.best_of and lap.record.best_of.chosen
+        }
+        return record.best_of is not None and not record.best_of.chosen and record.best_of.first_lap in won
+
     def laps_without_progress(self) -> int:
-        """Judged laps in a row, from the latest, that made no objective progress."""
+        """Judged laps in a row, from the latest, that made no objective progress (a round of
+        `--best-of` candidates that one won counts as the winner)."""
         count = 0
         for lap in reversed(self.laps):
-            if lap.record and lap.record.status in (LapStatus.ERROR, LapStatus.LIMITED):
+            if lap.record and (
+                lap.record.status in (LapStatus.ERROR, LapStatus.LIMITED) or self.passed_over(lap.record)
+            ):
                 continue
             if lap.record and lap.record.progress:
                 break

@@ -89,10 +89,11 @@ def unjudged(
     agent: AgentResult,
     todo_before: list[todo.Item],
     escalated: bool = False,
+    split: str | None = None,
 ) -> LapCommit:
     """The lap's commit when its files could not be staged (or a split lap's without a split):
     the last green tree, nothing of the lap's."""
-    message = lap_message(ctx, number, [], agent, escalated)
+    message = lap_message(ctx, number, [], agent, escalated, split)
     sha = ctx.workspace.commit_tree(f"{state.green}^{{tree}}", state.green, message)
     return LapCommit(sha=sha, parent=state.green, changes={}, todo_before=todo_before, todo_after=todo_before)
 

@@ -37,7 +37,8 @@ RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a 
 def run(options: RunOptions) -> Exit:
     """`ralph run`: its exit code; whatever ends it, the events end with run_ended."""
     # Slots' lines are relayed as they come, marked with their slot: no live view to draw over them.
-    display = "plain" if options.parallel > 1 and options.display == "auto" else options.display
+    side_by_side = options.parallel > 1 or options.best_of is not None
+    display = "plain" if side_by_side and options.display == "auto" else options.display
     with view.watching(display, options.events_to):
         try:
             try:

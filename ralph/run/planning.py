@@ -21,6 +21,7 @@ from ralph.isolation.files import regular_text
 from ralph.run.context import RunContext
 from ralph.run.watch import watching_the_repository
 from ralph.show import ui
+from ralph.show.text import printable
 
 NOTES_FILE = "PLAN.md"  # where an agent CLI writes what it weighed; read back, never committed
 READ_CAP = 256 * 1024  # bytes of TODO.md or PLAN.md read back
@@ -115,4 +116,4 @@ def read_items(path: Path, name: str, by: str) -> list[str]:
         )
     if len(items) > MAX_ITEMS:
         raise PlanFailed(f"{by} wrote {len(items)} items to {name}: a plan has at most {MAX_ITEMS}")
-    return [" ".join(item.text.split()) for item in items]
+    return [" ".join(printable(item.text).split()) for item in items]  # no escape code reaches TODO.md

@@ -23,7 +23,7 @@ from ralph.errors import RalphError
 from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus
 from ralph.run import checking, land, planning, prepare, record
-from ralph.run.commit import LapCommit, lap_message
+from ralph.run.commit import LapCommit, lap_message, unjudged
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.fuses import Turn
 from ralph.run.judging import Judged
@@ -213,10 +213,7 @@ def _unsplit(
     detail: str = "",
 ) -> LapRecord:
     """A split that cannot happen: a red lap of the last green tree, and the run goes on."""
-    message = lap_message(ctx, number, [], result, False, turn.split)
-    sha = git.commit_tree(ctx.top, f"{state.green}^{{tree}}", state.green, message)
-    before = prepared.todo_before
-    lap = LapCommit(sha=sha, parent=state.green, changes={}, todo_before=before, todo_after=before)
+    lap = unjudged(ctx, state, number, result, prepared.todo_before, split=turn.split)
     judged = Judged(status=LapStatus.RED, reason=reason, output_tail=detail)
     return _recorded(ctx, state, turn, number, prepared, result, lap, judged)
 
