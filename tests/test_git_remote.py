@@ -34,11 +34,11 @@ def remote_with(tmp_path: Path, items: list[str], clones: int, sleep: float, **l
     return made
 
 
-def worker(clone: Path, *args: str) -> subprocess.Popen:
+def worker(clone: Path, *args: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [PY, "-m", "ralph", "run", "--remote", "origin", "--name", "r", "--plain", *args],
         cwd=clone,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        env=dict(os.environ, PYTHONUNBUFFERED="1", **env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -96,8 +96,10 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
     hook.write_text(f"#!/bin/sh\n{{ cat; echo --; }} >> {received}\n")
     hook.chmod(0o755)
-    workers = [worker(clone) for clone in clones]  # started at once: one starts the run, the others join it
-    victim = workers[0]
+    # Started at once: one starts the run, the others join it. The victim is killed in its
+    # first lap, once the lap is recorded green and before it lands: the narrowest window.
+    victim = worker(clones[0], RALPH_DEBUG_STOP_AT="advance")
+    workers = [victim, *(worker(clone) for clone in clones[1:])]
 
     def everyone_at_work() -> dict:
         seen = ralph(observer, "status", "--remote", "origin", "--run", "r", "--json")
@@ -107,8 +109,9 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert {len(worker["worker"].split(":")) for worker in status["workers"]} == {3}  # host:pid:tag
     told = ralph(observer, "tell", "--remote", "origin", "--run", "r", "Mind the tabs")
     assert told.returncode == 0, told.stderr
-    wait_for(lambda: any(lap["pid"] == victim.pid for lap in on_remote(observer, "started").values()))
-    victim.kill()  # mid-lap, holding a claim and a lap number: the others take its item over
+    assert (
+        victim.wait(timeout=120) == -signal.SIGKILL
+    )  # holding a claim and a lap number: the others take its item over
     # Its heartbeat, told by the kernel, takes its number off the remote at once (not after worker_timeout).
     wait_for(lambda: all(worker["pid"] != victim.pid for worker in on_remote(observer, "workers").values()), 10)
     outputs = [process.communicate(timeout=120)[0] for process in workers[1:]]
@@ -121,6 +124,8 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     green = [lap for lap in laps if lap["status"] == "green"]
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
+    (killed,) = [lap for lap in laps if lap["worker"].split(":")[1] == str(victim.pid)]
+    assert killed["status"] == "red" and killed["reason"] == ledger.NEVER_LANDED  # recorded, never landed
     assert ["Mind the tabs"] in [lap["told"] for lap in laps] and on_remote(observer, "told") == {}
     rebased = {str(lap["lap"]) for lap in laps if "rebased onto" in lap["reason"]}
     assert rebased and set(on_remote(observer, "rebased")) == rebased  # each lap's own commit, kept

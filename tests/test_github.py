@@ -65,7 +65,13 @@ def test_land_pr_pushes_the_green_tip_and_opens_one_pull_request(project):
     green = git(repo, "rev-parse", "ralph/notes")
     assert remote_refs(remote) == {green: "refs/heads/ralph/notes"}  # the green tip, by plain git push
     listed, created = gh.calls()
-    assert listed["argv"] == ["pr", "list", "--head=ralph/notes", "--state=open", "--json=number,url,state"]
+    assert listed["argv"] == [
+        "pr",
+        "list",
+        "--head=ralph/notes",
+        "--state=open",
+        "--json=number,url,state,headRepositoryOwner",
+    ]
     assert created["argv"] == [
         "pr",
         "create",
@@ -92,6 +98,44 @@ def test_land_pr_pushes_the_green_tip_and_opens_one_pull_request(project):
     # A plain `ralph land` lands on the user's branch and pushes nothing.
     assert ralph(repo, "land").returncode == 0
     assert remote_refs(remote) == {green: "refs/heads/ralph/notes"}
+
+
+def test_land_pr_to_a_fork_names_the_forks_owner_and_a_pull_request_of_anothers_fork_is_not_taken(project, tmp_path):
+    repo, gh, remote = project
+    fork = tmp_path / "fork.git"  # the user's fork on GitHub, as git reaches it here (url.insteadOf)
+    git(tmp_path, "init", "-q", "--bare", str(fork))
+    git(repo, "remote", "set-url", "origin", "https://github.com/owner/repo.git")
+    git(repo, "remote", "add", "fork", "git@github.com:me/repo.git")
+    git(repo, "config", f"url.{remote}.insteadOf", "https://github.com/owner/repo.git")
+    git(repo, "config", f"url.{fork}.insteadOf", "git@github.com:me/repo.git")
+    assert ralph(repo, "run", "--name", "notes").returncode == 0
+    state = json.loads(gh.state.read_text())
+    theirs = {"number": 1, "url": "https://github.com/owner/repo/pull/1", "state": "OPEN", "headRefName": "ralph/notes"}
+    theirs |= {"baseRefName": "main", "headRepositoryOwner": {"id": "U_9", "login": "someone"}}
+    gh.state.write_text(json.dumps(dict(state, pulls=[theirs])))  # another's fork, a branch of the same name
+
+    landed = ralph(repo, "land", "--pr", "--remote", "fork")
+    assert landed.returncode == 0, landed.stderr
+    assert "opened pull request: https://github.com/owner/repo/pull/2" in landed.stdout
+    viewed, listed, created = gh.calls()
+    assert viewed["argv"] == ["repo", "view", "--json=owner"] and listed["argv"][:3] == [
+        "pr",
+        "list",
+        "--head=ralph/notes",
+    ]
+    assert "--head=me:ralph/notes" in created["argv"]  # gh's owner:branch, for a fork's branch
+    green = git(repo, "rev-parse", "ralph/notes")
+    assert remote_refs(fork) == {green: "refs/heads/ralph/notes"} and remote_refs(remote) == {}
+    again = ralph(repo, "land", "--pr", "--remote", "fork")
+    assert again.returncode == 0 and "already open" in again.stdout and "pull/2" in again.stdout
+
+    # Into the repository itself (origin's owner is gh's): a plain branch, someone's fork not taken for it.
+    into_origin = ralph(repo, "land", "--pr")
+    assert (
+        into_origin.returncode == 0
+        and "opened pull request: https://github.com/owner/repo/pull/3" in into_origin.stdout
+    )
+    assert "--head=ralph/notes" in gh.calls()[-1]["argv"] and remote_refs(remote) == {green: "refs/heads/ralph/notes"}
 
 
 def test_land_pr_of_a_run_not_done_is_a_draft_and_gh_trouble_is_one_line(project, tmp_path, monkeypatch):
@@ -145,6 +189,8 @@ def test_run_of_an_issue_starts_from_a_commit_of_its_task_list_and_its_pull_requ
         "- [x] Already done\n- [ ] First note; $(touch PWNED) stays words\n- [ ] Second note"
     )
     assert "Ralph-Issue: https://github.com/owner/repo/issues/7" in git(repo, "log", "-1", "--format=%B", base)
+    linked = git(repo, "log", "--format=%(trailers:key=Ralph-Issue,valueonly)", f"{base}..ralph/issue-7")
+    assert linked.split() == ["https://github.com/owner/repo/issues/7"] * 2  # each lap's commit links it too
     assert snapshot(repo) == before and not list(repo.parent.rglob("PWNED"))
     status = json.loads(ralph(repo, "status", "--json").stdout)
     assert status["run"] == "issue-7" and status["done"] is True
@@ -159,6 +205,9 @@ def test_run_of_an_issue_starts_from_a_commit_of_its_task_list_and_its_pull_requ
     # The same command again: the run of issue 7, done; the issue is not read again.
     calls = len(gh.calls())
     assert ralph(repo, "run", "--issue", "7").returncode == 0 and len(gh.calls()) == calls
+    other = ralph(repo, "run", "--name", "issue-7", "--issue", "9")  # not resumed as a run of issue 9
+    assert other.returncode == 1 and "run 'issue-7' is a run of issue #7, not of issue #9" in other.stderr
+    assert len(gh.calls()) == calls
 
     assert ralph(repo, "land", "--pr").returncode == 0
     created = gh.calls()[-1]

@@ -104,12 +104,14 @@ def test_laps_that_conflict_the_later_is_red_and_its_items_are_done_again_knowin
 def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
     repo = items_repo(tmp_path, [f"Write f{number}.txt" for number in range(1, 7)], sleep=30)
     run = parallel_run(repo, "--parallel", "3")
-    deadline = time.monotonic() + 60
-    while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
+    deadline, status = time.monotonic() + 90, {}
+    while time.monotonic() < deadline:  # until the three slots are in their laps' agents (30 s each)
+        seen = ralph(repo, "status", "--run", "p", "--json")
+        status = json.loads(seen.stdout) if seen.returncode == 0 else {}
+        if len(status.get("under_way", [])) == 3:
+            break
         time.sleep(0.2)
-    time.sleep(3)  # the slots are in their laps' agents
-    status = json.loads(ralph(repo, "status", "--run", "p", "--json").stdout)
-    assert len(status["under_way"]) == 3 and {lap["slot"] for lap in status["under_way"]} == {1, 2, 3}
+    assert {lap["slot"] for lap in status["under_way"]} == {1, 2, 3}
     assert all(len(lap["items"]) == 1 for lap in status["under_way"])
     run.send_signal(signal.SIGINT)
     output = run.communicate(timeout=90)[0].decode()
@@ -141,6 +143,27 @@ def test_a_ralph_killed_mid_run_is_resumed_and_every_item_is_done_once(tmp_path:
     green = [lap for lap in lap_notes(repo, "p") if lap["status"] == "green"]
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)
     assert git(repo, "show", "ralph/p:TODO.md").count("- [x]") == 6
+
+
+def test_a_slot_killed_between_its_green_note_and_its_landing_lands_nothing_and_its_item_is_done_again(
+    tmp_path: Path,
+):
+    # The lap is recorded green, then its slot dies before the line moves: it never lands (its
+    # claims are let go of), so its note must not say green, or that item is done twice.
+    items = [f"Write f{number}.txt" for number in range(1, 4)]
+    repo = items_repo(tmp_path, items, sleep=0.2)
+    killed = ralph(repo, "run", "--name", "p", "--parallel", "2", env={"RALPH_DEBUG_STOP_AT": "advance"})
+    assert killed.returncode == 1, killed.stdout + killed.stderr
+    laps = lap_notes(repo, "p")
+    assert len(laps) == 2 and all(lap["status"] == "red" and lap["reason"] == ledger.NEVER_LANDED for lap in laps)
+    assert git(repo, "rev-parse", "ralph/p") == git(repo, "rev-parse", "refs/ralph/p/base")
+    resumed = ralph(repo, "run", "--name", "p", "--parallel", "2")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert ledger.audit(repo, "p") == []
+    green = [lap for lap in lap_notes(repo, "p") if lap["status"] == "green"]
+    assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each once
+    status = json.loads(ralph(repo, "status", "--run", "p", "--json").stdout)
+    assert status["done"] and status["green_laps"] == len(green)
 
 
 def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):

@@ -196,7 +196,8 @@ def land_pr(cwd: Path, run: str | None, partial: bool, draft: bool, remote: str)
     head = RunRefs(state.name).branch.removeprefix("refs/heads/")
     # gh asked first: a gh missing or logged out is found before anything leaves this machine.
     try:
-        already = github.open_pr(repo.top, head)
+        pushed = github.head_of(repo.top, remote, head)  # a fork's branch, when the remote is a fork
+        already = github.open_pr(repo.top, pushed)
     except github.GhFailed as failed:
         raise RalphError(f"{failed} (nothing was pushed)") from None
     # The commit checked, not the branch's name: a `ralph run` going on may move the branch.
@@ -209,7 +210,7 @@ def land_pr(cwd: Path, run: str | None, partial: bool, draft: bool, remote: str)
         url = github.create_pr(
             repo.top,
             base=into,
-            head=head,
+            head=pushed,
             title=_pull_request_title(state),
             body=pull_request_body(repo.top, state),
             draft=draft or not state.is_done,

@@ -10,6 +10,7 @@ read by a shell or taken for a flag; what gh prints is parsed whole.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,10 @@ USER_LOGIN = (
 )
 NOT_LOGGED_IN = 4  # gh help exit-codes: "If a command requires authentication, the exit code will be 4"
 ISSUE_FIELDS = "number,title,body,url,state"
-PR_FIELDS = "number,url,state"
+PR_FIELDS = "number,url,state,headRepositoryOwner"
+# The owner in a GitHub remote's URL: https://github.com/OWNER/REPO, git@github.com:OWNER/REPO,
+# ssh://git@github.com/OWNER/REPO (or a GitHub Enterprise host's).
+_OWNER_IN_URL = re.compile(r"^(?:[a-z+]+://(?:[^@/]+@)?[^/]+/|[^@/:]+@[^:/]+:)([A-Za-z0-9][A-Za-z0-9-]*)/[^/]+$")
 
 
 class GhFailed(RalphError):
@@ -60,6 +64,21 @@ class Issue:
 
 
 @dataclass(frozen=True)
+class Head:
+    """A pull request's head: a branch pushed to a GitHub repository."""
+
+    branch: str
+    owner: str | None  # who owns the repository it was pushed to; None: a remote whose URL names none
+    fork: bool  # that repository is not the one gh opens the pull request in
+
+    @property
+    def for_gh(self) -> str:
+        """As `gh pr create --head` takes it: `owner:branch` for a fork (gh takes no organization
+        there, so never otherwise)."""
+        return f"{self.owner}:{self.branch}" if self.fork else self.branch
+
+
+@dataclass(frozen=True)
 class PullRequest:
     number: int
     url: str
@@ -74,10 +93,19 @@ class _IssueJson(BaseModel):  # the fields as gh names them
     state: str
 
 
+class _OwnerJson(BaseModel):
+    login: str
+
+
+class _RepoJson(BaseModel):
+    owner: _OwnerJson
+
+
 class _PullJson(BaseModel):
     number: int
     url: str
     state: str
+    headRepositoryOwner: _OwnerJson | None = None  # noqa: N815 (gh's name)
 
 
 def issue(top: Path, number: int) -> Issue:
@@ -99,22 +127,51 @@ def issue(top: Path, number: int) -> Issue:
     )
 
 
-def open_pr(top: Path, branch: str) -> PullRequest | None:
-    """The open pull request whose head is `branch`, if any. `gh pr list --head` rather than
-    `gh pr view BRANCH`: none is an empty list, not an error told apart by its words."""
-    args = ["pr", "list", f"--head={branch}", "--state=open", f"--json={PR_FIELDS}"]
+def remote_owner(top: Path, remote: str) -> str | None:
+    """Who owns the GitHub repository `remote` pushes to (a fork of the user's, say), from its URL
+    as the user wrote it (pushurl first); None when the URL names no GitHub-like owner."""
+    for key in (f"remote.{remote}.pushurl", f"remote.{remote}.url"):
+        url = git.run(top, "config", "--get", key, check=False).output.strip()
+        if url:
+            found = _OWNER_IN_URL.match(url.removesuffix("/"))
+            return found[1] if found else None
+    return None
+
+
+def head_of(top: Path, remote: str, branch: str) -> Head:
+    """`branch` as pushed to `remote`: whose repository that is, from its URL, and whether that
+    is a fork of the repository gh opens pull requests in (`gh repo view`)."""
+    owner = remote_owner(top, remote)
+    if owner is None:
+        return Head(branch, None, fork=False)
+    try:
+        base = _RepoJson.model_validate_json(_gh(top, ["repo", "view", "--json=owner"])).owner.login
+    except ValidationError as exc:
+        raise GhFailed(f"`gh repo view` printed what ralph cannot read: {_first_line(str(exc))}") from None
+    return Head(branch, owner, fork=base.lower() != owner.lower())
+
+
+def open_pr(top: Path, head: Head) -> PullRequest | None:
+    """The open pull request of `head`, if any. `gh pr list --head` rather than `gh pr view
+    BRANCH`: none is an empty list, not an error told apart by its words. It takes no
+    `owner:branch`, so the owner is matched here: another's fork may have a branch of that name."""
+    args = ["pr", "list", f"--head={head.branch}", "--state=open", f"--json={PR_FIELDS}"]
     listing = _gh(top, args)
     try:
         pulls = [_PullJson.model_validate(each) for each in json.loads(listing)]
     except (ValueError, TypeError, ValidationError) as exc:
         raise GhFailed(f"`gh pr list` printed what ralph cannot read: {_first_line(str(exc))}") from None
-    return next((PullRequest(pull.number, pull.url, pull.state) for pull in pulls), None)
+    for pull in pulls:
+        of = pull.headRepositoryOwner.login.lower() if pull.headRepositoryOwner else None
+        if head.owner is None or of == head.owner.lower():
+            return PullRequest(pull.number, pull.url, pull.state)
+    return None
 
 
-def create_pr(top: Path, *, base: str, head: str, title: str, body: str, draft: bool) -> str:
-    """Open a pull request of `head` into `base`; its URL, as gh prints it. The body goes on
-    stdin (`--body-file -`): any length, never an argument."""
-    args = ["pr", "create", f"--base={base}", f"--head={head}", f"--title={title}", "--body-file=-"]
+def create_pr(top: Path, *, base: str, head: Head, title: str, body: str, draft: bool) -> str:
+    """Open a pull request of `head` into `base` of the repository gh finds; its URL, as gh
+    prints it. The body goes on stdin (`--body-file -`): any length, never an argument."""
+    args = ["pr", "create", f"--base={base}", f"--head={head.for_gh}", f"--title={title}", "--body-file=-"]
     args += ["--draft"] if draft else []
     said = _gh(top, args, input=body).strip().splitlines()
     url = said[-1].strip() if said else ""

@@ -308,6 +308,31 @@ def save_lap(store: RefStore, record: LapRecord) -> None:
         )
 
 
+NEVER_LANDED = (
+    "its slot or worker died before the lap landed: its claims were let go of and its items given to "
+    "other laps; not advanced"
+)
+
+
+def never_landed(store: RefStore, run: str, laps: list[int]) -> None:
+    """Laps whose holders died, let go of (claims.release_dead): one recorded green that is not
+    on the green line never will be (a landing must still hold the lap's claims, now gone), so
+    its note says red, as it would had the lap lived to overrule itself. Read after a sync: the
+    lap may have landed just before its claims were let go of. A --best-of candidate is its
+    round's to judge."""
+    store.sync()
+    state = load(store.top, run)
+    if state is None:
+        return
+    for lap in state.laps:
+        record = lap.record
+        if lap.number not in laps or record is None or record.status != LapStatus.GREEN or record.best_of:
+            continue
+        if not git.is_ancestor(store.top, lap.commit, state.green):
+            red = dict(status=LapStatus.RED, progress=False, done=False, reason=NEVER_LANDED)
+            store.add_note(lap.commit, record.model_copy(update=red).model_dump_json(indent=1))
+
+
 def tell(store: RefStore, run: str, message: str) -> None:
     """Leave a message for the run's next lap (`ralph tell`), as a blob under the run's refs."""
     blob = git.write_blob(store.top, message)

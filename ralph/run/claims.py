@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.git import layout
+from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.store import RefStore
 
@@ -119,12 +119,16 @@ def pid_alive(holder: dict) -> bool:
 
 def release_dead(store: RefStore, run: str, alive: Callable[[dict], bool]) -> int:
     """Let go of the claims and started laps whose holders are not `alive` (they died holding
-    them), each by compare-and-swap; returns how many."""
-    released = 0
+    them), each by compare-and-swap; returns how many. A lap of theirs recorded green that had
+    not landed never will (ledger.never_landed)."""
+    released, laps = 0, []
     for prefix in (RunRefs(run).claims, RunRefs(run).started):
         for name, (blob, holder) in held(store.top, prefix).items():
             if not alive(holder) and store.delete(prefix + name, blob, check=False):
                 released += 1
+                laps += [int(name)] if prefix == RunRefs(run).started and name.isdigit() else []
+    if laps:
+        ledger.never_landed(store, run, laps)
     return released
 
 
@@ -141,7 +145,8 @@ def under_way(cwd: Path, run: str) -> list[dict]:
 
 def clear(store: RefStore, common_dir: Path, run: str) -> int:
     """Let go of every claim and started lap of `run`; returns how many. No slot of it is
-    running, so a lock git left in its refs' folders (git killed mid-update) is stale: removed."""
+    running, so a lock git left in its refs' folders (git killed mid-update) is stale: removed;
+    and a lap of theirs recorded green that had not landed never will (ledger.never_landed)."""
     folders = (RunRefs(run).claims, RunRefs(run).started)
     for prefix in folders:
         for lock in (common_dir / prefix).glob("*.lock"):
@@ -152,4 +157,7 @@ def clear(store: RefStore, common_dir: Path, run: str) -> int:
             store.delete(ref)
         except git.GitFailed as failed:  # a lock of git's (packed-refs.lock): a person's to remove
             raise RalphError(f"cannot let go of {ref}: {failed}") from None
+    laps = [int(name) for name in (ref.removeprefix(RunRefs(run).started) for ref in stale) if name.isdigit()]
+    if laps:
+        ledger.never_landed(store, run, laps)
     return len(stale)

@@ -71,7 +71,7 @@ def commit_lap(
         refusal = ("git could not stage the lap's files", unstaged)
     after = _todo_in(ctx, tree)
     ticked = todo.newly_ticked(todo_before, after)
-    sha = workspace.commit_tree(tree, state.green, lap_message(ctx, number, ticked, agent, escalated))
+    sha = workspace.commit_tree(tree, state.green, lap_message(ctx, state, number, ticked, agent, escalated))
     return LapCommit(
         sha=sha,
         parent=state.green,
@@ -93,16 +93,25 @@ def unjudged(
 ) -> LapCommit:
     """The lap's commit when its files could not be staged (or a split lap's without a split):
     the last green tree, nothing of the lap's."""
-    message = lap_message(ctx, number, [], agent, escalated, split)
+    message = lap_message(ctx, state, number, [], agent, escalated, split)
     sha = ctx.workspace.commit_tree(f"{state.green}^{{tree}}", state.green, message)
     return LapCommit(sha=sha, parent=state.green, changes={}, todo_before=todo_before, todo_after=todo_before)
 
 
 def lap_message(
-    ctx: RunContext, number: int, ticked: list[str], agent: AgentResult, escalated: bool, split: str | None = None
+    ctx: RunContext,
+    state: RunState,
+    number: int,
+    ticked: list[str],
+    agent: AgentResult,
+    escalated: bool,
+    split: str | None = None,
 ) -> str:
-    """The lap commit's message: its trailers say when agent.escalate ran it, or which item it split."""
+    """The lap commit's message: its trailers say which issue the run is of, when agent.escalate
+    ran it, or which item it split."""
     message = commit_message(ctx.run_name, number, ticked, agent)
+    if state.record.issue is not None:
+        message += f"Ralph-Issue: {state.record.issue.url}\n"
     if escalated:
         message += f"Ralph-Escalated: {agent.name or agent.kind}\n"
     if split is not None:
@@ -125,7 +134,7 @@ def _hooks_refusal(
         return None
     staged = workspace.stage(state.green, ctx.config.limits.check_timeout)[0]
     ticked = todo.newly_ticked(todo_before, _todo_in(ctx, staged))
-    message = lap_message(ctx, number, ticked, agent, escalated)
+    message = lap_message(ctx, state, number, ticked, agent, escalated)
     log_dir = layout.lap_dir(ctx.run_dir, number)
     return commit_hooks.run_on_lap(ctx, state.record.base, state.green, staged, message, log_dir)
 

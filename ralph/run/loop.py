@@ -94,6 +94,7 @@ def _run_here(
     # A slot of a parallel run locks itself: the ralph that started it holds the run's lock.
     with ledger.run_lock(run_dir if slot is None else run_dir / f"slot-{slot}", name):
         state = ledger.load(repo.top, name)
+        refusals.refuse_other_issue(state, options.issue)
         cfg = _config_for(options, cfg, name, state, remote)
         env = _after_an_earlier_ralph(repo, cfg, name, slot)
         with contextlib.ExitStack() as cleanup:  # the workspace removed, then the MCP servers stopped

@@ -10,6 +10,7 @@ from ralph import config as config_module
 from ralph import git, todo
 from ralph.errors import RalphError
 from ralph.git.layout import RunRefs
+from ralph.git.ledger import RunState
 from ralph.isolation import sandbox
 from ralph.run.context import RunContext
 from ralph.show import ui
@@ -36,6 +37,18 @@ def refuse_bad_start(
         )
     if not from_issue:
         _refuse_bad_todo(repo, cfg)
+
+
+def refuse_other_issue(state: RunState | None, issue: int | None) -> None:
+    """`--issue N` names a run of issue N: one of another issue (or of none) is not resumed as if
+    it were."""
+    if state is None or issue is None or (state.record.issue and state.record.issue.number == issue):
+        return
+    of = f"issue #{state.record.issue.number}" if state.record.issue else "no issue"
+    raise RalphError(
+        f"run {state.name!r} is a run of {of}, not of issue #{issue} — resume it without --issue, "
+        f"or name a new run with --name"
+    )
 
 
 def refuse_unsafe_run(repo: git.RepoInfo, name: str) -> None:

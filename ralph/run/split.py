@@ -163,7 +163,7 @@ def _commit(
     """The last green tree with TODO.md written: the split lap's commit, made by ralph alone."""
     name = ctx.config.files.todo
     tree = git.with_files(ctx.top, f"{state.green}^{{tree}}", {name: text})
-    sha = git.commit_tree(ctx.top, tree, state.green, lap_message(ctx, number, [], result, False, item))
+    sha = git.commit_tree(ctx.top, tree, state.green, lap_message(ctx, state, number, [], result, False, item))
     return LapCommit(
         sha=sha,
         parent=state.green,

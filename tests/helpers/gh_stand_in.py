@@ -1,9 +1,10 @@
 """A stand-in for GitHub's `gh`, first on PATH: it answers the commands ralph uses as the GitHub
 CLI manual (gh 2.8x) shows them, from a JSON state file a test fills, and logs what it was asked.
 
-Answered: `gh issue view N --json FIELDS`, `gh pr list --head B --state open --json FIELDS`,
-`gh pr create --base B --head H --title T --body-file - [--draft]` (it prints the new URL, as gh
-does). An unknown JSON field, a missing issue, a second open pull request for a branch, and a
+Answered: `gh issue view N --json FIELDS`, `gh repo view --json FIELDS` (the repository is
+owner/repo), `gh pr list --head B --state open --json FIELDS` (B a branch: gh takes no
+`owner:branch` there), `gh pr create --base B --head [OWNER:]H --title T --body-file - [--draft]`
+(it prints the new URL, as gh does; OWNER: a fork's). An unknown JSON field, a missing issue, a second open pull request for a branch, and a
 create without --title and a body are refused with gh's words and exit codes; `logged_in: false`
 makes every command exit 4, as gh does without a login.
 """
@@ -30,7 +31,10 @@ PR_FIELDS = (
     "projectCards projectItems reactionGroups reviewDecision reviewRequests reviews state statusCheckRollup "
     "title updatedAt url"
 ).split()
-REPO_URL = "https://github.com/owner/repo"
+# Of `gh repo view`'s fields, those this stand-in has values for (the manual lists many more).
+REPO_FIELDS = "id name nameWithOwner owner url isFork".split()
+OWNER = "owner"
+REPO_URL = f"https://github.com/{OWNER}/repo"
 
 SCRIPT = """#!{python}
 import json, sys
@@ -92,6 +96,8 @@ def answer(state_file: str, log_file: str, argv: list[str]) -> int:
     words, flags = [word for word in argv if not word.startswith("-")][:2], _flags(argv)
     if words == ["issue", "view"]:
         return _issue_view(state, argv, flags)
+    if words == ["repo", "view"]:
+        return _repo_view(flags)
     if words == ["pr", "list"]:
         return _pr_list(state, flags)
     if words == ["pr", "create"]:
@@ -138,10 +144,23 @@ def _issue_view(state: dict, argv: list[str], flags: dict[str, str]) -> int:
     return 0
 
 
+def _repo_view(flags: dict[str, str]) -> int:
+    fields = _fields(flags, REPO_FIELDS)
+    if fields is None:
+        return 1
+    repo = {"id": "R_1", "name": "repo", "nameWithOwner": f"{OWNER}/repo", "url": REPO_URL, "isFork": False}
+    repo["owner"] = {"id": "U_1", "login": OWNER}
+    print(json.dumps({field: repo.get(field) for field in fields}))
+    return 0
+
+
 def _pr_list(state: dict, flags: dict[str, str]) -> int:
     fields = _fields(flags, PR_FIELDS)
     if fields is None:
         return 1
+    if ":" in flags.get("head", ""):  # the manual: `--head`, "<owner>:<branch>" syntax not supported
+        print("[]")
+        return 0
     wanted = flags.get("state", "open").upper()
     pulls = [
         pull for pull in state["pulls"] if pull["headRefName"] == flags.get("head") and wanted in ("ALL", pull["state"])
@@ -156,15 +175,18 @@ def _pr_create(state: dict, flags: dict[str, str], stdin: str) -> int:
             "must provide `--title` and `--body` (or `--fill` or `fill-first` or `--fillverbose`) when not running interactively",
             1,
         )
-    head, base = flags["head"], flags.get("base", "main")
+    owner, _, head = flags["head"].rpartition(":")
+    owner, base = owner or OWNER, flags.get("base", "main")
     for pull in state["pulls"]:
-        if pull["headRefName"] == head and pull["baseRefName"] == base and pull["state"] == "OPEN":
+        same_head = pull["headRefName"] == head and pull["headRepositoryOwner"]["login"] == owner
+        if same_head and pull["baseRefName"] == base and pull["state"] == "OPEN":
             return _fail(f'a pull request for branch "{head}" into branch "{base}" already exists:\n{pull["url"]}', 1)
     number = len(state["pulls"]) + 1
     body = stdin if flags.get("body-file") == "-" else flags.get("body", "")
     url = f"{REPO_URL}/pull/{number}"
     state["pulls"].append(
         {"number": number, "url": url, "state": "OPEN", "headRefName": head, "baseRefName": base,
+         "headRepositoryOwner": {"id": f"id-of-{owner}", "login": owner}, "isCrossRepository": owner != OWNER,
          "title": flags["title"], "body": body, "isDraft": "draft" in flags}
     )  # fmt: skip
     print(url)
