@@ -162,3 +162,42 @@ def test_a_mistake_in_the_stuck_keys_is_one_line(agent: dict, said: str):
     with pytest.raises(RalphError) as raised:
         config_module.parse(json.dumps(settings), "ralph.yaml")
     assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+# A slot's lap: ticks the items it claimed (RALPH_ITEMS), but breaks on "hard" unless it is
+# agent.escalate (WHO=escalate).
+SLOT_AGENT = r"""
+import os, pathlib, sys
+items = [line for line in os.environ["RALPH_ITEMS"].splitlines() if line]
+if "hard" in items and sys.argv[1] != "escalate":
+    pathlib.Path("broken").write_text("x")
+    sys.exit(0)
+todo = pathlib.Path("TODO.md")
+text = todo.read_text()
+for item in items:
+    text = text.replace(f"- [ ] {item}", f"- [x] {item}")
+todo.write_text(text)
+pathlib.Path(f"by-{sys.argv[1]}-{os.environ['RALPH_LAP']}").write_text("done\n")
+"""
+
+
+def test_a_slot_whose_item_is_stuck_escalates_and_the_other_slots_item_does_not(tmp_path: Path):
+    script = tmp_path / "slot_agent.py"
+    script.write_text(SLOT_AGENT)
+    agent = {
+        "command": f"{PY} {script} agent",
+        "escalate": {"kind": "command", "command": f"{PY} {script} escalate"},
+        "escalate_after": 2,
+    }
+    todo_text = "# TODO\n- [ ] hard\n- [ ] one easy\n- [ ] another easy\n"
+    repo = repo_with(tmp_path, agent, todo_text, limits={"max_laps": 8, "stagnation": 6})
+    result = ralph(repo, "run", "--name", "p", "--parallel", "2", timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    laps = sorted(lap_notes(repo, "p"), key=lambda lap: lap["lap"])
+    on_hard = [(lap["status"], lap["escalated"]) for lap in laps if lap["items"] == ["hard"]]
+    assert on_hard == [("red", False), ("red", False), ("green", True)]  # two red, then agent.escalate's
+    others = [lap for lap in laps if lap["items"] != ["hard"]]
+    assert {lap["status"] for lap in others} == {"green"} and not any(lap["escalated"] for lap in others)
+    (escalated,) = [lap for lap in laps if lap["escalated"]]
+    assert "Ralph-Escalated: command" in git(repo, "log", "-1", "--format=%B", escalated["commit"])
+    assert f"lap {escalated['lap']} of at most 8 escalated to command" in result.stdout

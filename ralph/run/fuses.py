@@ -5,6 +5,7 @@ laps, `Fuses.wait_out` waits out a failing endpoint or an agent's limit, within 
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -197,6 +198,12 @@ class Turn:
     escalated: bool = False
     split: str | None = None
 
+    def said(self, cfg: Config) -> dict[str, str]:
+        """What the lap_started event says of a lap on a stuck item: the agent escalated to, the item split."""
+        if self.escalated:
+            return {"escalated": cfg.agents[self.which].name}
+        return {"split": self.split} if self.split is not None else {}
+
 
 def next_turn(ctx: RunContext, state: RunState) -> Turn:
     """The next lap's turn. An item is stuck after agent.escalate_after red laps in a row on it
@@ -216,6 +223,22 @@ def next_turn(ctx: RunContext, state: RunState) -> Turn:
     if cfg.agent.split and item and not any(record.split for record in since) and _splittable(ctx, state, item):
         return Turn(which, split=item)
     return Turn(escalate, escalated=True) if escalate is not None else Turn(which)
+
+
+def slot_turn(cfg: Config, state: RunState, items: list[str]) -> Turn:
+    """The turn of a lap of slots side by side on the `items` it claimed: agent.escalate's when
+    one of them is stuck, after agent.escalate_after red laps in a row on it (of the laps that
+    claimed it; a green one, on it or not, ends the row), until a lap on it is green. Never a
+    split: the split lap's TODO.md would not survive the rebase onto a line others moved."""
+    which, after, escalate = agent_for(cfg, state), cfg.agent.escalate_after, cfg.escalate_index
+    if after is None or escalate is None:
+        return Turn(which)
+    for item in items:
+        on_it = [lap.record for lap in state.laps if lap.record and item in lap.record.items]
+        row = list(itertools.takewhile(lambda record: record.status != LapStatus.GREEN, reversed(on_it)))
+        if len([record for record in row if record.status == LapStatus.RED]) >= after:
+            return Turn(escalate, escalated=True)
+    return Turn(which)
 
 
 def _since_green(state: RunState) -> list[LapRecord]:

@@ -25,7 +25,7 @@ from ralph.isolation.workspace import Workspace, workspaces_root
 from ralph.run import best_of, ends, parallel, refusals, split, start, workers
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
-from ralph.run.fuses import Fuses, Turn, next_turn
+from ralph.run.fuses import Fuses, next_turn
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui, view
@@ -292,7 +292,7 @@ def _laps(ctx: RunContext, state: RunState) -> NoReturn:
         turn = next_turn(ctx, state)
         fuses.wait_out(state, turn.which)
         number = state.next_lap
-        events.emit("lap_started", lap=number, max_laps=ctx.config.limits.max_laps, **_stuck(ctx, turn))
+        events.emit("lap_started", lap=number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
         if turn.split is not None:
             record = split.split_lap(ctx, state, number, turn)
         else:
@@ -301,10 +301,3 @@ def _laps(ctx: RunContext, state: RunState) -> NoReturn:
         state.laps.append(ledger.Lap(number, record.commit, record))
         if record.status == LapStatus.GREEN:
             state.green = record.commit
-
-
-def _stuck(ctx: RunContext, turn: Turn) -> dict[str, str]:
-    """What the lap_started event says of a lap on a stuck item: the agent escalated to, the item split."""
-    if turn.escalated:
-        return {"escalated": ctx.config.agents[turn.which].name}
-    return {"split": turn.split} if turn.split is not None else {}

@@ -35,7 +35,7 @@ from ralph.isolation.workspace import folder_for
 from ralph.run import claims, ends
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
-from ralph.run.fuses import Fuses, agent_for
+from ralph.run.fuses import Fuses, slot_turn
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.run.workers import Crew
@@ -192,9 +192,11 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
             continue
         pace.poll = pace.quick
         try:
-            events.emit("lap_started", lap=claimed.number, max_laps=ctx.config.limits.max_laps)
-            state, which = claimed.state, agent_for(ctx.config, claimed.state)
-            record = run_lap(ctx, state, claimed.number, which, items=claimed.items, slot=slot, held_by=claimed.mine)
+            state, turn = claimed.state, slot_turn(ctx.config, claimed.state, claimed.items)
+            events.emit("lap_started", lap=claimed.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
+            record = run_lap(
+                ctx, state, claimed.number, turn.which, claimed.items, slot, claimed.mine, escalated=turn.escalated
+            )
         finally:
             _let_go(ctx, claimed.items, claimed.mine, claimed.number, claimed.lap_mine)
         ends.lap_ended(ctx, record)
