@@ -18,7 +18,8 @@ AGENT = r"""
 import json, os, pathlib, time
 lap, slot = os.environ["RALPH_LAP"], os.environ["RALPH_SLOT"]
 prompt = pathlib.Path(os.environ["RALPH_PROMPT_FILE"]).read_text()
-print("lap", lap, "slot", slot, "item", os.environ["RALPH_ITEMS"], "told red" if "was red" in prompt else "", flush=True)
+rivals = "told of its rivals" if "laps try this item at the same time" in prompt and "## Slot" not in prompt else ""
+print("lap", lap, "slot", slot, "item", os.environ["RALPH_ITEMS"], "told red" if "was red" in prompt else "", rivals, flush=True)
 calc = pathlib.Path("calc.py")
 code = calc.read_text()
 for action in json.loads(PLAN).get(lap, []):
@@ -59,10 +60,15 @@ def calc_repo(tmp_path: Path, plan: dict[str, list[str]], sub: bool = False, **l
 @needs_bwrap
 def test_the_candidate_that_makes_the_most_tests_pass_lands_and_the_others_stay_for_review(tmp_path: Path):
     repo = calc_repo(tmp_path, {"1": ["mul", "pad"], "2": ["mul", "sub"], "3": ["mul", "sub", "break"]}, sub=True)
-    result = ralph(repo, "run", "--name", "b", "--best-of", "3")
+    result = ralph(repo, "run", "--name", "b", "--best-of", "3", "--events", str(tmp_path / "events.jsonl"))
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "lap 2 won best of 3: +2 tests (lap 1: +1); laps 1, 3 kept for review" in output
+    assert output.count("told of its rivals") == 3  # the candidate's prompt: its rivals, no slot section
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    (decided,) = [event for event in events if event["type"] == "round_ended"]
+    assert (decided["of"], decided["laps"], decided["chosen"]) == (3, [1, 2, 3], 2)
+    assert decided["why"] == "+2 tests (lap 1: +1)"
     assert "slot 1 │" in output and "slot 3 │" in output
     # The green tip is the winner's commit, from the commit every candidate started from.
     assert git(repo, "rev-parse", "ralph/b") == git(repo, "rev-parse", "refs/ralph/b/laps/2")

@@ -60,8 +60,9 @@ def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, t
         last_failure(ctx, state, items),
         told,
         items=items,
-        slot=prompt.slot_heading(slot) if slot is not None else None,
+        slot=prompt.slot_heading(slot) if slot is not None and turn.best_of is None else None,
         whole_job=ctx.whole_job,
+        best_of=turn.best_of.of if turn.best_of else 0,
     )
     log_dir = prepared.log_dir
     return LapTask(

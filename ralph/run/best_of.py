@@ -4,7 +4,7 @@ the best of them lands.
 A round: the first open item at the green tip, as a plain lap would take it (every item ticked
 but a check failing: the checks), and that tip, G. N slots — `ralph run --slot K` processes, as
 `--parallel` starts them, each with a workspace of its own — each run one lap on that item
-from G, with the same prompt. A candidate does not land (land.held_back): its note names its
+from G, with the same prompt. A candidate does not land (land.as_candidate): its note names its
 round and keeps its progress and done aside, so no candidate counts for the run before it is
 chosen. Once every candidate has ended, the green ones are ranked: progress first (one that
 ticked nothing and made no test pass never beats one that did), then the most tests fixed
@@ -33,7 +33,7 @@ from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import proc, sandbox
 from ralph.isolation.files import remove_path
 from ralph.isolation.workspace import folder_for
-from ralph.run import ends, land, parallel
+from ralph.run import ends, parallel
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, agent_for
@@ -110,9 +110,8 @@ def candidate(ctx: RunContext, slot: int) -> NoReturn:
     if state.green != this_round.green:
         raise RalphError(f"ralph/{ctx.run_name} moved since the round began (by hand?) — run `ralph run` again")
     events.emit("lap_started", lap=lap, max_laps=ctx.config.limits.max_laps)
-    with land.held_back(BestOf(first_lap=this_round.first_lap, of=this_round.of)):
-        which = agent_for(ctx.config, state)
-        record = run_lap(ctx, state, lap, which, items=(this_round.item,), slot=slot)
+    round_of = BestOf(first_lap=this_round.first_lap, of=this_round.of)
+    record = run_lap(ctx, state, lap, agent_for(ctx.config, state), (this_round.item,), slot, best_of=round_of)
     ends.lap_ended(ctx, record)
     raise RunEnded(Exit.DONE, f"candidate lap {lap} ended", state)
 
@@ -179,15 +178,18 @@ def _decide(ctx: RunContext, this_round: Round) -> None:
     green = [record for record in candidates if record.status == LapStatus.GREEN and record.parent == this_round.green]
     if state.green != this_round.green:  # nothing of ralph's moves it during a round
         _line_moved(ctx, green)
+    laps = list(this_round.laps)
     if not green:
         ui.say(f"best of {this_round.of}: no candidate was green; the next round is told why")
+        events.emit("round_ended", of=this_round.of, laps=laps, chosen=None, why="no candidate was green")
         return
     merits = {record.lap: _merit(ctx, record, state.green_checks()) for record in green}
     ranked = sorted(green, key=lambda record: merits[record.lap], reverse=True)
     _land(ctx, this_round, ranked, _why(ranked, merits))
+    events.emit("round_ended", of=this_round.of, laps=laps, chosen=ranked[0].lap, why=_why(ranked, merits))
     kept = [str(record.lap) for record in candidates if record is not ranked[0]]
-    laps = f"lap {kept[0]}" if len(kept) == 1 else f"laps {', '.join(kept)}"
-    also = f"; {laps} kept for review (ralph show {kept[0]})" if kept else ""
+    named = f"lap {kept[0]}" if len(kept) == 1 else f"laps {', '.join(kept)}"
+    also = f"; {named} kept for review (ralph show {kept[0]})" if kept else ""
     ui.say(f"[green]lap {ranked[0].lap} won best of {this_round.of}[/]: {ui.safe(_why(ranked, merits))}{also}")
 
 

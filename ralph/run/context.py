@@ -14,6 +14,7 @@ from ralph.agents.base import Agent
 from ralph.agents.mcp_tools import McpTools
 from ralph.config import Config
 from ralph.git.credentials import credential_files
+from ralph.git.records import BestOf
 from ralph.git.remote import Remote
 from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
@@ -136,7 +137,8 @@ def now_iso() -> str:
 class LapTurn:
     """Which lap this is and who runs it: agent `which` of config.agents (`escalated`: it is
     agent.escalate, on a stuck item); in a parallel run, slot `slot`, on the TODO items it
-    claimed (their claims `held_by` that holder)."""
+    claimed (their claims `held_by` that holder); `best_of`: a candidate of that `--best-of`
+    round, on its one item, which its round lands or not."""
 
     number: int
     which: int = 0
@@ -144,3 +146,4 @@ class LapTurn:
     items: tuple[str, ...] = ()
     slot: int | None = None
     held_by: str | None = None
+    best_of: BestOf | None = None

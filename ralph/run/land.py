@@ -3,15 +3,13 @@
 The line advances in the same swap that lets go of the lap's claims, which must still be its
 own: a lap of a worker taken for dead (its items given to others) does not land. When others
 moved the line during the lap (laps side by side), the lap is rebased onto it and judged again
-there, never forced. A `--best-of` candidate (held_back) does not land by itself: it is recorded
-as one of its round, and the round lands the best of them (best_of.py).
+there, never forced. A `--best-of` candidate does not land by itself: it is recorded as one of
+its round (as_candidate), and the round lands the best of them (best_of.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import replace
 
 from ralph import git
@@ -32,30 +30,28 @@ LOST_CLAIMS = (
 )
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
-_candidate: ContextVar[BestOf | None] = ContextVar("candidate", default=None)
-
-
-@contextlib.contextmanager
-def held_back(round_of: BestOf) -> Iterator[None]:
-    """The laps run inside are candidates of a `--best-of` round: recorded, never landed."""
-    token = _candidate.set(round_of)
-    try:
-        yield
-    finally:
-        _candidate.reset(token)
-
 
 def land(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
-    """The lap's record as it ends: green and landed, or overruled red when it could not land."""
-    round_of = _candidate.get()
-    if round_of is not None:
-        return _as_candidate(ctx, record, round_of)
+    """The lap's record as it ends: green and landed, or overruled red when it could not land; a
+    `--best-of` candidate's as recorded (its round lands the best of them)."""
+    if turn.best_of is not None:
+        return record
     try:
         crashpoint.reached("advance")
         return _advance(ctx, turn, facts, record)
     except (KeyboardInterrupt, Interrupted):
         _unlanded(ctx, record)
         raise
+
+
+def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
+    """A candidate's record keeps its progress and done aside, in `best_of`: they are the run's
+    only once the round chose it (a candidate that was not chosen, or a round a crash cut short,
+    must never count as progress nor end the run). Its first note says so already."""
+    if round_of is None:
+        return record
+    measured = round_of.model_copy(update=dict(progress=record.progress, done=record.done))
+    return record.model_copy(update=dict(progress=False, done=False, best_of=measured))
 
 
 def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
@@ -71,16 +67,6 @@ def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord)
             return _overrule(ctx, record, LOST_CLAIMS)
         record = _replay_on_moved_line(ctx, facts, record)
     return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
-
-
-def _as_candidate(ctx: RunContext, record: LapRecord, round_of: BestOf) -> LapRecord:
-    """A candidate's note says which round it is of, and keeps its progress and done aside, in
-    `best_of`: they are the run's only once the round chose it (a candidate that was not chosen,
-    or a round a crash cut short, must never count as progress nor end the run)."""
-    measured = round_of.model_copy(update=dict(progress=record.progress, done=record.done))
-    held = record.model_copy(update=dict(progress=False, done=False, best_of=measured))
-    ctx.store.add_note(record.commit, held.model_dump_json(indent=1))
-    return held
 
 
 def _unlanded(ctx: RunContext, record: LapRecord) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ralph.errors import RalphError
 from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord, LapStatus
+from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import crashpoint
 from ralph.isolation.workspace import WorkspaceTampered
 from ralph.run import agent, commit, disk, judging, land, prepare, record
@@ -30,11 +30,14 @@ def run_lap(
     slot: int | None = None,
     held_by: str | None = None,
     escalated: bool = False,
+    best_of: BestOf | None = None,
 ) -> LapRecord:
     """Lap `number`, run by agent `which` of config.agents (`escalated`: agent.escalate, on a
     stuck item); in a parallel run, by slot `slot`, on the TODO items it claimed (their claims
-    `held_by` that holder)."""
-    turn = LapTurn(number=number, which=which, items=tuple(items), slot=slot, held_by=held_by, escalated=escalated)
+    `held_by` that holder); `best_of`: a candidate of that round."""
+    turn = LapTurn(
+        number=number, which=which, items=tuple(items), slot=slot, held_by=held_by, escalated=escalated, best_of=best_of
+    )
     prepared = prepare.start_lap(ctx, state, number)
     worked = agent.work(ctx, state, turn, prepared)
     with watching_the_repository(ctx, number) as tampered:
@@ -42,7 +45,7 @@ def run_lap(
         lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
     judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
     facts = _facts(ctx, turn, prepared, worked)
-    recorded = record.lap_record(ctx, state, facts, lap, judged)
+    recorded = land.as_candidate(record.lap_record(ctx, state, facts, lap, judged), turn.best_of)
     record.save(ctx, recorded, worked.told, judged.stop)
     return land.land(ctx, turn, facts, recorded)
 

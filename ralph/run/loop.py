@@ -164,7 +164,8 @@ def _context(
     judge = _judge(cfg)
     agents = _agents(cfg)
     mcp: McpTools | None = None
-    coordinating = options.parallel > 1 and slot is None  # its slots run the laps, and ask the tools
+    # Its slots run the laps, and ask the tools (--parallel's, --best-of's candidates).
+    coordinating = (options.parallel > 1 or options.best_of is not None) and slot is None
     if not coordinating and (cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge")):
         mcp = McpTools.start(cfg.mcp, repo.top, env, run_dir)
         if mcp is not None:

@@ -49,9 +49,11 @@ def build(
     items: Sequence[str] = (),
     slot: str | None = None,
     whole_job: bool = False,
+    best_of: int = 0,
 ) -> str:
     """`items` and `slot` (the heading of its PROGRESS section): a lap of a parallel run;
-    `whole_job`: the one lap of a bench's session mode."""
+    `best_of`: one of that many candidates on its one item (`items`), whose progress note is
+    the run's if it is chosen; `whole_job`: the one lap of a bench's session mode."""
     files = config.files
     parts = [
         f"# Goal\n{config.goal.strip()}\n",
@@ -65,7 +67,12 @@ def build(
         f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
         f"# {files.progress}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
     ]
-    if items:
+    if best_of:
+        parts.append(
+            f"# Your item\n{best_of} laps try this item at the same time, each from the same commit; the "
+            f"best of them is kept. Work on it only, and tick only it:\n- {items[0]}\n"
+        )
+    elif items:
         listed = "\n".join(f"- {item}" for item in items)
         parts.append(
             f"# Your items\nOther laps work on the other items at the same time. Work on these only, "

@@ -35,6 +35,8 @@ TYPES = {
     "tests_passed, tests_failed (lap 0: the baseline)",
     "lap_ended": "status, agent, reason, duration_s, tokens, cost_usd, largest_prompt_tokens, files_changed, ticked, "
     "todo_done, todo_total, commit, escalated, split",
+    "round_ended": "of, laps (its candidates' lap numbers), chosen (the lap that landed, or null), why: a "
+    "`--best-of` round decided",
     "limit_wait": "until, seconds, reason: the agent hit a usage or rate limit; the next lap waits",
     "warning": "message",
     "run_ended": "exit, reason, stopped_by (done, fuse, error or interrupted), flaky (checks that failed, then "
