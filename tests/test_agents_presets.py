@@ -368,6 +368,20 @@ def test_a_lap_of_unknown_cost_stops_a_run_with_max_cost_usd(tmp_path: Path):
     assert "max_cost_usd (1) cannot be kept: 1 lap(s) of unknown cost ($0.00 known)" in result.stdout
 
 
+def test_counts_past_belief_and_json_nested_past_python_are_no_usage_and_crash_nothing(tmp_path: Path):
+    huge = json.dumps(CLAUDE_RESULT).replace('"input_tokens": 100', f'"input_tokens": {"9" * 4000}')
+    deep = "{" + '"a": [' * 50000 + "]" * 50000 + "}"  # past Python's recursion limit
+    env = stand_ins(tmp_path, [{"work": True, "print": f"{deep}\n{huge}\n"}])
+    repo = repo_with(tmp_path, {"preset": "claude"}, items=1)
+    result = ralph(repo, "run", "--name", "n", env=env)
+    assert result.returncode == 0 and "internal error" not in result.stderr, result.stdout + result.stderr
+    (lap,) = lap_notes(repo, "n")
+    assert lap["agent"]["usage"]["prompt_tokens"] < 10**12  # the count past belief is no count
+    stats = ralph(repo, "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["runs"][0]["laps"] == 1
+
+
 def test_the_judges_key_reaches_no_agent_cli(tmp_path: Path):
     env = stand_ins(tmp_path, [{"work": True}])
     score = {"dimension": "does it", "score": 1, "evidence": "done", "reason": "ok"}

@@ -211,7 +211,8 @@ def test_the_agent_cli_plans_sandboxed_in_a_scratch_workspace_at_head(tmp_path: 
     ("writes", "said"),
     [
         ("pathlib.Path('TODO.md').write_text('- [x] done already\\n- [ ] b\\n')", "with items ticked already"),
-        ("pathlib.Path('TODO.md').symlink_to('/etc/passwd')", "is no regular file"),
+        ("pathlib.Path('TODO.md').symlink_to('/etc/passwd')", "is not a regular file"),
+        ("pathlib.Path('TODO.md').mkdir()", "is not a regular file"),
         ("pathlib.Path('TODO.md').write_text('no items, just prose\\n')", "without a checklist item"),
         ("pathlib.Path('TODO.md').write_text('- [ ] x\\n' * 201)", "201 items to TODO.md"),
         ("print('not logged in'); sys.exit(3)", "did not plan (failed)"),
@@ -292,3 +293,19 @@ def test_plan_of_an_issue_takes_its_task_list_or_else_plans_its_text(tmp_path: P
     (repo / "TODO.md").unlink()
     result = ralph(repo, "plan", "--issue", "9", "--yes")
     assert result.returncode == 1 and "issue #9 is closed" in result.stderr and not (repo / "TODO.md").exists()
+
+
+def test_a_models_items_and_an_edited_plan_json_reach_todo_md_without_escape_codes(tmp_path: Path):
+    hostile = dict(GOOD_PLAN, todo=["Clear \x1b[2Jthe \x1b]0;owned\x07screen\x00", "Right\u202eto left"])
+    with ScriptedServer([tool_call("write_plan", hostile)]) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        shown = ralph(repo, "plan")
+        assert shown.returncode == 1 and "\x1b" not in shown.stdout
+        folder = Path(shown.stdout.split("what it read: ")[1].split()[0])
+        saved = json.loads((folder / "plan.json").read_text())
+        saved["items"].append("Edited \x1b]8;;https://x.example\x07in\x1b]8;;\x07 by hand")
+        (folder / "plan.json").write_text(json.dumps(saved))
+        result = ralph(repo, "plan", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = (repo / "TODO.md").read_text()
+    assert "- [ ] Clear the screen\n- [ ] Rightto left\n- [ ] Edited in by hand\n" in written

@@ -178,6 +178,11 @@ def test_run_of_an_issue_starts_from_a_commit_of_its_task_list_and_its_pull_requ
 
     closed = ralph(repo, "run", "--issue", "8")
     assert closed.returncode == 1 and "issue #8 is closed" in closed.stderr
+    state = json.loads(gh.state.read_text())
+    state["issues"]["5"] = dict(state["issues"]["7"], number=99)  # gh answering for another issue
+    gh.state.write_text(json.dumps(state))
+    other = ralph(repo, "run", "--issue", "5")
+    assert other.returncode == 1 and "`gh issue view 5` answered for another issue (#99" in other.stderr
     assert git(repo, "for-each-ref", "refs/ralph/") == ""
 
     ran = ralph(repo, "run", "--issue", "7")
@@ -212,3 +217,32 @@ def test_run_of_an_issue_starts_from_a_commit_of_its_task_list_and_its_pull_requ
     assert ralph(repo, "land", "--pr").returncode == 0
     created = gh.calls()[-1]
     assert "--title=Notes for issue seven" in created["argv"] and created["stdin"].endswith("\nCloses #7\n")
+
+
+# The planner (lap 0) writes the items, and a file git ignores, which no check may ever see.
+PLANS_THEN_TICKS = r"""
+import os, pathlib
+if os.environ["RALPH_LAP"] == "0":
+    pathlib.Path("TODO.md").write_text("- [ ] First note\n")
+    pathlib.Path("planted").write_text("left by the planner\n")
+else:
+    todo = pathlib.Path("TODO.md")
+    todo.write_text(todo.read_text().replace("- [ ] ", "- [x] ", 1))
+    pathlib.Path(f"lap-{os.environ['RALPH_LAP']}.txt").write_text("work\n")
+"""
+
+
+def test_an_issue_without_a_task_list_is_planned_in_a_workspace_no_check_runs_in(project, tmp_path):
+    repo, gh, _ = project
+    config = json.loads((repo / "ralph.yaml").read_text())
+    config["agent"] = python_agent(tmp_path / "planner.py", PLANS_THEN_TICKS)
+    config["checks"] = ["test ! -e planted"]
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    (repo / ".gitignore").write_text("planted\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the planner's config")
+    gh.add_issue(3, "Notes, planned", "No task list here: plan it.")
+    ran = ralph(repo, "run", "--issue", "3")
+    assert ran.returncode == 0, ran.stdout + ran.stderr  # the baseline check passed: nothing planted reached it
+    assert "issue #3 has no task list: planning it" in ran.stdout
+    assert git(repo, "show", "refs/ralph/issue-3/base:TODO.md").endswith("\n- [ ] First note")

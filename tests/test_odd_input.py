@@ -203,3 +203,15 @@ def test_todo_and_progress_lines_are_markdowns_lines():
     assert (
         progress_with(theirs, "## Slot 1\r\nnew\r\n", 1) == "# Progress\r\n\r\n## Slot 1\r\nnew\r\n## Slot 2\r\ntwo\r\n"
     )
+
+
+def test_a_git_folder_whose_head_is_a_folder_is_a_lap_like_any_other(tmp_path: Path):
+    # What reads as a repository's files, each a folder: ralph reads only regular files there.
+    made = "for name in ('HEAD', 'objects', 'refs', 'config'):\n    pathlib.Path('x/.git', name).mkdir(parents=True)\n"
+    repo = repo_for(tmp_path, TICK + made)
+    result = ralph(repo, "run", "--name", "g")
+    output = result.stdout + result.stderr
+    assert "internal error" not in output and "Traceback" not in output
+    assert result.returncode == 0, output  # its folders are empty: nothing of them to commit
+    assert [lap["status"] for lap in lap_notes(repo, "g")] == ["green", "green"]
+    assert git(repo, "status", "--porcelain") == ""

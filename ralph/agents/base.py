@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from ralph.isolation.jail import Jail
 
@@ -33,7 +33,16 @@ class LapTask:
     mcp: McpTools | None = None  # the MCP servers' tools, for the built-in agent (mcp.roles has agent)
 
 
+MOST_TOKENS = 10**12  # more than any lap spends: a larger count reported is no count
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """Whether what a server or an agent CLI reported is a token count ralph can add up."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MOST_TOKENS
+
+
 class Usage(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # a cost as a note keeps it: a number, or None
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

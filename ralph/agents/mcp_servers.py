@@ -39,7 +39,7 @@ def _from_file(top: Path, name: str) -> dict[str, McpServer]:
     except FileNotFoundError:
         ui.warn(f"mcp.from: {name} is not there; its servers are not started")
         return {}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         ui.warn(f"mcp.from: {name} cannot be read as JSON ({exc}); its servers are not started")
         return {}
     entries = data.get("mcpServers") if isinstance(data, dict) else None

@@ -30,6 +30,7 @@ from ralph.agents.tools import ToolError, function_schema, numbered, view_bounds
 from ralph.agents.transcript import Transcript
 from ralph.config.agent import AgentConfig
 from ralph.errors import EndpointUnusable, RalphError
+from ralph.show.text import printable
 
 PLAN_SECONDS = 900  # the whole planning loop
 FORMAT_ERRORS = 3  # malformed replies (or replies without a tool call) in a row, then give up
@@ -75,7 +76,9 @@ class Plan(BaseModel):
     @field_validator("todo")
     @classmethod
     def _one_line_each(cls, items: list[str]) -> list[str]:
-        cleaned = [" ".join(item.split()) for item in items]
+        """Each item on one line, without escape codes or control characters: whoever wrote it
+        (a model, an agent CLI, an edited plan.json), it goes to TODO.md and to people's screens."""
+        cleaned = [" ".join(printable(item).split()) for item in items]
         if not all(cleaned):
             raise ValueError("every todo item needs text")
         return cleaned

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 from pydantic import ValidationError
+
+from ralph.agents.base import is_count
 
 
 @dataclass
@@ -225,22 +227,18 @@ def tokens_of(body: dict, asked: object) -> Tokens:
     `usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n`."""
     reported = _dict(body.get("usage"))
     prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
-    if not (_count(prompt) and _count(completion)):
+    if not (is_count(prompt) and is_count(completion)):
         return Tokens(estimate_tokens(asked), estimate_tokens(body.get("choices")), _cached(body, None), True)
     return Tokens(prompt, completion, _cached(body, prompt), False)
 
 
 def _cached(body: dict, prompt: int | None) -> int:
     cached = _dict(_dict(body.get("usage")).get("prompt_tokens_details")).get("cached_tokens")
-    if not _count(cached):
+    if not is_count(cached):
         cached = _dict(body.get("timings")).get("cache_n")
-    if not _count(cached):
+    if not is_count(cached):
         return 0
     return cached if prompt is None else min(cached, prompt)
-
-
-def _count(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def describe(call: ToolCall) -> str:

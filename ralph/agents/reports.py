@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ralph.agents.base import Usage
+from ralph.agents.base import Usage, is_count
 
 
 @dataclass
@@ -55,17 +55,17 @@ def _objects(output: str) -> Iterator[dict]:
         if line.startswith("{"):
             try:
                 found = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested deep on purpose
                 continue
             if isinstance(found, dict):
                 yield found
 
 
 def _count(mapping: object, *names: str) -> int:
-    """The sum of the non-negative integers `mapping` holds under `names`."""
+    """The sum of the token counts `mapping` holds under `names` (base.is_count)."""
     if not isinstance(mapping, dict):
         return 0
-    return sum(value for name in names if isinstance(value := mapping.get(name), int) and value >= 0)
+    return sum(value for name in names if is_count(value := mapping.get(name)))
 
 
 def _cost(value: object) -> float | None:
@@ -113,7 +113,7 @@ def _gemini(output: str) -> Report:
     start = output.find("{")
     try:
         result = json.loads(output[start:]) if start >= 0 else None
-    except ValueError:
+    except (ValueError, RecursionError):
         result = None
     if not isinstance(result, dict):
         return Report()

@@ -82,7 +82,12 @@ def plan(cwd: Path, options: PlanOptions) -> Exit:
         ui.say(f"the plan shown before for this goal ({ui.safe(folder.name)}), as it was — `--new` asks again")
     else:
         folder = plans / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        folder.mkdir(parents=True)
+        try:
+            folder.mkdir(parents=True)
+        except OSError as exc:
+            raise RalphError(
+                f"cannot make {folder} for the plan: {exc.strerror or exc} — is {plans} a folder?"
+            ) from None
         made = _planned(repo, cfg, goal, folder, found)
         _save(folder, made, goal, repo.head, before)
     _show(made, cfg.files.todo)
@@ -203,7 +208,7 @@ def _waiting(plans: Path, goal: str, head: str, before: str) -> tuple[Path, Plan
         plan = Plan.model_validate(saved["plan"]) if saved["plan"] is not None else None
         items = Plan.model_validate({"approaches": [{"name": "-"}], "recommendation": "-", "todo": saved["items"]})
         return newest, Planned(items=items.todo, by=str(saved["by"]), plan=plan, notes=str(saved["notes"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a plan ralph wrote: plan anew
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):  # not ralph's: plan anew
         return None
 
 

@@ -9,7 +9,6 @@ from ralph import git, todo
 from ralph.errors import Exit
 from ralph.git import ledger
 from ralph.git.ledger import RunState
-from ralph.git.records import LapStatus
 from ralph.run import claims, workers
 from ralph.run.summary import what_is_left
 from ralph.show import ui
@@ -45,11 +44,7 @@ def _summary(state: RunState, on_line: todo.Counts) -> dict[str, Any]:
         "issue": state.record.issue.model_dump() if state.record.issue else None,
         "base": state.record.base,
         "green": state.green,
-        "green_laps": sum(
-            1
-            for lap in state.laps
-            if lap.record and lap.record.status == LapStatus.GREEN and not state.passed_over(lap.record)
-        ),
+        "green_laps": state.green_laps(),
         "laps": len(state.laps),
         "max_laps": limits.max_laps,
         "without_progress": state.laps_without_progress(),

@@ -34,6 +34,7 @@ USER_LOGIN = (
     "GIT_ASKPASS",
     "SSH_ASKPASS",
 )
+WEB = ("https://", "http://")  # what a URL gh prints starts with (GitHub's, an Enterprise host's)
 NOT_LOGGED_IN = 4  # gh help exit-codes: "If a command requires authentication, the exit code will be 4"
 ISSUE_FIELDS = "number,title,body,url,state"
 PR_FIELDS = "number,url,state,headRepositoryOwner"
@@ -115,12 +116,15 @@ def issue(top: Path, number: int) -> Issue:
         found = _IssueJson.model_validate_json(_gh(top, args))
     except ValidationError as exc:
         raise GhFailed(f"`gh issue view {number}` printed what ralph cannot read: {_first_line(str(exc))}") from None
+    url = " ".join(printable(found.url).split())
+    if found.number != number or not url.startswith(WEB):
+        raise GhFailed(f"`gh issue view {number}` answered for another issue (#{found.number}, {url[:100]!r})")
     items = todo.parse(found.body)
     return Issue(
-        number=found.number,
-        title=" ".join(printable(found.title).split()),
+        number=number,
+        title=" ".join(printable(found.title).split()) or f"issue #{number}",
         body=found.body,
-        url=" ".join(printable(found.url).split()),
+        url=url,
         state=found.state.upper(),
         items=[printable(item.text) for item in items if not item.done],
         ticked=[printable(item.text) for item in items if item.done],
@@ -159,10 +163,12 @@ def open_pr(top: Path, head: Head) -> PullRequest | None:
     listing = _gh(top, args)
     try:
         pulls = [_PullJson.model_validate(each) for each in json.loads(listing)]
-    except (ValueError, TypeError, ValidationError) as exc:
+    except (ValueError, TypeError, ValidationError, RecursionError) as exc:
         raise GhFailed(f"`gh pr list` printed what ralph cannot read: {_first_line(str(exc))}") from None
     for pull in pulls:
         of = pull.headRepositoryOwner.login.lower() if pull.headRepositoryOwner else None
+        if not pull.url.startswith(WEB):
+            raise GhFailed(f"`gh pr list` printed no pull request URL: {_first_line(pull.url) or 'nothing'}")
         if head.owner is None or of == head.owner.lower():
             return PullRequest(pull.number, pull.url, pull.state)
     return None
@@ -175,7 +181,7 @@ def create_pr(top: Path, *, base: str, head: Head, title: str, body: str, draft:
     args += ["--draft"] if draft else []
     said = _gh(top, args, input=body).strip().splitlines()
     url = said[-1].strip() if said else ""
-    if not url.startswith(("https://", "http://")):
+    if not url.startswith(WEB):
         raise GhFailed(f"`gh pr create` printed no pull request URL: {_first_line(url) or 'nothing'}")
     return url
 

@@ -26,7 +26,8 @@ from ralph.isolation import crashpoint
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+# A name git takes in a ref (git check-ref-format): no "..", not ending in "." or ".lock".
+RUN_NAME = re.compile(r"^(?!.*\.\.)(?!.*\.lock$)(?!.*\.$)[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
 
 @dataclass
@@ -91,6 +92,14 @@ class RunState:
                 since = lap
             failing[check.command] = since
         return failing
+
+    def green_laps(self) -> int:
+        """The green laps that count: a `--best-of` round's losers are its winner's round."""
+        return sum(
+            1
+            for lap in self.laps
+            if lap.record and lap.record.status == LapStatus.GREEN and not self.passed_over(lap.record)
+        )
 
     def passed_over(self, record: LapRecord) -> bool:
         """A `--best-of` candidate of a round another candidate won: the round is the winner's."""
@@ -193,7 +202,10 @@ def run_lock(run_dir: Path, name: str) -> Iterator[None]:
 
 def check_name(name: str) -> str:
     if not RUN_NAME.match(name):
-        raise RalphError(f"bad run name {name!r} — use letters, digits, '.', '_' and '-' (at most 80)")
+        raise RalphError(
+            f"bad run name {name!r} — use letters, digits, '.', '_' and '-' (at most 80; no '..', "
+            "not ending in '.' or '.lock')"
+        )
     return name
 
 

@@ -10,7 +10,7 @@ import json
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ralph.agents.base import AgentResult, Usage
 from ralph.config import Config
@@ -118,6 +118,8 @@ class TestChanges(BaseModel):
 class LapRecord(BaseModel):
     """The JSON note on each lap commit."""
 
+    model_config = ConfigDict(allow_inf_nan=False)  # ralph writes none; a note edited on a remote may
+
     format: int = FORMAT
     run: str
     lap: int
@@ -155,7 +157,10 @@ class LapRecord(BaseModel):
 def migrated(text: str, what: str) -> dict:
     """A record's JSON at the current FORMAT; NewerFormat for one a later ralph wrote, ValueError
     for one that is no record at all."""
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # a note nested deep on purpose (notes can be pushed to a remote by anyone)
+        raise ValueError("nested too deep to be a record") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     found = data.get("format", 1)

@@ -15,17 +15,19 @@ PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included: Linux's, 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def regular_text(path: Path, cap: int) -> str | None:
+def regular_text(path: Path, cap: int, follow: bool = False) -> str | None:
     """A file a lap's code may have written, as text: None unless it is a regular file of at most
-    `cap` bytes (a link is never followed, a FIFO never waited on, /dev/zero never read)."""
+    `cap` bytes (a link is followed only when asked: `follow`; a folder, a FIFO or /dev/zero is
+    never opened as a file)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > cap:  # os.fdopen would refuse a folder
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > cap:
-            return None
         return file.read(cap + 1)[:cap].decode(errors="replace")
 
 

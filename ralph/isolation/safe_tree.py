@@ -13,7 +13,7 @@ import re
 import stat
 from pathlib import Path
 
-from ralph.isolation.files import PATH_MAX, remove_path, walk
+from ralph.isolation.files import PATH_MAX, regular_text, remove_path, walk
 
 _GIT_READS = frozenset({".gitignore", ".gitattributes", ".gitmodules"})  # files git opens in the work tree
 
@@ -109,13 +109,6 @@ def repository_head(folder: Path, within: tuple[Path, ...]) -> str | None:
     return None
 
 
-def _regular_text(path: Path, most: int = 64 << 20) -> str | None:
-    """A regular file's text (its first `most` bytes); None for anything else, or nothing."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return file.read(most).decode(errors="replace")
+def _regular_text(path: Path) -> str | None:
+    """A regular file's text (a link followed); None for anything else, or nothing."""
+    return regular_text(path, 64 << 20, follow=True)

@@ -225,7 +225,11 @@ def _entry(path: Path) -> bytes:
     if not stat.S_ISREG(info.st_mode):  # a FIFO (never opened: it would wait), a socket, a device
         return _SPECIAL + f"{info.st_mode:o}".encode()
     bits = f"{stat.S_IMODE(info.st_mode):o}".encode()
-    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as file:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the lstat (a lap's code racing it)
+        os.close(fd)
+        return _SPECIAL + f"{info.st_mode:o}".encode()
+    with os.fdopen(fd, "rb") as file:
         data = file.read()
     if len(data) <= _FILE_CAP:
         return b"\0file " + bits + b"\0" + data

@@ -89,7 +89,7 @@ def held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
     for ref, blob in git.refs(cwd, prefix).items():
         try:
             holder = json.loads(git.read_blob(cwd, blob))
-        except ValueError:
+        except (ValueError, RecursionError):
             holder = None
         found[ref[len(prefix) :]] = (blob, holder if isinstance(holder, dict) else {})
     return found

@@ -2,10 +2,11 @@
 
 A model (roles.planner's, or a built-in agent's) plans through its read-only tools over the
 tree at the commit (agents/planner.py). An agent CLI has no such tools: it runs as a lap's
-agent would, sandboxed in the run's workspace checked out at the commit, told to write the
+agent would, sandboxed in the context's workspace checked out at the commit, told to write the
 checklist to TODO.md and its reasoning to PLAN.md, and ralph reads those two files back.
-Whatever else it changed there is never committed: the next checkout of the workspace
-makes it the commit's again.
+Whatever else it changed there is never committed, and the workspace is a scratch one of its
+own (`ralph plan`'s, `ralph run --issue`'s), removed after: an ignored file it leaves, which a
+checkout would keep, reaches no lap and no check.
 """
 
 from __future__ import annotations
@@ -105,7 +106,10 @@ def read_items(path: Path, name: str, by: str) -> list[str]:
     if text is None and not os.path.lexists(path):
         raise PlanFailed(f"{by} wrote no {name}")
     if text is None:
-        raise PlanFailed(f"the {name} {by} wrote is no regular file of at most {READ_CAP // 1024} KiB (a link?)")
+        raise PlanFailed(
+            f"the {name} {by} wrote is not a regular file of at most {READ_CAP // 1024} KiB "
+            "(a link, a folder, or longer)"
+        )
     items = todo.parse(text)
     if not items:
         raise PlanFailed(f"{by} wrote {name} without a checklist item (`- [ ] …` lines)")

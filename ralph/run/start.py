@@ -3,6 +3,7 @@ which run `ralph run` means without --name, and where a run of a GitHub issue st
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import date
 from pathlib import Path
@@ -14,6 +15,7 @@ from ralph.git import github, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
 from ralph.git.records import IssueLink, LapStatus, RunRecord
+from ralph.isolation.workspace import Workspace
 from ralph.run import planning, refusals
 from ralph.run.context import RunContext, now_iso
 from ralph.run.prepare import workspace_at
@@ -143,7 +145,7 @@ def from_issue(ctx: RunContext, number: int) -> tuple[str, IssueLink]:
         )
     if not found.items and found.ticked:
         raise RalphError(f"every item of issue #{number}'s task list is ticked: nothing left to do")
-    title = found.title or f"issue #{number}"
+    title = found.title
     items = found.items or _planned(ctx, found, title)
     text = issue_todo(title, found.url, number, found.ticked, items)
     tree = git.with_files(ctx.top, f"{ctx.repo.head}^{{tree}}", {ctx.config.files.todo: text})
@@ -173,7 +175,13 @@ def _planned(ctx: RunContext, found: github.Issue, title: str) -> list[str]:
     folder.mkdir(exist_ok=True)
     ui.say(f"issue #{found.number} has no task list: planning it with {ui.safe(planning.planner_name(ctx))} …")
     task = f"{title}\n\nFrom issue #{found.number} ({found.url}):\n{found.body}"
-    return planning.ask(ctx, ctx.repo.head, task, folder).items
+    # A workspace of its own, as `ralph plan`'s: what the planner leaves (an ignored file the
+    # next checkout would keep) never reaches the baseline's checks in the run's workspace.
+    scratch = Workspace.create(ctx.top, ctx.repo.common_dir, f"{ctx.run_name}.plan")
+    try:
+        return planning.ask(dataclasses.replace(ctx, workspace=scratch), ctx.repo.head, task, folder).items
+    finally:
+        scratch.remove()
 
 
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ralph import git, todo
 from ralph.git.ledger import Lap, RunState
-from ralph.git.records import LapStatus
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 
@@ -72,13 +71,12 @@ def pull_request_body(top: Path, state: RunState) -> str:
     done. Lap subjects are the items laps ticked, text of the agent's: they stand in a code block,
     where GitHub reads no "Closes #N" and no @mention."""
     items = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
-    green = sum(1 for lap in state.laps if lap.record and lap.record.status == LapStatus.GREEN)
     spent, unknown = state.cost_used()
     lines = [
         f"The green line of ralph run `{state.name}`: {_standing(state)}.",
         "",
         f"- TODO items: {items.done} of {items.done + items.open} done",
-        f"- laps: {green} green of {len(state.laps)}",
+        f"- laps: {state.green_laps()} green of {len(state.laps)}",
         f"- tests passing: {_tests_passing(state)}",
         f"- tokens: {state.tokens_used():,}",
         f"- cost: {'unknown' if unknown else f'${spent:.2f}'}",

@@ -65,7 +65,7 @@ class Tally:
             "laps_of_unknown_cost": self.unknown_cost,
             "lap_s": round(self.lap_s, 3),
             "lap_s_per_item": round(self.lap_s / self.items, 3) if self.items else None,
-            "tokens_per_item": round(self.tokens / self.items)
+            "tokens_per_item": (self.tokens + self.items // 2) // self.items  # ints: any count divides
             if self.items and self.known_tokens is not None
             else None,
         }
@@ -97,7 +97,7 @@ def of_lap(state: RunState, lap: Lap, line: set[str]) -> Tally:
     return Tally(
         laps=1,
         limited=int(record.status == LapStatus.LIMITED),
-        green=int(record.status == LapStatus.GREEN),
+        green=int(record.status == LapStatus.GREEN and not state.passed_over(record)),  # a round is its winner's
         items=len(record.ticked) if record.commit in line else 0,
         tokens=alone.tokens_used(),
         unknown_tokens=int(_tokens_unknown(record)),
