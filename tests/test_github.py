@@ -83,6 +83,7 @@ def test_land_pr_pushes_the_green_tip_and_opens_one_pull_request(project):
     body = created["stdin"]
     assert "`notes`: done" in body and "- TODO items: 2 of 2 done\n- laps: 2 green of 2\n" in body
     assert "- tests passing: not counted" in body and "- cost: unknown" in body
+    assert "- tokens: unknown" in body  # an agent CLI that reports no usage: never 0
     laps = [line for line in body.splitlines() if line.startswith("lap ")]
     assert [line.split()[1:3] for line in laps] == [
         ["1", git(repo, "rev-parse", "ralph/notes~")[:10]],

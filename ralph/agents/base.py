@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,14 +31,6 @@ class LapTask:
     jail: Jail | None = None  # the sandbox every command of the agent runs in, when laps are sandboxed
     idle_timeout: float | None = None  # limits.idle_timeout: seconds of silence (no output, no file written)
     mcp: McpTools | None = None  # the MCP servers' tools, for the built-in agent (mcp.roles has agent)
-
-
-MOST_TOKENS = 10**12  # more than any lap spends: a larger count reported is no count
-
-
-def is_count(value: object) -> TypeGuard[int]:
-    """Whether what a server or an agent CLI reported is a token count ralph can add up."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MOST_TOKENS
 
 
 class Usage(BaseModel):

@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
-
-from ralph.agents.base import is_count
 
 
 @dataclass
@@ -215,6 +213,12 @@ class Tokens:
 
 
 CHARS_PER_TOKEN = 4  # the estimate when a server reports no usage
+MOST_TOKENS = 10**12  # more than any lap spends: a larger count reported is no count
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """Whether what a server or an agent CLI reported is a token count ralph can add up."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MOST_TOKENS
 
 
 def estimate_tokens(payload: object) -> int:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ralph.agents.base import Usage, is_count
+from ralph.agents.base import Usage
+from ralph.agents.replies import is_count
 
 
 @dataclass

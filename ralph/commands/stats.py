@@ -58,8 +58,7 @@ def _warn_unread(state: RunState) -> None:
 
 
 def _run_stats(top: Path, state: RunState) -> dict[str, object]:
-    line = tally.green_line(state)
-    total = sum((tally.of_lap(state, lap, line) for lap in state.laps), Tally())
+    total = tally.of_run(state)
     at_tip = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
     return {
         "run": state.name,

@@ -102,6 +102,7 @@ def start_slot(ctx: RunContext, options: RunOptions, slot: int, env: dict[str, s
         command += ["--events", str(options.events_to)]
     # The slot hardens itself as any ralph run does: the secrets leave its environment block.
     inherited = {name: value for name, value in os.environ.items() if name != CANDIDATE_VAR}
+    events.emit("phase_changed", phase="")  # this process's phase (the baseline's) is over: its slots work
     return proc.start(command, ctx.top, dict(inherited, **(env or {}), **{PARENT_VAR: str(os.getpid())}))
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ralph import git, todo
 from ralph.git.ledger import Lap, RunState
+from ralph.run import tally
+from ralph.run.tally import Tally
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 
@@ -66,6 +68,13 @@ def green_laps(top: Path, since: str, green: str) -> list[tuple[str, str, str]]:
     return [(number.strip() or "?", commit, subject) for number, commit, subject in laps]
 
 
+def _tokens(total: Tally) -> str:
+    """As `ralph stats` counts them: unknown for an agent CLI that reports none, never 0."""
+    if total.known_tokens is None:
+        return "unknown"
+    return f"at least {total.tokens:,} (some laps reported none)" if total.unknown_tokens else f"{total.tokens:,}"
+
+
 def pull_request_body(top: Path, state: RunState) -> str:
     """`ralph land --pr`'s body: the run's numbers, its green laps, and the issue it closes when
     done. Lap subjects are the items laps ticked, text of the agent's: they stand in a code block,
@@ -78,7 +87,7 @@ def pull_request_body(top: Path, state: RunState) -> str:
         f"- TODO items: {items.done} of {items.done + items.open} done",
         f"- laps: {state.green_laps()} green of {len(state.laps)}",
         f"- tests passing: {_tests_passing(state)}",
-        f"- tokens: {state.tokens_used():,}",
+        f"- tokens: {_tokens(tally.of_run(state))}",
         f"- cost: {'unknown' if unknown else f'${spent:.2f}'}",
         "",
         f"Its commits (`git log {state.record.base[:10]}..ralph/{state.name}`):",

@@ -107,6 +107,12 @@ def of_lap(state: RunState, lap: Lap, line: set[str]) -> Tally:
     )
 
 
+def of_run(state: RunState) -> Tally:
+    """The run's laps added up."""
+    line = green_line(state)
+    return sum((of_lap(state, lap, line) for lap in state.laps), Tally())
+
+
 def _tokens_unknown(record: LapRecord) -> bool:
     """An agent CLI's lap whose output gave no usage (the built-in agent counts every request it
     makes; a limited lap counts for nothing)."""

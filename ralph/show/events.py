@@ -26,7 +26,8 @@ TYPES = {
     "run_started": "resumed, base, green, next_lap, max_laps, one_session (prompt tokens of the laps before), goal",
     "lap_started": "max_laps; escalated (the agent a lap on a stuck item went to) or split (the item it "
     "splits), only on such laps",
-    "phase_changed": "phase: preparing, setup, agent, committing, checks or judge",
+    "phase_changed": "phase: preparing, setup, agent, committing, checks or judge (empty: a run's slots work, "
+    "and the process that started them waits)",
     "tool_called": "line: what the built-in agent does (a tool call, its finish, a check it asked for, a retried "
     "request)",
     "agent_output": "line: a line a command agent printed",

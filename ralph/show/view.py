@@ -153,7 +153,7 @@ def plain_line(event: Event) -> str | None:
     if kind == "lap_started":
         return f"[bold]lap {event['lap']}[/] of at most {event['max_laps']}{_stuck(event)} …"
     if kind == "phase_changed":
-        return f"  [dim]· {event['phase']}[/]"
+        return f"  [dim]· {event['phase']}[/]" if event["phase"] else None
     if kind in ("tool_called", "agent_output"):
         return f"  [dim]· {ui.safe(event['line'])}[/]"
     if kind == "check_finished":
