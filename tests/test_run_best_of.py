@@ -119,12 +119,12 @@ def test_a_round_with_no_green_candidate_lands_nothing_and_a_tie_goes_to_the_sma
 
 @needs_bwrap
 def test_ctrl_c_during_a_round_stops_its_candidates_lands_nothing_and_the_same_command_resumes(tmp_path: Path):
-    repo = calc_repo(tmp_path, {"1": ["sleep"], "2": ["sleep"]})
+    repo = calc_repo(tmp_path, {"1": ["sleep"], "2": ["mul"]})
     command = [PY, "-m", "ralph", "run", "--name", "b", "--best-of", "2"]
     run = subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert run.stdout is not None
     seen = ""
-    while not all(f"lap {lap} slot {lap} item" in seen for lap in (1, 2)):  # both candidates in their agents
+    while not ("lap 1 slot 1 item" in seen and "lap 2 green" in seen):  # one in its agent, one done and green
         line = run.stdout.readline().decode()
         assert line, seen  # (the process ended first)
         seen += line
@@ -137,8 +137,17 @@ def test_ctrl_c_during_a_round_stops_its_candidates_lands_nothing_and_the_same_c
     resumed = ralph(repo, "run", "--name", "b", "--best-of", "2")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert ledger.audit(repo, "b") == []
-    chosen = [lap for lap in lap_notes(repo, "b") if lap["best_of"]["chosen"]]
+    laps = lap_notes(repo, "b")
+    chosen = [lap for lap in laps if lap["best_of"]["chosen"]]
     assert len(chosen) == 1 and git(repo, "rev-parse", "ralph/b") == chosen[0]["commit"]
+    # The green candidate of the round cut short was never chosen: no resume lands it.
+    (cut_short,) = [lap for lap in laps if lap["lap"] == 2]
+    told = [(lap["lap"], lap["reason"]) for lap in laps]
+    assert cut_short["status"] == "green" and cut_short["reason"].startswith("not chosen: its round was interrupted"), (
+        told
+    )
+    landed = subprocess.run(["git", "merge-base", "--is-ancestor", cut_short["commit"], "ralph/b"], cwd=repo)
+    assert landed.returncode == 1, told
 
 
 def test_best_of_refuses_parallel_remote_and_no_sandbox_before_anything_starts(tmp_path: Path):

@@ -185,9 +185,11 @@ def _planned(ctx: RunContext, found: github.Issue, title: str) -> list[str]:
 
 
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
-    """A lap judged green whose branch update a crash cut off: its checks ran, so advance it."""
+    """A lap judged green whose branch update a crash cut off: its checks ran, so advance it (a
+    `--best-of` candidate is its round's to land, or not: best_of.py)."""
     last = state.laps[-1] if state.laps else None
-    if last and last.record and last.record.status == LapStatus.GREEN and last.record.parent == state.green:
+    record = last.record if last else None
+    if last and record and record.status == LapStatus.GREEN and record.parent == state.green and not record.best_of:
         if ctx.store.swap(RunRefs(ctx.run_name).branch, last.commit, state.green):
             state.green = last.commit
     return state
