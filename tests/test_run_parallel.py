@@ -104,7 +104,8 @@ def test_laps_that_conflict_the_later_is_red_and_its_items_are_done_again_knowin
 def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
     repo = items_repo(tmp_path, [f"Write f{number}.txt" for number in range(1, 7)], sleep=30)
     run = parallel_run(repo, "--parallel", "3")
-    deadline, status = time.monotonic() + 90, {}
+    deadline = time.monotonic() + 90
+    status: dict = {}
     while time.monotonic() < deadline:  # until the three slots are in their laps' agents (30 s each)
         seen = ralph(repo, "status", "--run", "p", "--json")
         status = json.loads(seen.stdout) if seen.returncode == 0 else {}

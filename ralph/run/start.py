@@ -14,7 +14,7 @@ from ralph.errors import RalphError
 from ralph.git import github, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
-from ralph.git.records import IssueLink, LapStatus, RunRecord
+from ralph.git.records import IssueLink, LapRecord, LapStatus, RunRecord
 from ralph.isolation.workspace import Workspace
 from ralph.run import planning, refusals
 from ralph.run.context import RunContext, now_iso
@@ -184,12 +184,17 @@ def _planned(ctx: RunContext, found: github.Issue, title: str) -> list[str]:
         scratch.remove()
 
 
+def _not_unchosen(record: LapRecord) -> bool:
+    """A plain lap, or a --best-of candidate its round chose (a crash came before the line moved)."""
+    return record.best_of is None or record.best_of.chosen is True
+
+
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
     """A lap judged green whose branch update a crash cut off: its checks ran, so advance it (a
-    `--best-of` candidate is its round's to land, or not: best_of.py)."""
+    `--best-of` candidate only once its round chose it: best_of.py)."""
     last = state.laps[-1] if state.laps else None
     record = last.record if last else None
-    if last and record and record.status == LapStatus.GREEN and record.parent == state.green and not record.best_of:
+    if last and record and record.status == LapStatus.GREEN and record.parent == state.green and _not_unchosen(record):
         if ctx.store.swap(RunRefs(ctx.run_name).branch, last.commit, state.green):
             state.green = last.commit
     return state
