@@ -74,8 +74,8 @@ class Head:
 
     @property
     def for_gh(self) -> str:
-        """As `gh pr create --head` takes it: `owner:branch` for a fork (gh takes no organization
-        there, so never otherwise)."""
+        """As `gh pr create --head` takes it: `owner:branch` for a fork, a plain branch otherwise
+        (the manual: an organization as that owner is not supported everywhere, so only when needed)."""
         return f"{self.owner}:{self.branch}" if self.fork else self.branch
 
 

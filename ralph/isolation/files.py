@@ -23,8 +23,12 @@ def regular_text(path: Path, cap: int, follow: bool = False) -> str | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > cap:  # os.fdopen would refuse a folder
+    try:
+        info = os.fstat(fd)
+        regular = stat.S_ISREG(info.st_mode) and info.st_size <= cap  # os.fdopen would refuse a folder
+    except OSError:
+        regular = False
+    if not regular:
         os.close(fd)
         return None
     with os.fdopen(fd, "rb") as file:
