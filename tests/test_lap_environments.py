@@ -12,8 +12,6 @@ import pytest
 from helpers.repos import PY, SANDBOX_MODES, git, make_repo
 from helpers.running import lap_notes, ralph, ralph_workspaces, snapshot
 
-from ralph.config import load as load_config
-
 TODO = "# TODO\n- [ ] First\n- [ ] Second\n- [ ] Third\n"
 
 # Lap 1 ticks an item; lap 2 changes a setup input; lap 3 breaks it; lap 4 finishes.
@@ -272,87 +270,6 @@ def test_a_check_that_imports_the_users_checkout_is_named_and_setup_in_the_works
     assert result.returncode == 0, result.stdout + result.stderr
     assert "own work tree" not in result.stderr
     assert ".venv" not in git(repo, "ls-tree", "-r", "--name-only", "ralph/own-venv")
-
-
-@pytest.mark.parametrize(
-    "marker, setup, check",
-    [
-        (
-            "pyproject.toml",
-            ["python -m venv .venv && .venv/bin/pip install -q -e . pytest"],
-            ".venv/bin/python -m pytest -q",
-        ),
-        ("uv.lock", ["uv sync --frozen"], "uv run --frozen pytest -q"),
-        ("package.json", ["npm ci"], "npm test"),
-        ("Cargo.toml", [], "cargo test"),
-        ("README.md", [], "python -m pytest -q"),
-    ],
-)
-def test_init_suggests_setup_and_checks_for_what_the_repository_is(tmp_path: Path, marker, setup, check):
-    repo = make_repo(tmp_path / "repo", {marker: "", "pyproject.toml" if marker == "uv.lock" else marker: ""})
-    assert ralph(repo, "init").returncode == 0
-    written = load_config(repo / "ralph.yaml")
-    assert written.setup == setup and written.check_commands == [check]
-
-
-@pytest.mark.parametrize(
-    "pyproject, installs",
-    [
-        ('[dependency-groups]\ntest = ["pytest"]\n', "-e . --group test"),  # PEP 735
-        ('[project]\nname = "p"\n[project.optional-dependencies]\ntests = ["pytest"]\n', "-e '.[tests]'"),
-        ('[project]\nname = "p"\n', "-e . pytest"),  # no extra: '.[dev]' would only warn, and pytest be missing
-        ("REQUIREMENTS", "-e . -r requirements/tests.txt"),  # pip-tools' layout (itsdangerous, flask)
-    ],
-)
-def test_init_installs_the_projects_test_dependencies_by_their_group_or_extra(tmp_path: Path, pyproject, installs):
-    files = {"pyproject.toml": pyproject}
-    if pyproject == "REQUIREMENTS":
-        files = {"pyproject.toml": '[project]\nname = "p"\n', "requirements/tests.txt": "pytest==8.3.3\n"}
-    repo = make_repo(tmp_path / "repo", files)
-    assert ralph(repo, "init").returncode == 0
-    (setup,) = load_config(repo / "ralph.yaml").setup
-    assert setup.startswith("python -m venv .venv && .venv/bin/pip install -q") and setup.endswith(installs)
-
-
-@pytest.mark.parametrize(
-    "files",
-    [
-        {"pyproject.toml": 'project = "p"\ndependency-groups = ["test"]\n'},
-        {"pyproject.toml": "[project\n"},
-        {"package.json": '{"scripts": ["node --test"], "devDependencies": 3}'},
-        {"package.json": "[1, 2]"},
-    ],
-)
-def test_init_reads_a_manifest_of_any_shape_without_crashing(tmp_path: Path, files):
-    repo = make_repo(tmp_path / "repo", files)
-    result = ralph(repo, "init")
-    assert result.returncode == 0 and "internal error" not in result.stderr, result.stderr
-    assert load_config(repo / "ralph.yaml").check_commands  # a suggestion all the same
-
-
-def test_init_asks_uv_for_a_test_group_that_is_not_dev(tmp_path: Path):
-    # itsdangerous's layout: `dev` holds ruff and tox, `tests` holds pytest; uv sync brings dev alone.
-    groups = '[dependency-groups]\ndev = ["ruff"]\ntests = ["pytest"]\n'
-    repo = make_repo(tmp_path / "repo", {"pyproject.toml": groups, "uv.lock": ""})
-    assert ralph(repo, "init").returncode == 0
-    assert load_config(repo / "ralph.yaml").setup == ["uv sync --frozen --group tests"]
-
-
-@pytest.mark.parametrize(
-    "package, junit",
-    [
-        ({"scripts": {"test": "node --test"}}, "reports/junit.xml"),
-        ({"scripts": {"test": "vitest"}}, "reports/junit.xml"),
-        ({"scripts": {"test": "jest"}, "devDependencies": {"jest-junit": "^16"}}, "reports/junit.xml"),
-        ({"scripts": {"test": "jest"}}, None),  # no reporter installed: the exit code alone
-        ({"scripts": {"test": "node --test && tsd"}}, None),  # commander.js: the runner alone would drop tsd
-    ],
-)
-def test_init_writes_the_junit_report_for_the_node_runners_it_recognises(tmp_path: Path, package, junit):
-    repo = make_repo(tmp_path / "repo", {"package.json": json.dumps(package)})
-    assert ralph(repo, "init").returncode == 0
-    (check,) = load_config(repo / "ralph.yaml").checks
-    assert check.junit == junit and (junit is None) == (check.run == "npm test")
 
 
 # Lap 1 (red) makes setup plant a file no .gitignore ignores; the laps after it are honest.

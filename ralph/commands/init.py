@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import re
 import tomllib
 from pathlib import Path
 
 from ralph import git, todo
 from ralph.agents.presets import PRESETS
+from ralph.commands.init_checks import Check, cargo_check, go_check, runs_unittest, unittest_check
+from ralph.commands.init_node import JUNIT_NODE as JUNIT_NODE  # where the docs' and tests' form is
+from ralph.commands.init_node import node_checks
+from ralph.commands.init_sources import json_mapping, own_commands
+from ralph.commands.init_sources import text as read_text
 from ralph.errors import Exit
 from ralph.show import ui
 
@@ -73,61 +76,36 @@ checks:                          # the repository's own checks; done = every one
 
 # What `ralph init` suggests, by the file that tells what the repository is: the environment is
 # built inside the lap workspace (an editable install in your own venv would test your checkout).
+# The checks come from init_checks and init_node, in their per-test form.
 ENVIRONMENTS = [
-    (
-        "uv.lock",
-        "uv.lock: a uv project",
-        ["uv sync --frozen"],
-        ["uv run --frozen pytest -q"],
-    ),
-    (
-        "pyproject.toml",
-        "pyproject.toml: a Python project",
-        ["python -m venv .venv && .venv/bin/pip install -q -e '.[dev]'"],  # made to fit it: python_setup
-        [".venv/bin/python -m pytest -q"],
-    ),
+    ("uv.lock", "uv.lock: a uv project", ["uv sync --frozen"]),  # made to fit it: uv_setup
+    ("pyproject.toml", "pyproject.toml: a Python project", []),  # made to fit it: python_setup
     (
         "requirements.txt",
         "requirements.txt: a Python project",
         ["python -m venv .venv && .venv/bin/pip install -q -r requirements.txt"],
-        [".venv/bin/python -m pytest -q"],
     ),
-    ("package.json", "package.json: a Node project", ["npm ci"], ["npm test"]),
-    ("Cargo.toml", "Cargo.toml: a Rust crate (target/ is kept between laps)", [], ["cargo test"]),
-    ("go.mod", "go.mod: a Go module (Go's caches are outside the tree)", [], ["go test ./..."]),
+    ("package.json", "package.json: a Node project", ["npm ci"]),
+    ("Cargo.toml", "Cargo.toml: a Rust crate (target/ is kept between laps)", []),
+    ("go.mod", "go.mod: a Go module (Go's caches are outside the tree)", []),
 ]
+# pytest needs nothing more: ralph's plugin gives every pytest session's per-test results.
+PYTEST_CHECKS = {
+    "uv.lock": ["uv run --frozen pytest -q"],
+    "pyproject.toml": [".venv/bin/python -m pytest -q"],
+    "requirements.txt": [".venv/bin/python -m pytest -q"],
+}
 
 
 TEST_NAMES = ("test", "tests", "testing", "dev")  # the extra or dependency group that brings pytest
 # Pinned test requirements, as pip-tools lays them out (the Pallets projects: requirements/tests.txt).
 TEST_REQUIREMENTS = tuple(f"{folder}{name}.txt" for name in TEST_NAMES for folder in ("requirements/", "requirements-"))
-# Node test runners that write JUnit XML, found in package.json's test script: the check that
-# writes the report beside the usual output, and where
-# (docs/trust.md: Per-test results from other runners).
-JUNIT_NODE = "mkdir -p reports && node --test --test-reporter=spec --test-reporter-destination=stdout " + (
-    "--test-reporter=junit --test-reporter-destination=reports/junit.xml"
-)
-NODE_RUNNERS = [
-    ("node --test", None, JUNIT_NODE),
-    ("vitest", None, "npx vitest run --reporter=default --reporter=junit --outputFile.junit=reports/junit.xml"),
-    (
-        "jest",
-        "jest-junit",
-        "JEST_JUNIT_OUTPUT_DIR=reports JEST_JUNIT_OUTPUT_NAME=junit.xml JEST_JUNIT_SUITE_NAME='{filepath}' "
-        "npx jest --ci --reporters=default --reporters=jest-junit",
-    ),
-    (
-        "mocha",
-        "mocha-junit-reporter",
-        "npx mocha --reporter mocha-junit-reporter --reporter-options mochaFile=reports/junit.xml",
-    ),
-]
 
 
 def _project(top: Path) -> dict:
     try:
-        return tomllib.loads((top / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return tomllib.loads(read_text(top / "pyproject.toml"))
+    except ValueError:
         return {}
 
 
@@ -145,10 +123,10 @@ def _test_group(project: dict) -> str | None:
     return next((name for name in TEST_NAMES if name in groups), None)
 
 
-def python_setup(top: Path) -> str:
+def python_setup(top: Path, pytest: bool = True) -> str:
     """A venv in the workspace with the project and what its tests need: its test dependency
     group or extra where it has one, or its pinned test requirements, else pytest (pip only
-    warns about a missing extra, and the checks then cannot run)."""
+    warns about a missing extra, and the checks then cannot run); a unittest project needs none."""
     project = _project(top)
     extras = _table(project, "project", "optional-dependencies")
     venv = "python -m venv .venv && .venv/bin/pip install -q"
@@ -159,7 +137,9 @@ def python_setup(top: Path) -> str:
     if extra:
         return f"{venv} -e '.[{extra}]'"
     pinned = next((path for path in TEST_REQUIREMENTS if (top / path).is_file()), None)
-    return f"{venv} -e . -r {pinned}" if pinned else f"{venv} -e . pytest"
+    if pinned:
+        return f"{venv} -e . -r {pinned}"
+    return f"{venv} -e . pytest" if pytest else f"{venv} -e ."
 
 
 def uv_setup(top: Path) -> str:
@@ -168,40 +148,48 @@ def uv_setup(top: Path) -> str:
     return "uv sync --frozen" + (f" --group {group}" if group and group != "dev" else "")
 
 
-def node_check(top: Path) -> str:
-    """`npm test`, or, where its script runs a runner that writes JUnit XML, that runner with its
-    report, as a `{run, junit}` mapping: per-test results instead of an exit code."""
-    try:
-        package = json.loads((top / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        package = {}
-    script = str(_table(package, "scripts").get("test", ""))
-    installed = {**_table(package, "dependencies"), **_table(package, "devDependencies")}
-    for runner, reporter, command in NODE_RUNNERS:
-        if runner in script and (reporter is None or reporter in installed):
-            if re.search(r"&&|\|\||[;|&]", script):  # more than the runner: its rest would go unchecked
-                return f'"npm test"   # runs {runner} and more: for per-test results, {runner} as a check with junit:'
-            return '{run: "' + command + '", junit: "reports/junit.xml"}'
-    return '"npm test"'
+def _checks(top: Path, marker: str) -> list[Check]:
+    """The per-test form of the repository's checks, from its own commands where it has them."""
+    own = own_commands(top)
+    if marker == "package.json":
+        return node_checks(json_mapping(top / "package.json"), own)
+    if marker == "go.mod":
+        return [go_check(own)]
+    if marker == "Cargo.toml":
+        return [cargo_check(own)]
+    if runs_unittest(top, own):
+        return [unittest_check(top, own, "uv run --frozen python" if marker == "uv.lock" else ".venv/bin/python")]
+    return [Check(_command(command)) for command in PYTEST_CHECKS[marker]]
 
 
-def environment(top: Path) -> str:
-    """The `setup:` and `checks:` sections for what the repository looks like."""
-    for marker, found, setup, checks in ENVIRONMENTS:
+def _python_setup(top: Path, marker: str, setup: list[str], checks: list[Check]) -> list[str]:
+    """Made to fit the project: its test group or extra; pytest by name only where a pytest check runs."""
+    pytest = not any("unittest" in check.item for check in checks)
+    if marker == "pyproject.toml":
+        return [python_setup(top, pytest)]
+    return [uv_setup(top)] if marker == "uv.lock" else setup
+
+
+def environment(top: Path) -> tuple[str, list[str]]:
+    """The `setup:` and `checks:` sections for what the repository looks like, and a line for
+    each check that gives no per-test results (said on the terminal too)."""
+    for marker, found, setup in ENVIRONMENTS:
         if (top / marker).is_file():
-            if marker in ("pyproject.toml", "uv.lock"):
-                setup = [python_setup(top) if marker == "pyproject.toml" else uv_setup(top)]
+            checks = _checks(top, marker)
+            setup = _python_setup(top, marker, setup, checks)
             lines = [f"# found {found}; ralph's suggestion, to check before the first run"]
             if setup:
                 lines.append("setup:                           # builds the environment inside the lap workspace")
                 lines += [f"  - {_command(command)}" for command in setup]
             lines.append("checks:                          # the repository's own checks; done = every one exits 0")
-            if marker == "package.json":
-                lines.append(f"  - {node_check(top)}")
-            else:
-                lines += [f"  - {_command(command)}" for command in checks]
-            return "\n".join(lines) + "\n"
-    return GENERIC_ENVIRONMENT
+            lines += [line for check in checks for line in check.yaml()]
+            warnings = [
+                f"ralph.yaml: the check {check.item} gives no per-test results: {check.unjudged}"
+                for check in checks
+                if check.unjudged
+            ]
+            return "\n".join(lines) + "\n", warnings
+    return GENERIC_ENVIRONMENT, []
 
 
 def _command(line: str) -> str:
@@ -227,8 +215,9 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 def init(cwd: Path, preset: str = "claude") -> Exit:
     top = git.open_repo(cwd).top
     names = " | ".join(PRESETS)
+    suggested, warnings = environment(top)
     config = CONFIG_TEMPLATE.format(
-        environment=environment(top),
+        environment=suggested,
         preset=preset,
         presets=names,
         login=_login(preset),
@@ -241,5 +230,7 @@ def init(cwd: Path, preset: str = "claude") -> Exit:
         else:
             path.write_text(text, encoding="utf-8")
             ui.say(f"wrote    {name}")
+            for warning in warnings if name == "ralph.yaml" else []:
+                ui.warn(warning)
     ui.say("next: edit ralph.yaml and TODO.md (or `ralph plan` writes TODO.md), commit them, then `ralph run`")
     return Exit.DONE
