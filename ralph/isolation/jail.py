@@ -1,12 +1,13 @@
 """Where a lap's code runs: inside bubblewrap, which makes the user's repository unreachable.
 
 Everything on the machine stays readable but /tmp, /var/tmp and /run, where sockets live
-(only what the lap needs is bound back there), and what `hide` names (git's credentials, and
-every other socket of the user's: ralph/isolation/sockets.py); what is writable is exactly the lap's work
-tree, its own git dir, a private /tmp and HOME, and what the user lists. A private PID
-namespace hides every process outside it (ralph's /proc included) and takes every
-process inside it down when its first one ends or when ralph dies. Capabilities are
-dropped, so root inside cannot remount what is read-only.
+(only what the lap needs is bound back there, the toolchains of ralph/isolation/toolchains.py
+among it), and what `hide` names (git's credentials, and every other socket of the user's:
+ralph/isolation/sockets.py); what is writable is exactly the lap's work tree, its own git
+dir, a private /tmp and HOME, and what the user lists. A private PID namespace hides every
+process outside it (ralph's /proc included) and takes every process inside it down when its
+first one ends or when ralph dies. Capabilities are dropped, so root inside cannot remount
+what is read-only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Jail:
     keep: tuple[Path, ...] = ()  # paths that stay readable though in a private folder: the repository, a script
     hide: tuple[Path, ...] = ()  # paths made empty: git's credentials, the user's sockets (or their folders)
     blank: Path | None = None  # an empty file, read-only here: what a hidden file reads as
+    setenv: tuple[tuple[str, str], ...] = ()  # set inside: the toolchains' homes (ralph/isolation/toolchains.py)
 
     def argv(self, command: str | list[str]) -> list[str]:
         """`command` (a shell string or an argv) wrapped to run inside the sandbox."""
@@ -76,6 +78,8 @@ class Jail:
                 # A file reads as empty (not as /dev/null, which cannot be opened here: git fails on it).
                 blank = str(self.blank or "/dev/null")
                 args += ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", blank, str(real)]
+        for name, value in self.setenv:
+            args += ["--setenv", name, value]
         args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
         args += ["--unsetenv", "SSH_AUTH_SOCK"]
         if self.chdir is not None:

@@ -50,6 +50,10 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS(?!ENV$)|_PWD$|CREDENTIAL|ASKPA
 # https://user:token@host (a push credential), redis://:password@host (a password, no user),
 # https://token@github.com and a Sentry DSN (a token as the user): any URL with a user in it.
 _URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
+# The user's activated virtualenv is not the lap's: uv warns in every check that VIRTUAL_ENV does
+# not match the project's .venv, and a tool that trusts it installs into (or reads) the user's own.
+# Its bin/ stays on PATH, read-only: a `pytest` check finds what the user's shell finds.
+USER_VENV_VARS = frozenset({"VIRTUAL_ENV", "VIRTUAL_ENV_PROMPT"})
 
 
 def is_secret(name: str, value: str = "") -> bool:
@@ -61,7 +65,8 @@ def is_secret(name: str, value: str = "") -> bool:
 def clean_env(
     allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (), extra: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager.
+    """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager, not
+    the user's activated virtualenv.
 
     `secrets` names more variables to drop (the API key's, whatever it is called);
     `allow` names variables the user explicitly lets through.
@@ -69,7 +74,7 @@ def clean_env(
     env = {}
     for name, value in os.environ.items():
         secret = is_secret(name, value) or name in secrets
-        if name in allow or not (secret or name in GIT_LOCAL_VARS):
+        if name in allow or not (secret or name in GIT_LOCAL_VARS or name in USER_VENV_VARS):
             env[name] = value
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     env.update(extra or {})

@@ -11,23 +11,28 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 from ralph.errors import RalphError
-from ralph.isolation import proc
-from ralph.isolation.jail import BASE, BWRAP, bwrap
+from ralph.isolation import proc, toolchains
+from ralph.isolation.jail import BASE, BWRAP, Jail, bwrap
 
 
 def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:
     """What a sandboxed command needs to see: the given paths, the absolute paths its commands
-    name, the folders on PATH, Python's prefixes, ralph's own package (its pytest plugin, which
-    every check loads, lies there: outside the venv when ralph is installed editable) and HOME."""
+    name, the toolchains (the folders on PATH and the programs the commands start, resolved, and
+    the tools' homes: ralph/isolation/toolchains.py), Python's prefixes, ralph's own package (its
+    pytest plugin, which every check loads, lies there: outside the venv when ralph is installed
+    editable) and HOME."""
     named = [Path(word) for command in commands for word in words(command) if word.startswith("/")]
     found = [
         *paths,
         *named,
         *(Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if entry),
+        *toolchains.readable(os.environ, commands),
         Path(sys.prefix),
         Path(sys.base_prefix),
         Path(__file__).parents[1],
@@ -81,3 +86,34 @@ def refuse_unsafe_writable(paths: list[Path], protected: list[Path]) -> None:
                     f"sandbox.writable: {path} would make {guarded} writable to laps — "
                     "list a folder that holds neither the repository nor ralph's workspace"
                 )
+
+
+def missing_inside(command: str, env: Mapping[str, str], jail: Jail | None = None) -> str | None:
+    """One line when the program `command` starts is found outside the sandbox but is not all
+    there inside it (the program, its real file, its `#!` interpreter), naming the path and the
+    fix; None when it is there, or is not found outside either (nothing the sandbox took).
+    `jail`: the phase's sandbox; by default one that binds back what ralph binds for `command`
+    run with `env`."""
+    program = toolchains.first_program(command)
+    needs = sorted(toolchains.program_needs(command, env), key=os.path.islink)  # a link's target named first
+    if program is None or not needs or why_unavailable() is not None:
+        return None
+    probe = 'for path do [ -e "$path" ] || { echo "$path"; exit 3; }; done'
+    with tempfile.TemporaryDirectory(prefix="ralph-probe-") as scratch:
+        keep = (*needed(commands=[command]), *toolchains.readable(env, [command]))
+        inside = jail or Jail((), Path(scratch), Path(scratch), keep=keep)
+        done = proc.run(["/bin/sh", "-c", probe, "sh", *map(str, needs)], "/", env=dict(env), jail=inside, timeout=30)
+    if done.exit_code != 3:  # there; or the sandbox itself failed, which is said elsewhere
+        return None
+    gone = (done.output.strip().splitlines() or [str(needs[0])])[-1]
+    outside = shutil.which(program, path=env.get("PATH"))
+    return (
+        f"`{program}` is at {outside} outside the sandbox, but {gone} is not there inside it — "
+        f"list {_readable_for(Path(gone), needs)} in `sandbox.readable` (ralph.yaml)"
+    )
+
+
+def _readable_for(gone: Path, needs: list[Path]) -> Path:
+    """The folder to list for a path the sandbox lacks: the install prefix or package holding it."""
+    holders = [path for path in needs if path in gone.parents and path.is_dir()]
+    return min(holders, key=lambda path: len(path.parts)) if holders else gone

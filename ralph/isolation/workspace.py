@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.isolation import crashpoint, lap_git_dir, proc
+from ralph.isolation import crashpoint, lap_git_dir, proc, toolchains
 from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path
 from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
@@ -305,7 +305,9 @@ class Workspace:
         hide: tuple[Path, ...] = (),
     ) -> Jail:
         """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
-        `home` names a HOME of the user's choosing, which stays read-only but for `writable`)."""
+        `home` names a HOME of the user's choosing, which stays read-only but for `writable`).
+        The toolchains' homes are set inside (the private HOME has none of them), and the files
+        of theirs that hold a registry login read as empty."""
         self.verify()
         self.unchecked = True
         scratch = self.root / "scratch" / phase
@@ -321,8 +323,9 @@ class Workspace:
             network=network,
             chdir=self.tree,
             keep=keep,
-            hide=hide,
+            hide=(*hide, *toolchains.logins(os.environ)),
             blank=scratch / "blank",
+            setenv=tuple(toolchains.variables(os.environ).items()),
         )
 
 

@@ -1,0 +1,232 @@
+"""The toolchains a lap needs from where the user installed them: read-only, found by name.
+
+The sandbox shows the machine read-only, but for /tmp, /var/tmp and /run, and gives each phase a
+private HOME. A toolchain under HOME is still on disk, but its launcher looks for its home under the
+private HOME (rustup's proxies: "could not choose a version of cargo to run"); one under /tmp,
+/var/tmp or /run is not there at all (an agent CLI in an npm prefix passed the start check and was
+"not found" inside). So this module names, as an allow-list, what to bind back read-only: the
+folders on PATH as written and resolved, the programs the commands start (their real file, the
+interpreter of their `#!` line, the prefix, virtualenv or npm package they belong to) and each tool's
+home, from its variable or its documented default under HOME, which is then set inside so the
+launcher finds it. Never HOME as a whole, and never a private folder as a whole. Files in them that
+hold a registry login read as empty.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ralph.isolation.jail import PRIVATE
+
+# A tool's home: its variable, and where the tool looks when it is unset (relative to HOME, or to
+# XDG_DATA_HOME / XDG_CONFIG_HOME where the tool follows them; an absolute one as it is).
+HOMES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("RUSTUP_HOME", (".rustup",)),  # rustup's proxies read settings.toml and toolchains/ there
+    ("CARGO_HOME", (".cargo",)),
+    ("NVM_DIR", (".nvm",)),
+    ("FNM_DIR", ("$XDG_DATA_HOME/fnm", ".fnm")),
+    ("VOLTA_HOME", (".volta",)),  # volta's shims
+    ("PYENV_ROOT", (".pyenv",)),  # pyenv's shims, and its global `version` file
+    ("ASDF_DIR", (".asdf",)),
+    ("ASDF_DATA_DIR", (".asdf",)),  # asdf's shims and installs
+    ("MISE_DATA_DIR", ("$XDG_DATA_HOME/mise",)),  # mise's shims and installs
+    ("MISE_CONFIG_DIR", ("$XDG_CONFIG_HOME/mise",)),  # mise's global tool versions
+    ("SDKMAN_DIR", (".sdkman",)),
+    ("UV_PYTHON_INSTALL_DIR", ("$XDG_DATA_HOME/uv/python",)),  # where uv finds the Pythons it installed
+    ("BUN_INSTALL", (".bun",)),
+    ("GOENV", ("$XDG_CONFIG_HOME/go/env",)),  # what `go env -w` set: GOPROXY, GOFLAGS, GOPRIVATE
+    ("HOMEBREW_PREFIX", ("/home/linuxbrew/.linuxbrew", ".linuxbrew")),
+)
+# Named by the user only: no default under HOME to set (GOPATH's ~/go is read through GOPROXY below).
+NAMED = ("GOROOT", "GOPATH", "GOMODCACHE", "NPM_CONFIG_PREFIX", "VIRTUAL_ENV")
+GO_DEFAULT_PROXY = "https://proxy.golang.org,direct"
+GO_MODULES_INSIDE = "/tmp/go/pkg/mod"  # the phase's own module cache: /tmp is private and writable
+# An npmrc or yarnrc line that holds a login (a token, a password, a client key).
+_LOGIN = re.compile(r"^\s*[^#;\s]*(_auth|_authToken|_password|certfile|keyfile|npmAuthToken|npmAuthIdent)\s*[=:]", re.M)
+
+
+def home_of(variable: str, env: Mapping[str, str]) -> Path | None:
+    """Where a tool's home is: its variable, else the first of its defaults that exists."""
+    if env.get(variable):
+        return Path(env[variable]).expanduser()
+    defaults = dict(HOMES).get(variable, ())
+    found = (_default(default, env) for default in defaults)
+    return next((path for path in found if path is not None and os.path.exists(path)), None)
+
+
+def _default(default: str, env: Mapping[str, str]) -> Path | None:
+    home = env.get("HOME")
+    if default.startswith("/"):
+        return Path(default)
+    if home is None:
+        return None
+    xdg = {"$XDG_DATA_HOME": ".local/share", "$XDG_CONFIG_HOME": ".config"}
+    for name, fallback in xdg.items():
+        if default.startswith(name):
+            base = env.get(name[1:]) or os.path.join(home, fallback)
+            return Path(base + default[len(name) :])
+    return Path(home) / default
+
+
+def readable(env: Mapping[str, str], commands: Iterable[str] = ()) -> tuple[Path, ...]:
+    """What a lap must read of the toolchains: each PATH entry as written and resolved (with its
+    install prefix), each program the commands start, and each tool home that exists."""
+    entries = _path_entries(env)
+    homes = [home_of(variable, env) for variable, _ in HOMES]
+    named = [Path(env[variable]) for variable in NAMED if env.get(variable, "").startswith("/")]
+    gopath = [Path(entry) for entry in env.get("GOPATH", "").split(os.pathsep) if entry.startswith("/")]
+    programs = [path for command in commands for path in program_needs(command, env)]
+    found = [*_with_prefixes(entries), *[home for home in homes if home is not None], *named, *gopath, *programs]
+    return tuple(dict.fromkeys(path for path in found if _may_bind(path, env)))
+
+
+def _with_prefixes(entries: Iterable[Path]) -> list[Path]:
+    """Each folder as written and resolved, and the install prefix a `bin` folder lies in (an
+    npm prefix's bin/ links into ../lib/node_modules; a virtualenv's python needs ../pyvenv.cfg)."""
+    found = []
+    for entry in entries:
+        real = Path(os.path.realpath(entry))
+        found += [entry, real, *(_prefix(folder) for folder in (entry, real))]
+    return [path for path in found if path is not None]
+
+
+def _prefix(folder: Path) -> Path | None:
+    parent = folder.parent
+    if folder.name not in ("bin", "sbin") or parent in (Path("/"), *PRIVATE):
+        return None
+    return parent if (parent / "pyvenv.cfg").exists() or (parent / "lib").is_dir() else None
+
+
+def _may_bind(path: Path, env: Mapping[str, str]) -> bool:
+    """Not HOME or a folder holding it, not a private folder as a whole (its sockets), not `/`."""
+    home = Path(os.path.realpath(env.get("HOME", "/")))
+    real = Path(os.path.realpath(path))
+    return path.is_absolute() and real != home and real not in home.parents and real not in (*PRIVATE, Path("/"))
+
+
+def program_needs(command: str, env: Mapping[str, str]) -> list[Path]:
+    """What the program `command` starts needs to be there: its path, its real file, the
+    interpreter its `#!` line names (found the same way), and the prefix or npm package of each."""
+    program = first_program(command)
+    found = shutil.which(program, path=env.get("PATH")) if program else None
+    needs: list[Path] = []
+    seen: set[Path] = set()
+    while found is not None and Path(found) not in seen:
+        path = Path(found)
+        seen.add(path)
+        real = Path(os.path.realpath(path))
+        needs += [path, real, *(p for p in (_prefix(path.parent), _prefix(real.parent), _package(real)) if p)]
+        interpreter = _interpreter(real)
+        found = shutil.which(interpreter, path=env.get("PATH")) if interpreter else None
+    return list(dict.fromkeys(needs))
+
+
+def first_program(command: str) -> str | None:
+    """The program a shell command starts: its first word past `VAR=value` assignments, `env` and
+    `exec`."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        if re.match(r"[A-Za-z_]\w*=", word):
+            continue
+        if word in ("env", "exec", "command", "nice", "nohup"):
+            continue
+        return word if re.fullmatch(r"[\w./+@-]+", word) else None
+    return None
+
+
+def _interpreter(program: Path) -> str | None:
+    """The program a script's `#!` line starts (`#!/usr/bin/env node`: node)."""
+    try:
+        with open(program, "rb") as script:
+            line = script.readline(256)
+    except OSError:
+        return None
+    if not line.startswith(b"#!"):
+        return None
+    words = line[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [word for word in words[1:] if not word.startswith("-")]
+    return words[0] if words else None
+
+
+def _package(real: Path) -> Path | None:
+    """The npm package a program's real file lies in (a global install's bin/ links into it)."""
+    parts = real.parts
+    if "node_modules" not in parts:
+        return None
+    at = len(parts) - 1 - parts[::-1].index("node_modules")
+    size = 3 if at + 1 < len(parts) and parts[at + 1].startswith("@") else 2
+    return Path(*parts[: at + size]) if at + size <= len(parts) else None
+
+
+def variables(env: Mapping[str, str]) -> dict[str, str]:
+    """Set inside the sandbox, whose HOME is another: each tool home found at its default under
+    the user's HOME, and Go's module cache (below)."""
+    homes = {variable: home_of(variable, env) for variable, _ in HOMES if not env.get(variable)}
+    return {variable: str(home) for variable, home in homes.items() if home is not None} | go_modules(env)
+
+
+def go_modules(env: Mapping[str, str]) -> dict[str, str]:
+    """The user's Go module cache, read-only, offered as the first GOPROXY of a module cache of the
+    phase's own: `go test` downloads into its module cache (a read-only one fails it), and a lap
+    that adds a module must still get it; what the user has already downloaded comes from there,
+    offline, checked against go.sum as any proxy's."""
+    cache = _go_module_cache(env)
+    proxy = env.get("GOPROXY") or _go_env_file(env).get("GOPROXY") or GO_DEFAULT_PROXY
+    if cache is None or not (cache / "cache" / "download").is_dir() or "@" in proxy:  # a proxy's login stays out
+        return {}
+    return {"GOMODCACHE": GO_MODULES_INSIDE, "GOPROXY": f"file://{cache}/cache/download,{proxy}"}
+
+
+def _go_module_cache(env: Mapping[str, str]) -> Path | None:
+    if env.get("GOMODCACHE"):
+        return Path(env["GOMODCACHE"])
+    gopath = env.get("GOPATH", "").split(os.pathsep)[0] or _go_env_file(env).get("GOPATH", "")
+    if gopath:
+        return Path(gopath) / "pkg" / "mod"
+    return Path(env["HOME"]) / "go" / "pkg" / "mod" if env.get("HOME") else None
+
+
+def _go_env_file(env: Mapping[str, str]) -> dict[str, str]:
+    """What `go env -w` wrote (GOENV's file)."""
+    path = home_of("GOENV", env)
+    try:
+        text = path.read_text(errors="replace") if path else ""
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def logins(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """Files of the toolchains that hold a registry login: made to read as empty. cargo's
+    credentials always; an npmrc or yarnrc (yours, or an npm prefix's own) when it holds one."""
+    cargo = home_of("CARGO_HOME", env)
+    home = Path(env["HOME"]) if env.get("HOME") else None
+    always = [cargo / "credentials.toml", cargo / "credentials"] if cargo else []
+    rc = [Path(env[name]) for name in ("NPM_CONFIG_USERCONFIG", "NPM_CONFIG_GLOBALCONFIG") if env.get(name)]
+    rc += [home / name for name in (".npmrc", ".yarnrc", ".yarnrc.yml")] if home else []
+    prefixes = [Path(env["NPM_CONFIG_PREFIX"])] if env.get("NPM_CONFIG_PREFIX") else []
+    prefixes += [p for p in _with_prefixes(_path_entries(env)) if (p / "lib" / "node_modules").is_dir()]
+    rc += [prefix / "etc" / "npmrc" for prefix in prefixes]
+    found = [path for path in always if path.is_file()] + [path for path in rc if _holds_login(path)]
+    return tuple(dict.fromkeys(found))
+
+
+def _path_entries(env: Mapping[str, str]) -> list[Path]:
+    return [Path(entry) for entry in env.get("PATH", "").split(os.pathsep) if entry.startswith("/")]
+
+
+def _holds_login(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as rc:
+            return bool(_LOGIN.search(rc.read(1 << 20)))
+    except OSError:
+        return False
