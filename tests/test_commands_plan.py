@@ -157,6 +157,21 @@ def test_the_checklist_ralph_init_wrote_is_a_placeholder_plan_may_replace(tmp_pa
     assert result.returncode == 1 and "TODO.md already has text of yours" in result.stderr
 
 
+def test_a_checklist_of_headings_and_blank_lines_is_empty_to_plan(tmp_path: Path):
+    """A `# TODO` written to be filled in holds nothing of the user's; a line under it does."""
+    with ScriptedServer([tool_call("write_plan", GOOD_PLAN)]) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        (repo / "TODO.md").write_text("# TODO\r\n\n  ## Now ##\n \t\n###\n#### Later\n\n")
+        result = ralph(repo, "plan", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "- [ ] Make test_mul pass" in (repo / "TODO.md").read_text()
+    for mine in ("# TODO\n\nGoal: fix it\n", "#TODO\n", "    # indented: code\n", "# TODO\n\u00a0\n"):
+        (repo / "TODO.md").write_text(mine)
+        result = ralph(repo, "plan", "--yes")
+        assert result.returncode == 1 and "TODO.md already has text of yours" in result.stderr, mine
+        assert (repo / "TODO.md").read_text() == mine
+
+
 def test_a_goal_given_to_plan_replaces_ralph_inits_placeholder_goal(tmp_path: Path):
     with ScriptedServer([tool_call("write_plan", GOOD_PLAN)] * 2) as server:
         repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from ralph.git.github import Issue
 
 PLAN_FORMAT = 1  # plan.json: 1, a plan waiting to be written by `ralph plan --yes`
+# A markdown ATX heading (up to three spaces before it, `#` to `######`, then a space or the line's end)
+_HEADING = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t].*)?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,11 +129,19 @@ def _todo_before(path: Path, name: str, force: bool) -> str:
     if path.is_symlink() or (os.path.lexists(path) and not path.is_file()):
         raise RalphError(f"{name} is not a regular file (a link, a folder) — ralph plan writes only a file")
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    if text.strip() and text != TODO_TEMPLATE and not force:  # `ralph init`'s placeholder is no one's work
+    if not _nothing_written(text) and not force:
         items = len(todo.parse(text))
         what = f"already has {items} items" if items else "already has text of yours"
         raise RalphError(f"{name} {what} — `ralph plan --force` replaces it")
     return text
+
+
+def _nothing_written(text: str) -> bool:
+    """TODO.md holds no work of the user's: empty, `ralph init`'s placeholder, or nothing but
+    headings and blank lines (a `# TODO` written to be filled in)."""
+    if text == TODO_TEMPLATE:
+        return True
+    return all(not line.strip(" \t\r\n") or _HEADING.fullmatch(line.rstrip("\r\n")) for line in todo.lines(text))
 
 
 def _planned(repo: git.RepoInfo, cfg: config_module.Config, goal: str, folder: Path, found: Issue | None) -> Planned:
