@@ -116,3 +116,15 @@ def test_a_huge_diff_is_read_and_shown_only_in_part(tmp_path: Path):
     shown = _diff(repo, "HEAD^", "HEAD")
     assert shown.count("+line of a huge file") <= DIFF_CAP // 20  # of 300,000 lines, the first 100k characters
     assert shown.endswith("[... the rest of the diff: git show HEAD]</pre></details>")
+
+
+def test_the_todo_count_is_the_green_tips_not_a_red_laps(tmp_path: Path):
+    """A lap that ticks the item and breaks the check is red: nothing of the TODO is done."""
+    agent = {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && echo broken > notes.txt"}
+    config = {"goal": "g", "agent": agent, "checks": ["test ! -f notes.txt"]}
+    repo = make_repo(tmp_path / "repo", config=config, todo=["a"])
+    result = ralph(repo, "run", "--name", "r", "--max-laps", "1")
+    assert result.returncode == 3, result.stdout + result.stderr
+    shown = ralph(repo, "report", "-o", "-").stdout
+    assert "laps</span><b>1: 0 green, 1 red" in shown
+    assert "<span class=muted>TODO done</span><b>0/1</b>" in shown

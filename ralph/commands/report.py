@@ -8,7 +8,7 @@ import sys
 from html import escape
 from pathlib import Path
 
-from ralph import git
+from ralph import git, todo
 from ralph.errors import Exit, RalphError
 from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
@@ -73,7 +73,7 @@ def render(top: Path, state: RunState) -> str:
 <body>
 <h1>ralph run {escape(state.name)}</h1>
 <p class="goal">{escape(state.record.config.goal)}</p>
-{_outcome(state, records)}
+{_outcome(top, state, records)}
 <h2>Laps</h2>
 {_timeline(records, [lap.number for lap in state.laps])}
 {tokens}
@@ -84,12 +84,10 @@ def render(top: Path, state: RunState) -> str:
 """
 
 
-def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
+def _outcome(top: Path, state: RunState, records: list[LapRecord | None]) -> str:
     known = [r for r in records if r]
     counts = {status: sum(r.status == status for r in known) for status in LapStatus}
-    last = known[-1] if known else None
     outcome = "done" if state.is_done else "not done"
-    todo = f"{last.todo.done}/{last.todo.total}" if last else "–"
     seconds = sum(r.duration_s for r in known)
     tokens = state.tokens_used()
     facts = [
@@ -99,7 +97,7 @@ def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
             f"{len(records)}: "
             + ", ".join(f"{n} {status}" for status, n in counts.items() if n or status != LapStatus.LIMITED),
         ),
-        ("TODO done", todo),
+        ("TODO done", _todo_done(top, state)),
         ("time in laps", f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"),
         ("tokens", f"{tokens:,}" if tokens else "unknown"),
         ("cost", _spent(*state.cost_used())),
@@ -107,6 +105,13 @@ def _outcome(state: RunState, records: list[LapRecord | None]) -> str:
     ]
     cells = "".join(f"<div><span class=muted>{name}</span><b>{value}</b></div>" for name, value in facts)
     return f'<div class="facts" id="outcome">{cells}</div>'
+
+
+def _todo_done(top: Path, state: RunState) -> str:
+    """The items ticked on the green tip (the base, when no lap was green): a red lap's ticks
+    were never the run's."""
+    counts = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
+    return f"{counts.done}/{counts.total}" if counts.total else "–"
 
 
 def _spent(spent: float, unknown: int) -> str:
