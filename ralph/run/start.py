@@ -29,10 +29,17 @@ class StartedElsewhere(RalphError):
 
 def pinned_config(state: RunState, current: config_module.Config) -> config_module.Config:
     """A run is judged by the configuration it started with, whatever the file says now (a run
-    of an issue has the issue's goal, not the file's)."""
+    of an issue has the issue's goal, not the file's).
+
+    Its fuse of laps judges nothing: each `ralph run` takes limits.max_laps from the file as it
+    is (and --max-laps over it, loop.py). The record's number is the file's or the flag of the
+    `ralph run` that started it, folded in, so it is neither kept (a plain `ralph run` after
+    `ralph run --max-laps 2` would stop at once) nor taken for a change of the file."""
     pinned = state.record.config
     if state.record.issue is not None:
         current = current.model_copy(update={"goal": pinned.goal})
+    limits = pinned.limits.model_copy(update={"max_laps": current.limits.max_laps})
+    pinned = pinned.model_copy(update={"limits": limits})
     if pinned != current:
         ui.say(
             "[yellow]note:[/] the config file differs from the configuration this run started with; "
