@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ralph.verdict.failure_lines import HEADING, LIFT_CHARS, LINE_CHARS, lift
+from ralph.verdict.failure_lines import HEADING, LIFT_CHARS, LINE_CHARS, first, lift
 
 FIXTURES = Path(__file__).parent / "fixtures" / "failure_lines"
 
@@ -210,3 +210,11 @@ def test_the_time_grows_with_the_output_not_faster(output: str):
     began = time.monotonic()
     lift(output)
     assert time.monotonic() - began < 5  # 1 MB: a quarter of a second on a quiet machine, hours if quadratic
+
+
+def test_the_first_failure_line_alone_for_a_message_of_one_line():
+    assert first(captured("npm-test-long.txt")) == "not ok 1 - parses the header"
+    assert first(captured("go-test.txt")) == "broken/b.go:3:23: undefined: undefined"
+    assert first(captured("jest.txt")) == "FAIL test/calc.test.js"
+    assert first("not ok 1 - later # TODO\n\x1b[31m  ✕ adds (3 ms)\x1b[0m\n") == "✕ adds (3 ms)"
+    assert first(captured("npm-test-exit.txt")) == "" and first("") == ""

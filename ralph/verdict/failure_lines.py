@@ -8,8 +8,9 @@ each with a line or two after it, once each, capped: what goes above the tail.
 
 The contract (ralph/verdict/checks.py calls it): give it the WHOLE output, as the spill file
 holds it; it gives back a short text (a heading line, then the lines, at most `limit`
-characters) or "" when no failure line is there. It reads each line a bounded number of times,
-and no input makes it raise.
+characters) or "" when no failure line is there. `first` gives the first failure line alone,
+for a message of one line. Each reads every line a bounded number of times, and no input
+makes either raise.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ _RUNNER_LINES = (
 )
 # A blank line fails at once, before any alternative is tried.
 _FAILURE = re.compile(r"^[ \t]*+(?=\S)(?:" + "|".join(_RUNNER_LINES) + ")", re.MULTILINE)
-# TAP's `not ok ... # TODO` and `# SKIP` are not failures.
 _TAP_DIRECTIVE = re.compile(r"#[ \t]*(?:TODO|SKIP)\b", re.IGNORECASE)
 # Lines that say nothing of a failure, passed over as context: rules and banners, the headers
 # of a traceback or a failures list, other tests' results, a code frame's unmarked lines, and
@@ -88,7 +88,7 @@ def lift(output: str, limit: int = LIFT_CHARS) -> str:
         end = _line_end(text, match.start())
         line = _clip(text[match.start() : min(end, match.start() + 2 * LINE_CHARS)])
         key = line.strip()
-        if key in seen or (key.startswith("not ok") and _TAP_DIRECTIVE.search(key)):
+        if key in seen or _tap_directive(key):
             continue
         seen.add(key)
         after = [] if left_out else _tap_context(text, end) if key.startswith("not ok") else _context(text, end)
@@ -104,6 +104,22 @@ def lift(output: str, limit: int = LIFT_CHARS) -> str:
     if left_out:
         shown.append(f"[ralph: {left_out} more failure line(s) in the output, not shown]")
     return ("\n".join(shown) + "\n")[:limit]
+
+
+def first(output: str) -> str:
+    """The first failure line of `output`, stripped, for a message of one line (doctor's, a
+    refused baseline's); "" when it holds none."""
+    text = _plain(output)
+    for match in _FAILURE.finditer(text):
+        line = _clip(text[match.start() : min(_line_end(text, match.start()), match.start() + 2 * LINE_CHARS)])
+        if not _tap_directive(line.strip()):
+            return line.strip()
+    return ""
+
+
+def _tap_directive(line: str) -> bool:
+    """TAP's `not ok ... # TODO` and `# SKIP`: a test not expected to pass, no failure."""
+    return line.startswith("not ok") and _TAP_DIRECTIVE.search(line) is not None
 
 
 def _plain(output: str) -> str:
