@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,23 @@ BASELINE_CASES = [
         [],
         ["a program it runs is missing", "Error 127"],
         id="make-runs-a-missing-program",
+    ),
+    pytest.param(
+        ["make tset"],
+        {"Makefile": "test:\n\ttrue\n"},
+        [],
+        [
+            "`tset` was not found where the check runs (misspelled, or not installed): make: *** No rule to make target",
+            "check the name in ralph.yaml's command",
+        ],
+        id="make-target-misspelled",
+    ),
+    pytest.param(
+        ["node tests/run.js"],
+        {},
+        [],
+        ["was not found where the check runs (misspelled, or not installed): Error: Cannot find module '/"],
+        id="node-entry-script-missing",
     ),
 ]
 
@@ -231,3 +249,24 @@ def test_what_tests_print_never_makes_a_check_that_ran_one_that_could_not(tmp_pa
     out = ralph(repo, "doctor").stdout
     assert f"`{PYTEST}` ran, fails (exit 1); per-test results: 1 passing, 5 failing" in out, out
     assert f"`{said}` ran, fails (exit 1); no per-test results" in out, out
+
+
+def test_a_suite_that_printed_its_summary_ran_whatever_the_code_under_test_printed(tmp_path: Path):
+    # The code under test runs a program that is not installed; the suite ran and said so in its
+    # closing line. Not "could not run": a red check with no per-test results.
+    suite = "echo 'sh: 1: gojq: not found'\necho 'not ok 1 lookup'\necho '1 test, 1 failed'\nexit 1\n"
+    repo = repo_with(tmp_path, ["sh run-tests.sh"], {"run-tests.sh": suite})
+    out = ralph(repo, "doctor").stdout
+    assert "`sh run-tests.sh` ran, fails (exit 1)" in out, out
+
+
+def test_doctor_says_a_runner_misspelled_behind_uv_could_not_run(tmp_path: Path):
+    if shutil.which("uv") is None:
+        pytest.skip("uv is not installed here")
+    repo = repo_with(tmp_path, ["uv run --no-project pytets -q"])
+    result = ralph(repo, "doctor")
+    assert result.returncode == 1, result.stdout
+    assert (
+        "`uv run --no-project pytets -q` could not run: `pytets` was not found where the check runs "
+        "(misspelled, or not installed): error: Failed to spawn: pytets" in result.stdout
+    ), result.stdout
