@@ -47,7 +47,8 @@ def repo_for(tmp_path: Path, base_url: str, mcp: dict, **config: object) -> Path
     settings = {
         "goal": "Finish calc",
         "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url},
-        "checks": [f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
+        # Red at the base with no per-test results: marked expected red, as a user would.
+        "checks": [{"run": f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'", "expect_red": True}],
         "mcp": mcp,
         **config,
     }

@@ -49,6 +49,8 @@ def test_the_jobs_are_listed_built_from_pinned_sdists_and_cut(bench_cache: Path,
         assert git(repo, "rev-list", "--count", "HEAD").strip() == "1" and git(repo, "status", "--porcelain") == ""
         config = parse((repo / "ralph.yaml").read_text(), "ralph.yaml")
         assert config.goal == built.goal and len(config.checks) == len(built.checks)
+        # the tests judge test by test; the job's other checks give no per-test results, so are marked expected red
+        assert [check.expect_red for check in config.checks] == [False] + [True] * (len(built.checks) - 1)
         todo = (repo / "TODO.md").read_text()
         assert [line[6:] for line in todo.splitlines() if line.startswith("- [ ] ")] == [i.text for i in built.items]
         assert not (repo / "job.json").exists()  # the answers stay in the cache, outside the job's repository

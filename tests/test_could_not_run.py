@@ -197,17 +197,22 @@ def test_a_lap_that_breaks_how_its_check_runs_is_red_and_the_next_lap_is_told(tm
     assert "TODO        0 done, 1 open (on the green line)" in ralph(repo, "status").stdout
 
 
-def test_a_check_red_at_the_base_without_per_test_results_is_named_and_what_is_left_is_said(tmp_path: Path):
+def test_a_check_red_at_the_base_without_per_test_results_is_refused_unless_marked_expect_red(tmp_path: Path):
+    refused = repo_with(tmp_path / "plain", ["test -f DONE", PYTEST], limits={"max_laps": 1})
+    error = one_line_error(ralph(refused, "run", "--name", "r"))
+    assert "`test -f DONE` fails on the base commit and gives no per-test results, so it could judge no lap" in error
+    assert "mark it `expect_red: true`" in error and "check-1.log" in error
+    assert git(refused, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""  # nothing started
     repo = repo_with(
         tmp_path,
-        ["test -f DONE", PYTEST],
+        [{"run": "test -f DONE", "expect_red": True}, PYTEST],
         script="pathlib.Path('notes.txt').write_text('worked')\n",
         limits={"max_laps": 1},
     )
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 3
     out = result.stdout + result.stderr
-    assert "`test -f DONE` fails on the base commit and gives no per-test results: laps cannot regress it" in out
+    assert "`test -f DONE` fails on the base commit and gives no per-test results (expect_red): it judges" in out
     assert "`" + PYTEST + "` fails on the base commit and gives no" not in out  # pytest gives per-test results
     assert "left: `test -f DONE` fails (since the base)" in out
     assert "left: 1 TODO item(s) open: Make test_sub pass" in out
@@ -230,7 +235,8 @@ def test_doctor_runs_setup_and_each_check_once_and_says_which_could_not_run(tmp_
     assert result.returncode == 1, out
     assert f"`{PYTEST}` ran, fails (exit 1); per-test results: 1 passing, 1 failing" in out
     assert "`.venv/bin/python -m pytest -q` could not run: the test runner is missing: No module named pytest" in out
-    assert "`true` ran, passes; no per-test results (judged by its exit code alone)" in out
+    assert "`true` ran, passes; no per-test results (judged by its exit code alone: declare the JUnit" in out
+    assert "first failure: tests/test_calc.py::test_sub" in out
     assert snapshot(repo) == before
     assert git(repo, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""
 
@@ -270,3 +276,24 @@ def test_doctor_says_a_runner_misspelled_behind_uv_could_not_run(tmp_path: Path)
         "`uv run --no-project pytets -q` could not run: `pytets` was not found where the check runs "
         "(misspelled, or not installed): error: Failed to spawn: pytets" in result.stdout
     ), result.stdout
+
+
+def test_doctor_fails_where_a_run_would_refuse_the_check_or_the_agent_cannot_start(tmp_path: Path):
+    red = repo_with(tmp_path / "red", ["test -f DONE"])
+    result = ralph(red, "doctor")
+    assert result.returncode == 1, result.stdout
+    assert "`test -f DONE` ran, fails (exit 1); no per-test results" in result.stdout
+    assert "a run refuses it: red with no per-test results (or mark it `expect_red: true`)" in result.stdout
+    marked = repo_with(tmp_path / "marked", [{"run": "test -f DONE", "expect_red": True}])
+    result = ralph(marked, "doctor")
+    assert "marked expect_red: it judges no lap" in result.stdout
+    assert result.returncode == (0 if "sandbox      works" in result.stdout else 1), result.stdout
+    preset = make_repo(
+        tmp_path / "preset",
+        CALC,
+        config={"goal": "g", "agent": {"kind": "command", "preset": "opencode"}, "checks": ["true"]},
+    )
+    env = {"PATH": f"{Path(PY).parent}:/usr/bin:/bin"}  # no opencode on it
+    result = ralph(preset, "doctor", env=env)
+    assert result.returncode == 1, result.stdout
+    assert "agent        cannot start: `opencode` (preset opencode) is not on PATH" in result.stdout

@@ -171,7 +171,8 @@ def test_sandbox_readable_brings_back_a_path_the_sandbox_empties(tmp_path: Path)
                 tmp_path / f"repo{code}",
                 "echo work > work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md",
                 {"where.txt": f"{kept}/tool.txt\n"},
-                checks=["grep -q 'a tool' \"$(cat where.txt)\""],  # (a path a command names is bound)
+                # (A path a command names is bound.) Unlisted, the check is red from the base commit on.
+                checks=[{"run": "grep -q 'a tool' \"$(cat where.txt)\"", "expect_red": not listed}],
                 sandbox={"mode": "required", "readable": listed},
             )
             result = ralph(repo, "run", "--name", "r")

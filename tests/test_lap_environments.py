@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,14 @@ COUNTING_SETUP = (
 )
 
 
-def config(agent: str, checks: list[str], **sections: object) -> str:
+def config(agent: str, checks: Sequence[str | dict[str, object]], **sections: object) -> str:
     data = {"goal": "Finish the job", "agent": {"kind": "command", "command": agent}, "checks": checks}
     return json.dumps({**data, **sections})  # JSON is YAML
+
+
+def expected_red(command: str) -> dict[str, object]:
+    """An exit-code check that fails on the base commit: marked so, or the run would not start."""
+    return {"run": command, "expect_red": True}
 
 
 def run_dir(repo: Path, run: str) -> Path:
@@ -194,7 +200,11 @@ def test_strict_keeps_what_setup_made_and_nothing_a_lap_changed_in_it(tmp_path: 
             ".gitignore": ".tools/\nplanted.py\n",
             "ralph.yaml": config(
                 agent,
-                [f'{PY} -c \'import sys; sys.path[:0] = [".tools", "."]; import judge; assert judge.verdict()\''],
+                [
+                    expected_red(
+                        f'{PY} -c \'import sys; sys.path[:0] = [".tools", "."]; import judge; assert judge.verdict()\''
+                    )
+                ],
                 setup=[setup],
                 strict=strict,
                 limits={"max_laps": 1},
@@ -297,7 +307,7 @@ def test_what_a_red_laps_setup_planted_is_gone_before_the_next_lap(tmp_path: Pat
             "b.py": "import os\nassert os.path.exists('cheat.txt')\n",
             "ralph.yaml": config(
                 agent,
-                [f"{PY} a.py", f"{PY} b.py"],
+                [f"{PY} a.py", expected_red(f"{PY} b.py")],
                 setup=["sh build.sh"],
                 setup_inputs=["build.sh"],
                 strict=strict,
@@ -335,7 +345,10 @@ def test_strict_deletes_empty_folders_and_files_named_in_no_encoding(tmp_path: P
             "src/keep.py": "",
             "ralph.yaml": config(
                 agent,
-                [f'{PY} -c "{probe.format(name)}"' for name in ("'build'", "b'\\xff_planted'", "b'src/\\xfe_planted'")],
+                [
+                    expected_red(f'{PY} -c "{probe.format(name)}"')
+                    for name in ("'build'", "b'\\xff_planted'", "b'src/\\xfe_planted'")
+                ],
                 strict=True,
                 limits={"max_laps": 1},
             ),
@@ -489,7 +502,7 @@ def test_a_laps_ignored_file_never_counts_as_setups(tmp_path: Path):
             ".gitignore": ".venv/\n",
             "ralph.yaml": config(
                 agent_command(tmp_path, UNIGNORING_AGENT),
-                [f"{PY} app.py"],
+                [expected_red(f"{PY} app.py")],
                 setup=["echo setup ran"],
                 limits={"max_laps": 2},
             ),
@@ -594,7 +607,11 @@ def test_an_honest_laps_own_ignore_rules_keep_what_they_let_in(tmp_path: Path):
     check = f"{PY} -c 'import plugins.extra'"
     repo = make_repo(
         tmp_path / "repo",
-        {"TODO.md": "- [ ] a\n", ".gitignore": "*.log\n", "ralph.yaml": config(agent, [check], limits={"max_laps": 1})},
+        {
+            "TODO.md": "- [ ] a\n",
+            ".gitignore": "*.log\n",
+            "ralph.yaml": config(agent, [expected_red(check)], limits={"max_laps": 1}),
+        },
     )
     result = ralph(repo, "run", "--name", "allow")
     assert result.returncode == 0, result.stdout + result.stderr

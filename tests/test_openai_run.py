@@ -20,13 +20,16 @@ FILES = {
     "TODO.md": "# TODO\n- [ ] Implement mul\n- [ ] Write NOTES.md\n",
     "PROGRESS.md": "nothing yet\n",
 }
+MUL = f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"
+# Red at the base with no per-test results: marked expected red, as a user would.
+MUL_CHECK = {"run": MUL, "expect_red": True}
 
 
 def edit(command: str, path: str, **arguments: object) -> Reply:
     return tool_call("str_replace_based_edit_tool", dict(command=command, path=path, **arguments))
 
 
-def repo_for(tmp_path: Path, base_url: str, checks: list[str], **limits) -> Path:
+def repo_for(tmp_path: Path, base_url: str, checks: list[str | dict[str, object]], **limits) -> Path:
     config = {
         "goal": "Finish calc",
         "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url},
@@ -52,8 +55,8 @@ def test_a_lap_with_every_tool_ends_done(tmp_path: Path):
         finish("implemented mul and wrote NOTES.md"),
     ]
     with ScriptedServer(script) as server:
-        checks = [
-            f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'",
+        checks: list[str | dict[str, object]] = [
+            MUL_CHECK,
             f"! env | grep -q {CANARY[-12:]}",
             'test -z "$OPENAI_API_KEY"',
         ]
@@ -204,8 +207,7 @@ def test_finish_on_a_lap_that_changed_nothing_or_while_checks_fail_is_pushed_bac
         finish("implemented mul"),
     ]
     with ScriptedServer(script) as server:
-        check = f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"
-        repo = repo_for(tmp_path, server.base_url, [check], max_laps=1)
+        repo = repo_for(tmp_path, server.base_url, [MUL_CHECK], max_laps=1)
         config = json.loads((repo / "ralph.yaml").read_text())
         config["agent"]["fix_attempts"] = 2
         (repo / "ralph.yaml").write_text(json.dumps(config))
@@ -213,7 +215,7 @@ def test_finish_on_a_lap_that_changed_nothing_or_while_checks_fail_is_pushed_bac
         ralph(repo, "run", "--name", "o")
         answers = [message["content"] for message in server.requests[-1].body["messages"] if message["role"] == "tool"]
     assert "Not finished: you changed no file, and a lap that changes nothing is red." in answers[0]
-    assert f"Not finished: these checks still fail: `{check}`" in answers[2]
+    assert f"Not finished: these checks still fail: `{MUL}`" in answers[2]
     assert "If they are for later laps and your slice is done, call finish again." in answers[2]
     (lap,) = laps(repo)
     assert lap["status"] == "green" and lap["agent"]["summary"] == "implemented mul"
@@ -240,7 +242,7 @@ def test_a_slow_server_streaming_longer_than_request_timeout_finishes_the_run(tm
         finish("done"),
     ]
     with ScriptedServer(script) as server:
-        repo = repo_for(tmp_path, server.base_url, [f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"])
+        repo = repo_for(tmp_path, server.base_url, [MUL_CHECK])
         _with_request_timeout(repo, 0.5)
         result = ralph(repo, "run", "--name", "o")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -185,7 +185,7 @@ def attack(tmp_path: Path, machine: UsersMachine, sockets: list[str], monkeypatc
     config = {
         "goal": "g",
         "agent": {"kind": "command", "command": f"{PY} {tmp_path / 'agent.py'}"},
-        "checks": ["grep -q 'a + b' calc.py"],
+        "checks": [{"run": "grep -q 'a + b' calc.py", "expect_red": True}],  # red until the lap's fix
         "limits": {"max_laps": 1},
         "sandbox": {"mode": "required", "writable": [str(out)], **({"sockets": sockets} if sockets else {})},
     }

@@ -30,10 +30,12 @@ TODO = """\
 - [ ] Implement sub
 - [ ] Document calc in NOTES.md
 """
-CHECKS = [
+SUB_CHECK = f'{PY} -c "import calc; assert calc.sub(5, 3) == 2"'
+# mul and sub fail at the base and give no per-test results: marked expected red, as a user would.
+CHECKS: list[str | dict[str, object]] = [
     f'{PY} -c "import calc; assert calc.add(2, 3) == 5"',
-    f'{PY} -c "import calc; assert calc.mul(2, 3) == 6"',
-    f'{PY} -c "import calc; assert calc.sub(5, 3) == 2"',
+    {"run": f'{PY} -c "import calc; assert calc.mul(2, 3) == 6"', "expect_red": True},
+    {"run": SUB_CHECK, "expect_red": True},
 ]
 
 # One script, three laps: fix item 1 (green), break a passing check (red), finish (green, done).
@@ -114,6 +116,10 @@ def test_green_red_green_run_ends_done(calc_repo: Path):
     assert git(calc_repo, "log", "-1", "--format=%s", green[1]) == "Implement mul"
     assert git(calc_repo, "log", "-1", "--format=%(trailers:key=Ralph-Run,valueonly)", green[0]).strip() == "calc"
     assert [note(calc_repo, c)["status"] for c in green] == ["green", "green"]
+    # Lap 1 left sub's check red, marked expected red: its line says that check judged nothing.
+    assert note(calc_repo, green[1])["reason"] == (
+        f"no check regressed; `{SUB_CHECK}` judged nothing (red, no per-test results)"
+    )
 
     # The red lap is kept for review under its lap ref, off the green line.
     red = git(calc_repo, "rev-parse", "refs/ralph/calc/laps/2")

@@ -133,7 +133,8 @@ todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
 def hostile(
     tmp_path: Path, attacks: str, sandbox: str = "auto", check: str = "grep -q 'a + b' calc.py", items: int = 1
 ) -> tuple[Path, dict]:
-    """A repository whose lap-1 agent runs `attacks`; returns it and the environment to run ralph with."""
+    """A repository whose lap-1 agent runs `attacks`; returns it and the environment to run ralph with.
+    The check is an exit code (the default one is red until the lap's fix): marked `expect_red`, so the run starts."""
     out = tmp_path / "out"
     out.mkdir()
     agent = tmp_path / "agent.py"
@@ -141,7 +142,7 @@ def hostile(
     config = {
         "goal": "g",
         "agent": {"kind": "command", "command": f"{PY} {agent}"},
-        "checks": [check],
+        "checks": [{"run": check, "expect_red": True}],
         "limits": {"max_laps": 2},
         "sandbox": {"mode": sandbox, "writable": [str(out)]},
     }
@@ -775,8 +776,8 @@ def test_a_folder_named_git_cannot_hide_a_module_from_the_commit(tmp_path: Path)
         "printf 'import sys\\nsys.path.insert(0, \"sub/.git\")\\nimport helper\\n' > app.py && "
         "sed -i 's/\\[ \\]/[x]/' TODO.md"
     )
-    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "limits": {"max_laps": 1}}
-    config["checks"] = [f"{sys.executable} -c 'import app'"]
+    config: dict[str, object] = {"goal": "g", "agent": {"kind": "command", "command": agent}, "limits": {"max_laps": 1}}
+    config["checks"] = [{"run": f"{sys.executable} -c 'import app'", "expect_red": True}]  # app.py exits 1
     repo = make_repo(
         tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] x\n", "app.py": "raise SystemExit(1)\n"}
     )

@@ -43,7 +43,8 @@ def repo_for(tmp_path: Path, judge: dict, agent: dict | None = None) -> Path:
     config = {
         "goal": "Make calc.add right",
         "agent": agent or script,
-        "checks": [f"{PY} -c 'import calc; assert calc.add(2, 3) == 5'"],
+        # Red at the base with no per-test results: marked expected red, as a user would.
+        "checks": [{"run": f"{PY} -c 'import calc; assert calc.add(2, 3) == 5'", "expect_red": True}],
         "roles": {"judge": judge},
         "limits": {"max_laps": 2},
     }

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ralph import git
-from ralph.bench.build import IDENT, BuiltJob, render
+from ralph.bench.build import IDENT, BuiltJob, entries, render
 from ralph.bench.results import Result, token_totals
 from ralph.bench.score import Scored, passing, score
 from ralph.config import CONFIG_FILE, Limits, parse
@@ -94,7 +94,7 @@ def run_job(repo: Path, job: BuiltJob, settings: dict[str, Any], mode: Mode, opt
 
 def config_text(goal: str, checks: list[str], settings: dict[str, Any]) -> str:
     """A job's ralph.yaml with the bench's settings, checked: a wrong key is named before any run."""
-    text = json.dumps({"goal": goal, "checks": checks, **settings}, indent=2) + "\n"
+    text = json.dumps({"goal": goal, "checks": entries(checks), **settings}, indent=2) + "\n"
     parse(text, "the bench's configuration")
     return text
 

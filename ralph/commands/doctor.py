@@ -3,17 +3,21 @@ ralph.yaml, also what its checks give: setup and each check run once on HEAD, as
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import sys
 from pathlib import Path
 
 from ralph import config, git
+from ralph.agents.presets import PRESETS
+from ralph.config.sections import CheckSpec
 from ralph.errors import Exit, RalphError
 from ralph.isolation import jail, proc, sandbox
 from ralph.isolation.provision import SetupFailed
 from ralph.run.checks_at import checks_at
 from ralph.show import ui
+from ralph.verdict import could_not_run, failure_lines, readers
 from ralph.verdict.checks import CheckResult
 
 MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line that moved
@@ -37,6 +41,37 @@ def doctor(cwd: Path) -> Exit:
     return Exit.DONE if missing is None and checks_ran is not False else Exit.ERROR
 
 
+def _agent(cfg: config.Config) -> bool:
+    """Can the lap's agent start: a preset's program on PATH, one of its credential variables (or
+    a login of its own that the docs describe), an openai endpoint's key variable?"""
+    agent = cfg.agent
+    if agent.kind == "openai":
+        found = bool(os.environ.get(agent.api_key_env)) or bool(agent.base_url or os.environ.get("OPENAI_BASE_URL"))
+        ui.say(
+            f"agent        built-in, model {ui.safe(str(agent.model))}: "
+            + ("its key or endpoint is set" if found else f"[bold red]no key[/]: set {agent.api_key_env}")
+        )
+        return found
+    preset = PRESETS.get(agent.preset or "")
+    if preset is None or agent.command is not None:
+        ui.say(f"agent        the command `{ui.safe(agent.shell_command)}` (its failures show in its laps)")
+        return True
+    if shutil.which(preset.executable) is None:
+        ui.say(f"agent        [bold red]cannot start[/]: `{preset.executable}` (preset {preset.name}) is not on PATH")
+        return False
+    inside = sandbox.missing_inside(agent.shell_command, os.environ) if sandbox.decide(cfg.sandbox.mode) else None
+    if inside:
+        ui.say(f"agent        [bold red]cannot start in the sandbox[/]: {ui.safe(inside)}")
+        return False
+    keys = [name for name in preset.credentials if os.environ.get(name)]
+    if preset.credentials and not keys and not preset.login:
+        ui.say(f"agent        [bold red]cannot log in[/]: none of {', '.join(preset.credentials)} is set")
+        return False
+    how = f"by {keys[0]}" if keys else f"by its own login ({ui.safe(preset.login)})"
+    ui.say(f"agent        preset {preset.name}: `{shutil.which(preset.executable)}`, logged in {how}")
+    return True
+
+
 def _try_checks(cwd: Path) -> bool | None:
     """Setup and every check once on HEAD, in a workspace and sandbox of their own; whether all
     of them could run (None: no repository or ralph.yaml here to try)."""
@@ -58,21 +93,43 @@ def _try_checks(cwd: Path) -> bool | None:
     except SetupFailed as failed:
         ui.say(f"setup        [bold red]failed[/]: {failed.reason}: {ui.safe(ui.one_line(failed.output, 300))}")
         return False
-    for index, result in enumerate(results, 1):
-        ui.say(f"check {index:<6} {_verdict(result)}")
-    return not any(result.could_not_run for result in results)
+    usable = True
+    for index, (spec, result) in enumerate(zip(cfg.checks, results, strict=True), 1):
+        verdict, judges = _verdict(spec, result)
+        ui.say(f"check {index:<6} {verdict}")
+        usable = usable and judges
+    return _agent(cfg) and usable
 
 
-def _verdict(result: CheckResult) -> str:
+def _verdict(spec: CheckSpec, result: CheckResult) -> tuple[str, bool]:
+    """A check's line, and whether a run could be judged by it: it ran, and it passes, gives
+    per-test results, or is marked `expect_red`."""
     command = ui.safe(result.command)
     if result.could_not_run:
-        return f"`{command}` [bold red]could not run[/]: {ui.safe(result.could_not_run)}"
+        why = result.could_not_run
+        return f"`{command}` [bold red]could not run[/]: {ui.safe(why)} — {could_not_run.fix(why)}", False
     outcome = "[green]passes[/]" if result.passed else f"[red]fails[/] (exit {result.exit_code})"
-    if result.tests is None:
-        return f"`{command}` ran, {outcome}; no per-test results (judged by its exit code alone)"
-    counts = result.tests.counts
-    failing = len(result.tests.failing_ids)
-    return f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {failing} failing"
+    failing = result.tests.failing_ids if result.tests else []
+    first = (
+        failing[0] if failing else failure_lines.first(result.output_tail) or could_not_run.cause(result.output_tail)
+    )
+    shown = "" if result.passed else f"; first failure: {ui.safe(first)}"
+    if result.tests is not None:
+        counts = result.tests.counts
+        return (
+            f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {len(failing)} failing{shown}",
+            True,
+        )
+    how = readers.hint(command)
+    line = f"`{command}` ran, {outcome}; no per-test results (judged by its exit code alone: {how}){shown}"
+    if result.passed:
+        return line, True
+    if spec.expect_red:
+        return line + "; marked expect_red: it judges no lap", True
+    return (
+        line + " — [bold red]a run refuses it[/]: red with no per-test results (or mark it `expect_red: true`)",
+        False,
+    )
 
 
 def _first_line(argv: list[str]) -> str:

@@ -32,10 +32,17 @@ CONFIG_FILE = "ralph.yaml"
 # What a lap may add to but not modify or delete: the tests, their configuration, CI and
 # ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
 DEFAULT_PROTECT = [
-    "tests/**",
-    "test/**",
+    "**/tests/**",
+    "**/test/**",
+    "**/spec/**",
+    "**/__tests__/**",
+    "**/__snapshots__/**",
+    "**/testdata/**",
     "test_*.py",
     "*_test.py",
+    "*_test.go",
+    "*.test.*",
+    "*.spec.*",
     "conftest.py",
     "pytest.ini",
     ".pytest.ini",

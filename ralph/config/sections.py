@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -152,7 +153,87 @@ class CheckSpec(Section):
         "to the per-test ratchet; none written is a check that could not run.",
     )
 
-    @field_validator("junit")
+    jest: str | None = Field(
+        None,
+        description="The report jest writes with `--json --outputFile=PATH` (a path in the workspace): its tests "
+        "are held to the per-test ratchet; none written is a check that could not run.",
+    )
+    results: Literal["go", "libtest", "unittest"] | None = Field(
+        None,
+        description="Per-test results read from the check's own output: `go test -json`, cargo's libtest, "
+        "`python -m unittest -v`. Unset: inferred from the command (`go test … -json`, `cargo test`, "
+        "`-m unittest … -v`) where the runner's output is the check's own.",
+    )
+    expect_red: bool = Field(
+        False,
+        description="A check that fails on the base commit and gives no per-test results stops the run before "
+        "lap 1 unless this is true: then no lap can regress it, and only done waits for it to pass.",
+    )
+
+    @field_validator("junit", "jest")
     @classmethod
     def _a_path_inside(cls, pattern: str | None) -> str | None:
         return None if pattern is None else junit.validate_pattern(pattern)
+
+    @property
+    def reader(self) -> str | None:
+        """Where the check's per-test results come from besides pytest's plugin: a report file
+        (junit, jest), its own output (go, libtest, unittest, declared or inferred), or nowhere."""
+        if self.junit:
+            return "junit"
+        if self.jest:
+            return "jest"
+        return self.results or inferred_results(self.run)
+
+
+def inferred_results(command: str) -> str | None:
+    """The output format a command gives: `go test -json`, `cargo test`, `python -m unittest -v`,
+    where the runner's output reaches the check's own (not piped into another program but `tee`,
+    not redirected to a file): `cargo test | grep -q ok` prints no libtest lines of its own."""
+    for words in _reaching_output(command):
+        pairs = set(zip(words, words[1:], strict=False))
+        if ("go", "test") in pairs and "-json" in words:
+            return "go"
+        if ("cargo", "test") in pairs:
+            return "libtest"
+        if ("-m", "unittest") in pairs and ("-v" in words or "--verbose" in words):
+            return "unittest"
+    return None
+
+
+def _reaching_output(command: str) -> list[list[str]]:
+    """The words of each simple command of a shell line whose output is the line's own."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: the shell would refuse it too
+        return []
+    simple: list[list[str]] = [[]]
+    piped: list[bool] = [False]
+    for token in tokens:
+        if token and set(token) <= set("|&;()"):
+            piped[-1] = token in ("|", "|&")
+            simple.append([])
+            piped.append(False)
+        else:
+            simple[-1].append(token)
+    reaching = []
+    for at, words in enumerate(simple):
+        into_tee = at + 1 < len(simple) and simple[at + 1][:1] == ["tee"]
+        redirected = any(_to_a_file(words, index) for index in range(len(words)))
+        if words and (not piped[at] or into_tee) and not redirected:
+            reaching.append(words)
+    return reaching
+
+
+def _to_a_file(words: list[str], index: int) -> bool:
+    """Does the redirection at `index` send standard output to a file (`> f`, `>> f`, `&> f`,
+    `>& f`, `1> f`), not stderr alone (`2> f`) or one stream to the other (`2>&1`, `1>&2`)?"""
+    word, before = words[index], words[index - 1] if index else ""
+    after = words[index + 1] if index + 1 < len(words) else ""
+    if word in (">", ">>", ">|"):
+        return before != "2"
+    if word in ("&>", "&>>"):
+        return True
+    return word == ">&" and not after.isdigit()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.isolation import crashpoint, lap_git_dir, proc, toolchains
+from ralph.isolation import crashpoint, lap_git_dir, proc, sandbox, toolchains
 from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path
 from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
@@ -252,7 +252,8 @@ class Workspace:
             outputs.append(done.output)
             if not done.ok:
                 why = f"timed out after {timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
-                raise SetupFailed(f"setup `{command}` failed ({why})", done.tail(2000))
+                hidden = sandbox.missing_inside(command, env, jail) if jail is not None and not done.timed_out else None
+                raise SetupFailed(f"setup `{command}` failed ({hidden or why})", done.tail(2000))
         self.unchecked = True  # (the commands ran in a jail made before the listing above)
         made = [path.rstrip("/") for path in self.own.untracked("--directory", *spared) if path not in before]
         provision.setup_ran(commit, made, for_lap=for_lap, remember=remember)

@@ -118,7 +118,7 @@ def _after_checks(
         problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
     green = Judged(
         status=LapStatus.GREEN,
-        reason=_green_reason(results),
+        reason=ratchet.green_reason(results),
         checks=results,
         files_changed=len(lap.changes),
         guard=report,
@@ -165,10 +165,6 @@ def _made_something_pass(before: list[CheckResult], now: list[CheckResult], comp
     however small the diff (a whitespace fix inside a string literal)."""
     passed_before = {check.command for check in before if check.passed}
     return bool(comparison.newly_passing) or any(check.passed and check.command not in passed_before for check in now)
-
-
-def _green_reason(checks: list[CheckResult]) -> str:
-    return "all checks pass" if all_pass(checks) else "no check regressed"
 
 
 def _first_line(text: str) -> str:

@@ -162,7 +162,7 @@ def _context(
     in_sandbox = sandboxed(repo, cfg, side_by_side=options.parallel > 1 or slot is not None, remote=remote)
     limiter.configure(cfg.limits.requests_per_minute)
     judge = _judge(cfg)
-    agents = _agents(cfg)
+    agents = _agents(cfg, env if in_sandbox else None)
     mcp: McpTools | None = None
     # Its slots run the laps, and ask the tools (--parallel's, --best-of's candidates).
     coordinating = (options.parallel > 1 or options.best_of is not None) and slot is None
@@ -192,12 +192,21 @@ def _context(
     )
 
 
-def _agents(cfg: config_module.Config) -> tuple[Agent, ...]:
-    """config.agents, made; the first one's endpoint must answer, a fallback's (or agent.escalate's) only warns."""
+def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> tuple[Agent, ...]:
+    """config.agents, made; the first one's endpoint must answer, a fallback's (or agent.escalate's) only
+    warns. Sandboxed (`sandboxed_env`), a command agent's program must be there inside the sandbox too."""
     # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
     withheld = (*(agent.api_key_env for agent in cfg.agents if agent.kind == "openai"), *cfg.role_key_variables)
     agents = tuple(make_agent(agent, withheld) for agent in cfg.agents)
     agents[0].check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
+    first = cfg.agents[0]
+    missing = (
+        sandbox.missing_inside(first.shell_command, sandboxed_env)
+        if sandboxed_env and first.kind == "command"
+        else None
+    )
+    if missing:
+        raise RalphError(f"the agent cannot start in the sandbox: {missing}")
     for number, later in enumerate(agents[1:], 1):  # needed only later, if at all: a warning
         try:
             later.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)

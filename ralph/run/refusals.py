@@ -8,13 +8,14 @@ from pathlib import Path
 
 from ralph import config as config_module
 from ralph import git, todo
+from ralph.config.sections import CheckSpec
 from ralph.errors import RalphError
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
 from ralph.isolation import sandbox
 from ralph.run.context import RunContext
 from ralph.show import ui
-from ralph.verdict import checks, could_not_run, guard, junit
+from ralph.verdict import checks, could_not_run, failure_lines, guard, junit, readers
 from ralph.verdict.pytest_results import COLLECTION
 
 
@@ -104,16 +105,16 @@ def warn_outside_environments(ctx: RunContext) -> None:
 
 
 def refuse_reports_over_tracked_files(ctx: RunContext, base: str) -> None:
-    """A `junit:` pattern is deleted before each check: one that matches files of the commit
+    """A `junit:` or `jest:` pattern is deleted before each check: one that matches files of the commit
     would change the very tree the checks judge (a fixture `tests/data/config.xml` under `**/*.xml`)."""
-    patterns = [check.junit for check in ctx.config.checks if check.junit]
+    patterns = [pattern for check in ctx.config.checks for pattern in (check.junit, check.jest) if pattern]
     tracked = git.files_at(ctx.top, base) if patterns else []
     for pattern in patterns:
         found = junit.tracked_matches(tracked, pattern)
         if found:
             raise RalphError(
-                f"junit: '{pattern}' matches files git tracks ({', '.join(found[:3])}), which ralph would delete "
-                "before each check — name the folder the report is written to (reports/*.xml)"
+                f"the report path '{pattern}' matches files git tracks ({', '.join(found[:3])}), which ralph would "
+                "delete before each check — name the folder the report is written to (reports/*.xml)"
             )
 
 
@@ -128,33 +129,46 @@ def refuse_bad_copy(ctx: RunContext) -> None:
         )
 
 
-def refuse_unjudged_baseline(baseline: list[checks.CheckResult], log_dir: Path) -> None:
+def refuse_unjudged_baseline(baseline: list[checks.CheckResult], specs: list[CheckSpec], log_dir: Path) -> None:
     """A check that could not run on the base commit judges nothing: no lap could be held to it,
-    so the run does not start. Test files that fail to import there are named (a module missing
-    from the environment looks the same as code still to write), and so is a check that fails
-    with no per-test results: laps cannot regress it, only "done" waits for it."""
+    so the run does not start. Nor does one that fails there with no per-test results, unless the
+    user marked it `expect_red`: an exit code that is already non-zero cannot tell a lap that
+    broke a test from one that fixed one. Test files that fail to import are named (a module
+    missing from the environment looks the same as code still to write)."""
     for index, check in enumerate(baseline, 1):
         if check.could_not_run:
             raise RalphError(
                 f"the check `{check.command}` could not run on the base commit: {check.could_not_run} — "
                 f"{could_not_run.fix(check.could_not_run)} (its output: {log_dir / f'check-{index}.log'})"
             )
-    for check in baseline:
-        failing = check.tests.failing_ids if check.tests else []
-        broken = [test.removesuffix(f"::{COLLECTION}") for test in failing if test.endswith(f"::{COLLECTION}")]
-        if broken:
-            missing = re.search(r"No module named '[^']+'", check.output_tail)
-            ui.warn(
-                f"`{check.command}`: {len(broken)} test file(s) fail to import on the base commit "
-                f"({', '.join(broken[:3])}{': ' + missing.group(0) if missing else ''}): they count as failing "
-                "until they pass; if it is the environment that lacks a module, add it in `setup:`"
+    expected = {spec.run for spec in specs if spec.expect_red}
+    for index, check in enumerate(baseline, 1):
+        _warn_broken_test_files(check)
+        if check.passed or check.tests is not None:
+            continue
+        if check.command not in expected:
+            first = failure_lines.first(check.output_tail) or could_not_run.cause(check.output_tail)
+            raise RalphError(
+                f"the check `{check.command}` fails on the base commit and gives no per-test results, so it "
+                f"could judge no lap: {first} — {readers.hint(check.command)}; or, to run with it red, mark it "
+                f"`expect_red: true` in ralph.yaml (its output: {log_dir / f'check-{index}.log'})"
             )
-        if not check.passed and check.tests is None:
-            ui.warn(
-                f"`{check.command}` fails on the base commit and gives no per-test results: laps cannot "
-                'regress it, only "done" waits for it — declare the JUnit report it writes (`junit:`) to judge '
-                "it test by test (docs/trust.md: Per-test results from other runners)"
-            )
+        ui.warn(
+            f"`{check.command}` fails on the base commit and gives no per-test results (expect_red): it judges "
+            'no lap, only "done" waits for it to pass'
+        )
+
+
+def _warn_broken_test_files(check: checks.CheckResult) -> None:
+    failing = check.tests.failing_ids if check.tests else []
+    broken = [test.removesuffix(f"::{COLLECTION}") for test in failing if test.endswith(f"::{COLLECTION}")]
+    if broken:
+        missing = re.search(r"No module named '[^']+'", check.output_tail)
+        ui.warn(
+            f"`{check.command}`: {len(broken)} test file(s) fail to import on the base commit "
+            f"({', '.join(broken[:3])}{': ' + missing.group(0) if missing else ''}): they count as failing "
+            "until they pass; if it is the environment that lacks a module, add it in `setup:`"
+        )
 
 
 def _refuse_bad_todo(repo: git.RepoInfo, cfg: config_module.Config) -> None:

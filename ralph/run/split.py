@@ -30,7 +30,6 @@ from ralph.run.judging import Judged
 from ralph.show import ui
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet
-from ralph.verdict.checks import all_pass
 
 MIN_ITEMS, MAX_ITEMS = 2, 20  # a split into one item is a rewording; into more, a plan of its own
 ITEM_CHARS = 500  # an item is one line a lap reads
@@ -188,8 +187,7 @@ def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepa
         reason, status = "; ".join(problems), LapStatus.RED
     else:
         made = lap.counts.total - todo.count(prepared.todo_before).total + 1
-        checks = "all checks pass" if all_pass(checked.results) else "no check regressed"
-        reason, status = f"split into {made} items; {checks}", LapStatus.GREEN
+        reason, status = f"split into {made} items; {ratchet.green_reason(checked.results)}", LapStatus.GREEN
     return Judged(
         status=status,
         reason=reason,

@@ -120,7 +120,7 @@ def start(ctx: RunContext, issue: int | None = None) -> RunState:
     workspace_at(ctx, base, 0, log_dir)
     commit_hooks.try_out(ctx, base, log_dir)
     baseline = ctx.check(log_dir)
-    refusals.refuse_unjudged_baseline(baseline, log_dir)
+    refusals.refuse_unjudged_baseline(baseline, ctx.config.checks, log_dir)
     record = RunRecord(
         run=ctx.run_name,
         created_at=now_iso(),

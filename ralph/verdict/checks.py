@@ -13,15 +13,16 @@ from pydantic import BaseModel
 
 from ralph.config.sections import CheckSpec
 from ralph.errors import RalphError
-from ralph.isolation import proc
+from ralph.isolation import proc, sandbox
 from ralph.isolation.files import remove_path
 from ralph.isolation.jail import Jail
 from ralph.show import events
 from ralph.todo import Counts
-from ralph.verdict import could_not_run, junit, pytest_results
+from ralph.verdict import could_not_run, failure_lines, go_test, pytest_results, readers
 from ralph.verdict.pytest_results import TestResults
 
 TAIL_CHARS = 4000
+TAIL_ROOM = 200  # characters of the tail kept for ralph's own line (idle, timed out)
 DISK_LOW = 64 << 20  # bytes free in the workspace below which "No space left on device" is the machine's
 
 
@@ -95,8 +96,7 @@ def _run_one(
     for attempt in range(1, spec.retries + 2):  # noqa: B007 (the attempt that ended it is recorded)
         report = reports / f"check-{index}.pytest.jsonl"
         remove_path(report)  # whatever the last attempt left there: a file, a folder, a link
-        if spec.junit:
-            junit.remove(worktree, spec.junit)  # and what the last check (or the lap) left as its report
+        readers.remove_reports(spec, worktree)  # and what the last check (or the lap) left as its report
         check_env = pytest_results.check_env(env, seen_as / report.name)
         idle = proc.Idle(idle_timeout, worktree) if idle_timeout else None
         done = proc.run(
@@ -104,22 +104,23 @@ def _run_one(
             worktree,
             env=check_env,
             timeout=timeout,
-            spill=log_dir / f"check-{index}.log",
+            spill=log_dir / f"check-{index}.log",  # the whole output, read back by the output readers
             jail=jail,
             idle=idle,
         )
         if done.ok:
             break
-    tail = done.tail(TAIL_CHARS)
+    whole = readers.whole_output(log_dir / f"check-{index}.log") if readers.reads_output(spec, done.ok) else ""
+    tests, unreadable = pytest_results.read(report), None
+    if tests is None:  # pytest's own report, where pytest ran, says more
+        tests, unreadable = readers.results(spec, worktree, whole)
+    tail = _tail(spec, done, whole)
     if idle is not None and idle.fired:
         tail += f"\n[ralph: idle — printed nothing and changed no file for {idle.seconds:g}s, and was stopped]"
     elif done.timed_out:
         tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
-    tests, unreadable = pytest_results.read(report), None
-    if spec.junit and tests is None:  # pytest's own report, where pytest ran, says more
-        tests, unreadable = _junit_results(spec.junit, worktree)
     _refuse_outside_causes(spec.run, done, worktree, jail)
-    why = None if done.timed_out else could_not_run.reason(spec.run, done.exit_code, done.output, tests, unreadable)
+    why = _could_not_run(spec, done, tests, unreadable, check_env, jail)
     return CheckResult(
         command=spec.run,
         exit_code=done.exit_code,
@@ -133,13 +134,36 @@ def _run_one(
     )
 
 
-def _junit_results(pattern: str, worktree: Path) -> tuple[TestResults | None, str | None]:
-    """The check's JUnit reports, read whole, or why they cannot be (none written, unreadable)."""
-    try:
-        found = junit.read(junit.matching(worktree, pattern), root=worktree)
-    except junit.ReportUnreadable as unreadable:
-        return None, f"its JUnit report cannot be read: {unreadable}"
-    return (found, None) if found is not None else (None, f"it wrote no JUnit report at `{pattern}`")
+def _could_not_run(
+    spec: CheckSpec,
+    done: proc.Completed,
+    tests: TestResults | None,
+    unreadable: str | None,
+    env: dict[str, str],
+    jail: Jail | None,
+) -> str | None:
+    """Why the check could not run (None: it ran); inside the sandbox, a program of yours that
+    it does not show is named, with the fix (`sandbox.readable`)."""
+    if done.timed_out:
+        return None
+    outside = env.get("PATH") if jail is not None else None
+    why = could_not_run.reason(spec.run, done.exit_code, done.output, tests, unreadable, outside_path=outside)
+    if why and jail is not None:
+        why = sandbox.missing_inside(spec.run, env, jail) or why
+    return why
+
+
+def _tail(spec: CheckSpec, done: proc.Completed, whole: str) -> str:
+    """What people and the next lap read of a check's output: its end (`go test -json`'s events as
+    the text go prints), and, where it failed, the runner's failure lines first: a long run's
+    end is its summary and npm's notices, not the test that failed. Within TAIL_CHARS, with room
+    for ralph's own last line, since a lap's record keeps that many."""
+    shown = go_test.text(whole) if spec.reader == "go" else done.output
+    lifted = (
+        "" if done.ok or len(shown) <= TAIL_CHARS // 2 else failure_lines.lift(whole if spec.reader != "go" else shown)
+    )
+    room = TAIL_CHARS - len(lifted) - TAIL_ROOM
+    return lifted + shown[-room:]
 
 
 def _refuse_outside_causes(command: str, done: proc.Completed, worktree: Path, jail: Jail | None) -> None:

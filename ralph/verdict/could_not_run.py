@@ -163,7 +163,7 @@ def reason(
     if exit_code in (126, 127):  # the shell's own word for its last command, or a shim's (pyenv, asdf)
         launched = _launched(command, output, lines)
         if launched:
-            return _launcher_reason(launched, lines, outside_path)
+            return _launcher_reason(launched, lines)
         hidden = _hidden(_shell_named(lines), outside_path)
         if hidden:
             return f"{hidden}: {cause(output)}"
@@ -204,7 +204,7 @@ def _said_it_could_not(
         launched = _launched(command, output, lines)
         shell = next((index for index, line in enumerate(lines) if _NOT_FOUND.search(line)), None)
         if launched and (shell is None or launched.line_at < shell):
-            return _launcher_reason(launched, lines, outside_path)
+            return _launcher_reason(launched, lines)
         if shell is not None:
             hidden = _hidden(_shell_named(lines), outside_path)
             return f"{hidden or 'a program it runs is missing'}: {cause(output)}"
@@ -273,12 +273,14 @@ def _command_names(command: str) -> list[str]:
     return names
 
 
-def _launcher_reason(launched: _Launched, lines: list[str], outside_path: str | None) -> str:
+def _launcher_reason(launched: _Launched, lines: list[str]) -> str:
+    """A launcher's own words. What it names may be a target, a script or an environment, not a
+    program: it is never looked up on PATH (`make tset` is no sign that /usr/bin/tset is hidden)."""
     line = lines[launched.line_at][:200]
     if launched.kind != _MISSING:
         return f"{launched.kind}: {line}"
     shown = f"`{launched.name[:80]}`" if launched.name else "what it names"
-    return f"{_hidden(launched.name, outside_path) or f'{shown} {_MISSING}'}: {line}"
+    return f"{shown} {_MISSING}: {line}"
 
 
 def _shell_named(lines: list[str]) -> str:
@@ -358,6 +360,16 @@ _FIXES = (
         "JUnit",
         "make the runner write its report where `junit:` says, inside the workspace "
         "(docs/trust.md: Per-test results from other runners)",
+    ),
+    (
+        "jest report",
+        "make jest write its report where `jest:` says: `mkdir -p reports && npx jest --ci --json "
+        "--outputFile=reports/jest.json` (jest makes no folder)",
+    ),
+    (
+        "its output holds no",
+        "check that the command runs the runner and prints its results (`go test -json`, `cargo test`, "
+        "`python -m unittest -v`), or set `results:` to what it prints",
     ),
     ("collected no tests", "point the command at the tests (`ralph doctor` runs each check once)"),
     ("reported no tests", "point the command at the tests (`ralph doctor` runs each check once)"),

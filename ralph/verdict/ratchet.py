@@ -42,7 +42,7 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
         if not why and before is not None and before.tests and not check.tests and not check.timed_out:
             # A session that crashed wrote no report: nothing was judged, its passing tests unaccounted for.
             why = (
-                f"its pytest session wrote no report, as it did on the last green commit "
+                f"it gave no per-test results, as it did on the last green commit "
                 f"({before.tests.counts.passed} passing tests unaccounted for)"
             )
         if why:
@@ -93,13 +93,13 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     # a file a JUnit runner could not load (its testcase named by the file's path), only when
     # some test passes that did not before.
     newly_passing = sorted(now_passing.difference(old.passed_ids))
-    passing_files = {file_of(test) for test in now_passing}
+    collecting = _folders_and_files({file_of(test) for test in now_passing})
     vanished = [
         test
         for test in old.failing_ids
         if test not in now_passing
         and test not in failing_now
-        and not (test.endswith(COLLECTION) and file_of(test) in passing_files)
+        and not (test.endswith(COLLECTION) and file_of(test) in collecting)
         and not (_LOAD_FAILURE.search(test) and newly_passing)
     ]
     result.newly_failing += broken
@@ -116,6 +116,27 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
         was, now_count = getattr(old.counts, kind), getattr(new.counts, kind)
         if now_count > was:
             result.problems.append(f"{kind} tests rose {was} → {now_count}")
+
+
+def _folders_and_files(files: set[str]) -> set[str]:
+    """The files and every folder above them ("." for the top, where any file is): a package or
+    crate that failed to build (`folder::<collection>`) builds again when a test under it passes."""
+    found = set(files) | ({"."} if files else set())
+    for path in files:
+        parts = path.split("/")
+        found.update("/".join(parts[:end]) for end in range(1, len(parts)))
+    return found
+
+
+def green_reason(checks: list[CheckResult]) -> str:
+    """What a green lap's line says of its checks: a check red with no per-test results (accepted
+    as `expect_red`) judged nothing, and the line says so every lap."""
+    if all(check.passed for check in checks):
+        return "all checks pass"
+    unjudged = [f"`{check.command}`" for check in checks if not check.passed and check.tests is None]
+    return "no check regressed" + (
+        f"; {', '.join(unjudged)} judged nothing (red, no per-test results)" if unjudged else ""
+    )
 
 
 def _setup_changes(before: PytestSetup | None, now: PytestSetup | None, granted: Callable[[str], bool]) -> list[str]:

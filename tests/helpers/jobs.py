@@ -48,11 +48,13 @@ def items_repo(tmp_path: Path, items: list[str], sleep: float = 0.5, **limits: o
 
 
 def mul_repo(tmp_path: Path, base_url: str, **more: object) -> Path:
-    """calc.py to finish with the built-in agent: importing it passes, multiplying fails."""
+    """calc.py to finish with the built-in agent: importing it passes, multiplying fails (an exit
+    code with no per-test results, so it is marked expected red)."""
+    multiplies = {"run": f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'", "expect_red": True}
     config = {
         "goal": "Finish calc",
         "agent": {"kind": "openai", "model": "scripted-1", "base_url": base_url, "fix_attempts": 0},
-        "checks": [f"{PY} -c 'import calc'", f"{PY} -c 'import calc; assert calc.mul(2, 3) == 6'"],
+        "checks": [f"{PY} -c 'import calc'", multiplies],
         **more,
     }
     files = {"calc.py": "def mul(a, b):\n    raise NotImplementedError\n", "TODO.md": "# TODO\n- [ ] Implement mul\n"}
