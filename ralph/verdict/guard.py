@@ -7,7 +7,9 @@ set `protect: []`. Adding a test-configuration file (conftest.py, pytest.ini, �
 a pattern protects it counts as a change too: a new one can deselect or skip tests.
 `file#table` entries protect one table of a TOML file (pyproject.toml) or one section of an
 INI file (setup.cfg), so the rest of the file stays editable; `file#prefix*` every one whose name
-starts so (`setup.cfg#mypy*`: [mypy] and each [mypy-module]). Whatever `protect` says, a new
+starts so (`setup.cfg#mypy*`: [mypy] and each [mypy-module]). `*.rs#tests` protects the test
+functions of Rust files (ralph/verdict/inline_tests.py): a lap may add one, not change or remove
+one the last green commit had. Whatever `protect` says, a new
 module may not shadow what the checks import (ralph/verdict/shadowing.py), nor a new stub hide
 its module from a type checker, unless an item names it.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 import pathspec
 
 from ralph import git, todo
-from ralph.verdict import check_files, shadowing
+from ralph.verdict import check_files, inline_tests, shadowing
 
 _SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
 # An item grants changing a file only when its own words ask for a change to it: in one clause,
@@ -54,6 +56,7 @@ _GOAL_CLAUSES = re.compile(
 _CLAUSE_BREAKS = re.compile(r"[;,]|:\s|\.\s|\s[—–-]\s")
 # Files that make pytest pass over a folder (it takes one holding pyvenv.cfg for a virtualenv).
 COLLECTION_BLINDERS = frozenset({"pyvenv.cfg"})
+UNREADABLE = "\ufffd"  # what git.show_file makes of bytes that are not UTF-8
 
 
 @dataclass
@@ -262,18 +265,33 @@ def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
 
 def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[str]) -> bool:
     """Whole-file patterns are read together, in order (so `!` excludes); a `file#table` one
-    protects that table of the files it matches."""
+    protects that table of the files it matches, and `*.rs#tests` the test functions of Rust
+    files (unit tests live in the code's own files)."""
     if matches([pattern for pattern in protect if "#" not in pattern], path):
         return True
     for pattern in protect:
         file_pattern, _, table = pattern.partition("#")
         if not table or not matches([file_pattern], path):
             continue
-        if _table(git.show_file(cwd, green, path), path, table) != _table(
-            git.show_file(cwd, commit, path), path, table
-        ):
+        old, new = git.show_file(cwd, green, path), git.show_file(cwd, commit, path)
+        if table == "tests" and path.endswith(".rs"):
+            if _tests_changed(old, new):
+                return True
+        elif _table(old, path, table) != _table(new, path, table):
             return True
     return False
+
+
+def _tests_changed(old: str | None, new: str | None) -> bool:
+    """Did a test function of the last green commit's Rust file change or vanish? New ones are
+    free. git gives bytes that are not UTF-8 as U+FFFD: such a file is unreadable, and any
+    change to it counts (rustc would not build it either)."""
+    if old is None:
+        return False
+    if UNREADABLE in old or UNREADABLE in (new or ""):
+        return True
+    after = inline_tests.rust_tests(new or "")
+    return any(after.get(key) != text for key, text in inline_tests.rust_tests(old).items())
 
 
 def _table(text: str | None, path: str, name: str) -> object:
