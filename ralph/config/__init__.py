@@ -43,6 +43,7 @@ DEFAULT_PROTECT = [
     "*_test.go",
     "*.test.*",
     "*.spec.*",
+    "*.rs#tests",
     "conftest.py",
     "pytest.ini",
     ".pytest.ini",
