@@ -23,6 +23,11 @@ _NODE = [
     "package.json#jest",
     "package.json#mocha",
     "jest.config.*",
+    # jest's default transform reads babel's configuration for every file, the tests' included.
+    "babel.config.*",
+    ".babelrc",
+    ".babelrc.*",
+    "package.json#babel",
     "vitest.config.*",
     "vitest.workspace.*",
     "vite.config.*",
@@ -70,7 +75,18 @@ BY_PROGRAM = {
     "jest": _NODE,
     "vitest": _NODE,
     "mocha": _NODE,
-    "cargo": [".config/nextest.toml"],
+    # cargo runs each test binary through a target's `runner` and builds with `rustflags` and
+    # `[env]` from .cargo/config.toml; build.rs runs before the build. (Cargo.toml's `test =
+    # false` or `harness = false` drop or break tests, which the per-test ratchet sees; a new
+    # crate's Cargo.toml is honest work.)
+    "cargo": [
+        ".config/nextest.toml",
+        ".cargo/config.toml",
+        ".cargo/config",
+        "build.rs",
+        "rust-toolchain.toml",
+        "rust-toolchain",
+    ],
     "phpunit": ["phpunit.xml", "phpunit.xml.dist"],
     "mypy": _MYPY,
     "dmypy": _MYPY,

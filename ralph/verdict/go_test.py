@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.isolation.files import regular_text, walk
-from ralph.verdict.junit import ID_MAX, _fold
-from ralph.verdict.pytest_results import COLLECTION, TestResults
+from ralph.verdict.junit import ID_MAX
+from ralph.verdict.pytest_results import COLLECTION, TestResults, fold
 
 MANIFEST_MAX = 1 << 20  # bytes of a go.mod read
 SOURCE_MAX = 8 << 20  # bytes of a _test.go file scanned for its functions
@@ -150,7 +150,7 @@ class _Run:
             outcomes[test_id].add("failure")
         for package in self.unbuilt | (self.failed - failing_packages):
             outcomes.setdefault(_id(tree.folder(package), COLLECTION), set()).add("error")
-        results = _fold(outcomes)
+        results = fold(outcomes)
         results.counts.failed -= len(unended)  # failing, counted as pytest counts a test never reached
         results.counts.not_run = len(unended)
         return results

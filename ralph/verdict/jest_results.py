@@ -26,8 +26,7 @@ from typing import TypeVar
 
 from ralph.verdict import junit
 from ralph.verdict.junit import ReportUnreadable
-from ralph.verdict.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults
-from ralph.verdict.unittest_results import fold
+from ralph.verdict.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, fold
 
 ANCESTORS = " > "  # between the describe blocks and the title in an id
 SKIPPED = ("pending", "skipped", "todo", "disabled")

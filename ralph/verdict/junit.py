@@ -33,7 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ralph.isolation.files import walk
-from ralph.verdict.pytest_results import REPORT_MAX_BYTES, TestCounts, TestResults, _regular_file
+from ralph.verdict.pytest_results import REPORT_MAX_BYTES, TestResults, _regular_file, fold
 
 OUTCOMES = ("failure", "error", "skipped", "passed")  # the first found of a testcase's is its outcome
 ROOTS = ("testsuites", "testsuite")
@@ -106,7 +106,7 @@ def read(files: list[Path], root: Path | None = None) -> TestResults | None:
         text = _text(data, shown)
         del data  # only the text is held while it is parsed
         report.parse(text, shown)
-    return _fold(report.outcomes)
+    return fold(report.outcomes)
 
 
 def _contents(path: Path, shown: str) -> bytes:
@@ -272,21 +272,3 @@ def _may_hold(folder: tuple[str, ...], pattern: list[str]) -> bool:
         if not fnmatchcase(part, pattern[depth]):
             return False
     return True
-
-
-def _fold(outcomes: dict[str, set[str]]) -> TestResults:
-    counts = TestCounts()
-    passed, failing = [], []
-    for test, found in outcomes.items():
-        if "failure" in found:
-            counts.failed += 1
-            failing.append(test)
-        elif "error" in found:
-            counts.errors += 1
-            failing.append(test)
-        elif "skipped" in found:
-            counts.skipped += 1
-        else:
-            counts.passed += 1
-            passed.append(test)
-    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.isolation.files import regular_text, walk
-from ralph.verdict.junit import ID_MAX, _fold
-from ralph.verdict.pytest_results import COLLECTION, TestResults
+from ralph.verdict.junit import ID_MAX
+from ralph.verdict.pytest_results import COLLECTION, TestResults, fold
 
 MANIFEST_MAX = 1 << 20  # bytes of a Cargo.toml read
 SKIPPED_FOLDERS = ("target", "node_modules")  # besides hidden ones
@@ -183,7 +183,7 @@ def _results(sections: list[_Section], unbuilt: list[tuple[str, str]], crates: _
             outcomes.setdefault(_id(where.file or where.package, COLLECTION), set()).add("error")
     for crate, target in unbuilt:
         outcomes.setdefault(_id(crates.unbuilt(crate, target), COLLECTION), set()).add("error")
-    results = _fold(outcomes)
+    results = fold(outcomes)
     results.counts.not_run = not_run
     return results
 

@@ -64,6 +64,30 @@ class TestResults(BaseModel):
     setup: PytestSetup | None = None  # None: an older note's, or a session that died before its end
 
 
+# The outcomes a runner's results give a test, worst first: an id found more than once (two
+# tests claiming one id, a test that printed another's result line) takes the worst of them.
+OUTCOMES = ("failure", "failed", "error", "not_run", "skipped", "xfailed", "passed")
+_FAILING = {"failure": "failed", "failed": "failed", "error": "errors", "not_run": "not_run"}
+
+
+def fold(outcomes: dict[str, set[str]]) -> TestResults:
+    """One outcome per id, the worst it had, counted and listed: how every reader but pytest's
+    own (which knows more) folds its ids, so that all of them judge alike."""
+    counts = TestCounts()
+    passed, failing = [], []
+    for test, found in outcomes.items():
+        outcome = min(found, key=OUTCOMES.index)
+        if outcome == "passed":
+            counts.passed += 1
+            passed.append(test)
+        elif outcome in _FAILING:
+            setattr(counts, _FAILING[outcome], getattr(counts, _FAILING[outcome]) + 1)
+            failing.append(test)
+        else:
+            setattr(counts, outcome, getattr(counts, outcome) + 1)
+    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
+
+
 def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
     """The variables that make pytest load ralph's plugin and report to `report`, and run every
     module that imports when another does not (pytest would otherwise run no test at all, and

@@ -36,12 +36,10 @@ import os
 import re
 from pathlib import Path
 
-from ralph.verdict.pytest_results import COLLECTION, TestCounts, TestResults
+from ralph.verdict.pytest_results import COLLECTION, TestCounts, TestResults, fold
 
 SEPARATOR = "=" * 70  # what opens a failure's block
 STATUS = " ... "  # between a test's description and its outcome
-# Worst first: an id found more than once folds to the first of these it had.
-OUTCOMES = ("failed", "error", "not_run", "skipped", "xfailed", "passed")
 ENDINGS = (
     ("unexpected success", "failed"),
     ("expected failure", "xfailed"),
@@ -69,24 +67,6 @@ def read(output: str, root: Path) -> TestResults | None:
     for at, line in enumerate(lines):
         reader.feed(line.rstrip("\r"), lines[at + 1] if at + 1 < len(lines) else "")
     return reader.results()
-
-
-def fold(outcomes: dict[str, set[str]]) -> TestResults:
-    """One outcome per id, the worst of OUTCOMES it had, counted and listed."""
-    counts = TestCounts()
-    passed, failing = [], []
-    for test, found in outcomes.items():
-        outcome = min(found, key=OUTCOMES.index)
-        if outcome == "passed":
-            counts.passed += 1
-            passed.append(test)
-        elif outcome in ("skipped", "xfailed"):
-            setattr(counts, outcome, getattr(counts, outcome) + 1)
-        else:
-            kind = {"failed": "failed", "error": "errors", "not_run": "not_run"}[outcome]
-            setattr(counts, kind, getattr(counts, kind) + 1)
-            failing.append(test)
-    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
 
 
 def outcome_at_end(text: str) -> str | None:
