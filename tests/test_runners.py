@@ -413,6 +413,8 @@ def test_a_file_that_changes_how_the_runner_runs_is_protected(tmp_path: Path, na
         ("go test -json ./...", "go"),
         ("go test ./...", None),  # no events: judged by its exit code
         ("cargo test --no-fail-fast", "libtest"),
+        ("cargo test -q", None),  # libtest's quiet lines name no passing test
+        ("cargo test -- --quiet", None),
         ("make build && cargo test 2>&1 | tee test.log", "libtest"),
         ("python3 -m unittest -v", "unittest"),
         ("cd src && .venv/bin/python -m unittest discover -v -s tests 2>&1", "unittest"),

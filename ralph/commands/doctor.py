@@ -116,10 +116,10 @@ def _verdict(spec: CheckSpec, result: CheckResult) -> tuple[str, bool]:
     shown = "" if result.passed else f"; first failure: {ui.safe(first)}"
     if result.tests is not None:
         counts = result.tests.counts
-        return (
-            f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {len(failing)} failing{shown}",
-            True,
-        )
+        line = f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {len(failing)} failing{shown}"
+        if spec.reader == "libtest" and "--no-fail-fast" not in result.command.split():
+            line += " — add `--no-fail-fast`: cargo stops at the first failing test binary, the rest unjudged"
+        return line, True
     how = readers.hint(command)
     line = f"`{command}` ran, {outcome}; no per-test results (judged by its exit code alone: {how}){shown}"
     if result.passed:

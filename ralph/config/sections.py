@@ -194,7 +194,7 @@ def inferred_results(command: str) -> str | None:
         pairs = set(zip(words, words[1:], strict=False))
         if ("go", "test") in pairs and "-json" in words:
             return "go"
-        if ("cargo", "test") in pairs:
+        if ("cargo", "test") in pairs and not {"-q", "--quiet"} & set(words):  # quiet: dots, no names
             return "libtest"
         if ("-m", "unittest") in pairs and ("-v" in words or "--verbose" in words):
             return "unittest"

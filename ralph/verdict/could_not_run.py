@@ -247,9 +247,14 @@ def _generic_launcher_failed(command: str, lines: list[str]) -> _Launched | None
     for index, line in _edges(lines):
         if not _CANNOT_START.search(line):
             continue
-        for name in named:
-            if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)", line):
-                return _Launched(_MISSING, name, index)
+        # The word named last: a launcher names itself first (`go tset: unknown command`).
+        found = [
+            (match.start(), name)
+            for name in named
+            if (match := re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)", line))
+        ]
+        if found:
+            return _Launched(_MISSING, max(found)[1], index)
     return None
 
 
