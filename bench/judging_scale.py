@@ -18,6 +18,11 @@ update a file the lap changed.
 - TODO rules: no item lost or reworded, which were ticked (ralph/verdict/guard.py, ralph/todo.py)
 - grants: does a ticked item ask for each changed file's change (ralph/verdict/guard.py)
 - rebase: the lap's ticks and new items put onto a TODO that moved (laps side by side)
+- go / libtest / unittest / jest: reading n tests' results from `go test -json`'s events, cargo's
+  libtest lines, `python -m unittest -v`'s lines and jest's JSON report (ralph/verdict/go_test.py,
+  libtest.py, unittest_results.py, jest_results.py; issue 37; "nan" for a ralph without them)
+- failure lines: lifting the failure lines out of a failed check's whole output, 1% failing
+  (ralph/verdict/failure_lines.py)
 
 Each size is measured in the same run, and "growth" is the exponent k in time ∝ n^k between
 two sizes: 1 is linear, 2 quadratic. With --against DIR, the same script runs in a process
@@ -44,6 +49,7 @@ from ralph.verdict import guard, junit, pytest_results, ratchet
 from ralph.verdict.checks import CheckResult
 
 PIECES = ("pytest report", "JUnit report", "ratchet", "note", "TODO read", "TODO rules", "grants", "rebase")
+READERS = ("go", "libtest", "unittest", "jest", "failure lines")
 
 
 def test_ids(n: int) -> list[str]:
@@ -120,12 +126,73 @@ def measure(n: int, reps: int) -> dict[str, float]:
     changed = [*removed, *(f"src/module_{number}.py" for number in range(n))][: math.ceil(n / 10)]
     base, green, lap = checklists(n, changed)
     report, xml = pytest_report(folder, n), junit_report(folder, n)
-    found: dict[str, list[float]] = {piece: [] for piece in PIECES}
+    outputs = runner_outputs(folder, n)
+    found: dict[str, list[float]] = {piece: [] for piece in (*PIECES, *READERS)}
     for _ in range(reps):
         seconds = _one_lap(before, now, base, green, lap, report, xml, changed)
-        for piece in PIECES:
+        seconds.update(_readers(folder, outputs, n))
+        for piece in found:
             found[piece].append(seconds[piece])
     return {piece: median(values) for piece, values in found.items()}
+
+
+def runner_outputs(folder: Path, n: int) -> dict[str, str]:
+    """What each runner prints (or writes) for n tests in n/10 files, 1% of them failing."""
+    (folder / "go.mod").write_text("module example.com/m\n")
+    for package in range(math.ceil(n / 10)):  # go counts a pass only of a test a _test.go declares
+        (folder / f"p{package}").mkdir(exist_ok=True)
+        functions = range(package * 10, min(n, package * 10 + 10))
+        (folder / f"p{package}" / "x_test.go").write_text(
+            "".join(f"func Test{number}(t *testing.T) {{}}\n" for number in functions)
+        )
+    failing = set(range(0, n, 100))
+    go = "".join(
+        json.dumps({"Action": action, "Package": f"example.com/m/p{number // 10}", "Test": f"Test{number}"}) + "\n"
+        for number in range(n)
+        for action in ("run", "fail" if number in failing else "pass")
+    )
+    libtest = f"     Running unittests src/lib.rs (target/debug/deps/m-0123abcd)\n\nrunning {n} tests\n" + "".join(
+        f"test tests::t{number} ... {'FAILED' if number in failing else 'ok'}\n" for number in range(n)
+    )
+    libtest += f"\ntest result: FAILED. {n - len(failing)} passed; {len(failing)} failed; 0 ignored\n"
+    unittest = (
+        "".join(
+            f"test_{number} (tests.test_{number // 10}.C.test_{number}) ... {'FAIL' if number in failing else 'ok'}\n"
+            for number in range(n)
+        )
+        + f"\n{'-' * 70}\nRan {n} tests in 1.000s\n\nFAILED (failures={len(failing)})\n"
+    )
+    jest = {
+        "testResults": [
+            {
+                "name": str(folder / f"t{file}.test.js"),
+                "status": "passed",
+                "assertionResults": [
+                    {"ancestorTitles": ["d"], "title": f"t{number}", "status": "passed"}
+                    for number in range(file * 10, min(n, file * 10 + 10))
+                ],
+            }
+            for file in range(math.ceil(n / 10))
+        ]
+    }
+    (folder / "jest.json").write_text(json.dumps(jest))
+    return {"go": go, "libtest": libtest, "unittest": unittest}
+
+
+def _readers(folder: Path, outputs: dict[str, str], n: int) -> dict[str, float]:
+    try:
+        from ralph.verdict import failure_lines, go_test, jest_results, libtest, unittest_results
+    except ImportError:  # a ralph from before issue 37
+        return dict.fromkeys(READERS, math.nan)
+    seconds: dict[str, float] = {}
+    for name, read in (("go", go_test.read), ("libtest", libtest.read), ("unittest", unittest_results.read)):
+        seconds[name], found = timed(read, outputs[name], folder)
+        assert found is not None and found.counts.passed + len(found.failing_ids) >= n, name
+    seconds["jest"], found = timed(jest_results.read, [folder / "jest.json"], folder)
+    assert found is not None and found.counts.passed == n
+    seconds["failure lines"], lifted = timed(failure_lines.lift, outputs["libtest"])
+    assert lifted
+    return seconds
 
 
 def _one_lap(
@@ -190,8 +257,17 @@ def report(title: str, results: dict[int, dict[str, float]]) -> str:
         [piece, *(results[n][piece] * 1000 for n in sizes), growth(sizes, [results[n][piece] for n in sizes])]
         for piece in PIECES
     ]
-    totals = [sum(results[n].values()) for n in sizes]
+    totals = [sum(results[n][piece] for piece in PIECES) for n in sizes]
     rows.append(["**per lap**", *(total * 1000 for total in totals), growth(sizes, totals)])
+    # A check has one source of results: each reader beside the lap's total, not in it.
+    rows += [
+        [
+            f"{piece} ({'a failed check' if piece == 'failure lines' else 'instead of the pytest report'})",
+            *(results[n].get(piece, math.nan) * 1000 for n in sizes),
+            growth(sizes, [results[n].get(piece, math.nan) for n in sizes]),
+        ]
+        for piece in READERS
+    ]
     return f"{title}\n\n" + table(["ms", *(f"{n:,}" for n in sizes), "growth"], [_shown(row) for row in rows])
 
 
