@@ -200,7 +200,7 @@ def test_a_lap_that_breaks_how_its_check_runs_is_red_and_the_next_lap_is_told(tm
 def test_a_check_red_at_the_base_without_per_test_results_is_refused_unless_marked_expect_red(tmp_path: Path):
     refused = repo_with(tmp_path / "plain", ["test -f DONE", PYTEST], limits={"max_laps": 1})
     error = one_line_error(ralph(refused, "run", "--name", "r"))
-    assert "`test -f DONE` fails on the base commit and gives no per-test results, so it could judge no lap" in error
+    assert "`test -f DONE` fails on the base commit and gives no per-test results: it could judge no lap" in error
     assert "mark it `expect_red: true`" in error and "check-1.log" in error
     assert git(refused, "for-each-ref", "refs/ralph/", "refs/heads/ralph/") == ""  # nothing started
     repo = repo_with(
@@ -212,7 +212,7 @@ def test_a_check_red_at_the_base_without_per_test_results_is_refused_unless_mark
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 3
     out = result.stdout + result.stderr
-    assert "`test -f DONE` fails on the base commit and gives no per-test results (expect_red): it judges" in out
+    assert "`test -f DONE` fails on the base commit (expect_red): it judges no lap" in out
     assert "`" + PYTEST + "` fails on the base commit and gives no" not in out  # pytest gives per-test results
     assert "left: `test -f DONE` fails (since the base)" in out
     assert "left: 1 TODO item(s) open: Make test_sub pass" in out
@@ -283,7 +283,7 @@ def test_doctor_fails_where_a_run_would_refuse_the_check_or_the_agent_cannot_sta
     result = ralph(red, "doctor")
     assert result.returncode == 1, result.stdout
     assert "`test -f DONE` ran, fails (exit 1); no per-test results" in result.stdout
-    assert "a run refuses it: red with no per-test results (or mark it `expect_red: true`)" in result.stdout
+    assert "a run refuses it: it gives no per-test results (or mark it `expect_red: true`)" in result.stdout
     marked = repo_with(tmp_path / "marked", [{"run": "test -f DONE", "expect_red": True}])
     result = ralph(marked, "doctor")
     assert "marked expect_red: it judges no lap" in result.stdout

@@ -429,3 +429,15 @@ def test_a_file_that_changes_how_the_runner_runs_is_protected(tmp_path: Path, na
 )
 def test_which_commands_are_read_test_by_test_without_being_told(command: str, reader: str | None):
     assert inferred_results(command) == reader
+
+
+@pytest.mark.slow
+def test_a_red_base_whose_runner_stops_at_its_first_failure_is_refused(tmp_path: Path):
+    # cargo stops at the first failing test binary: tests/api.rs would never run on the red
+    # base, so a lap could break it unseen.
+    runner, env = _runner("libtest")
+    files = {**runner.files, "tests/api.rs": "#[test]\nfn api_adds() {\n    assert_eq!(calc::add(1, 1), 2);\n}\n"}
+    refused = _repo(tmp_path, Runner(**{**runner.__dict__, "files": files}), "cargo test", {})
+    result = ralph(refused, "run", "--name", "r", env=env, timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "stops at its first failure (cargo)" in result.stderr and "--no-fail-fast" in result.stderr, result.stderr

@@ -76,7 +76,7 @@ def test_plain_output_events_and_the_table_of_laps(tmp_path: Path):
     start = ["run_started", "check_finished", "check_finished", "warning"]
     assert kinds == [*start, *lap_one, *lap_two, "run_ended"], kinds
     (warning,) = [event for event in events if event["type"] == "warning"]
-    assert "fails on the base commit and gives no per-test results (expect_red)" in warning["message"]
+    assert "fails on the base commit (expect_red): it judges no lap" in warning["message"]
     phases = [(event["lap"], event["phase"]) for event in events if event["type"] == "phase_changed"]
     assert phases[:4] == [(0, "preparing"), (0, "checks"), (1, "preparing"), (1, "agent")]
     assert phases[4:8] == [(1, "committing"), (1, "preparing"), (1, "checks"), (2, "preparing")]

@@ -114,22 +114,16 @@ def _verdict(spec: CheckSpec, result: CheckResult) -> tuple[str, bool]:
         failing[0] if failing else failure_lines.first(result.output_tail) or could_not_run.cause(result.output_tail)
     )
     shown = "" if result.passed else f"; first failure: {ui.safe(first)}"
+    refused = readers.judges_nothing(spec, result.passed, result.tests is not None)
     if result.tests is not None:
         counts = result.tests.counts
         line = f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {len(failing)} failing{shown}"
-        if spec.reader == "libtest" and "--no-fail-fast" not in result.command.split():
-            line += " — add `--no-fail-fast`: cargo stops at the first failing test binary, the rest unjudged"
-        return line, True
-    how = readers.hint(command)
-    line = f"`{command}` ran, {outcome}; no per-test results (judged by its exit code alone: {how}){shown}"
-    if result.passed:
-        return line, True
-    if spec.expect_red:
-        return line + "; marked expect_red: it judges no lap", True
-    return (
-        line + " — [bold red]a run refuses it[/]: red with no per-test results (or mark it `expect_red: true`)",
-        False,
-    )
+    else:
+        how = readers.hint(command)
+        line = f"`{command}` ran, {outcome}; no per-test results (judged by its exit code alone: {how}){shown}"
+    if refused:
+        return f"{line} — [bold red]a run refuses it[/]: it {refused} (or mark it `expect_red: true`)", False
+    return line + ("; marked expect_red: it judges no lap" if spec.expect_red and not result.passed else ""), True
 
 
 def _first_line(argv: list[str]) -> str:

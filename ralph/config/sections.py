@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from ralph.verdict import junit
 
@@ -174,6 +174,13 @@ class CheckSpec(Section):
     @classmethod
     def _a_path_inside(cls, pattern: str | None) -> str | None:
         return None if pattern is None else junit.validate_pattern(pattern)
+
+    @model_validator(mode="after")
+    def _one_source_of_results(self) -> CheckSpec:
+        given = [key for key in ("junit", "jest", "results") if getattr(self, key)]
+        if len(given) > 1:
+            raise ValueError(f"a check reads its per-test results from one place: {' and '.join(given)} both given")
+        return self
 
     @property
     def reader(self) -> str | None:

@@ -141,22 +141,21 @@ def refuse_unjudged_baseline(baseline: list[checks.CheckResult], specs: list[Che
                 f"the check `{check.command}` could not run on the base commit: {check.could_not_run} — "
                 f"{could_not_run.fix(check.could_not_run)} (its output: {log_dir / f'check-{index}.log'})"
             )
-    expected = {spec.run for spec in specs if spec.expect_red}
-    for index, check in enumerate(baseline, 1):
+    for index, (spec, check) in enumerate(zip(specs, baseline, strict=True), 1):
         _warn_broken_test_files(check)
-        if check.passed or check.tests is not None:
-            continue
-        if check.command not in expected:
+        why = readers.judges_nothing(spec, check.passed, check.tests is not None)
+        if why:
             first = failure_lines.first(check.output_tail) or could_not_run.cause(check.output_tail)
             raise RalphError(
-                f"the check `{check.command}` fails on the base commit and gives no per-test results, so it "
-                f"could judge no lap: {first} — {readers.hint(check.command)}; or, to run with it red, mark it "
+                f"the check `{check.command}` fails on the base commit and {why}: it could judge no lap "
+                f"(first failure: {first}) — {readers.hint(check.command)}; or, to run with it red, mark it "
                 f"`expect_red: true` in ralph.yaml (its output: {log_dir / f'check-{index}.log'})"
             )
-        ui.warn(
-            f"`{check.command}` fails on the base commit and gives no per-test results (expect_red): it judges "
-            'no lap, only "done" waits for it to pass'
-        )
+        if spec.expect_red and not check.passed:
+            ui.warn(
+                f'`{check.command}` fails on the base commit (expect_red): it judges no lap, only "done" waits '
+                "for it to pass"
+            )
 
 
 def _warn_broken_test_files(check: checks.CheckResult) -> None:

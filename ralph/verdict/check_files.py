@@ -76,13 +76,18 @@ BY_PROGRAM = {
     "vitest": _NODE,
     "mocha": _NODE,
     # cargo runs each test binary through a target's `runner` and builds with `rustflags` and
-    # `[env]` from .cargo/config.toml; build.rs runs before the build. (Cargo.toml's `test =
-    # false` or `harness = false` drop or break tests, which the per-test ratchet sees; a new
-    # crate's Cargo.toml is honest work.)
+    # `[env]` from .cargo/config.toml; build.rs runs before the build; Cargo.toml's target tables
+    # say which targets are tests at all (`test = false` on a lib whose tests do not build made
+    # its failure vanish while other tests passed). A whole new crate's Cargo.toml is free to add.
     "cargo": [
         ".config/nextest.toml",
         ".cargo/config.toml",
         ".cargo/config",
+        "**/Cargo.toml#lib",
+        "**/Cargo.toml#test",
+        "**/Cargo.toml#bench",
+        "**/Cargo.toml#package.autotests",
+        "**/Cargo.toml#package.autobenches",
         "build.rs",
         "rust-toolchain.toml",
         "rust-toolchain",

@@ -111,9 +111,9 @@ def _run_one(
         if done.ok:
             break
     whole = readers.whole_output(log_dir / f"check-{index}.log") if readers.reads_output(spec, done.ok) else ""
-    tests, unreadable = pytest_results.read(report), None
-    if tests is None:  # pytest's own report, where pytest ran, says more
-        tests, unreadable = readers.results(spec, worktree, whole)
+    # A check with a reader of its own is judged by it alone: any test may write to the pytest
+    # report's path, and a forged report must not stand in for the runner's results.
+    tests, unreadable = readers.results(spec, worktree, whole) if spec.reader else (pytest_results.read(report), None)
     tail = _tail(spec, done, whole)
     if idle is not None and idle.fired:
         tail += f"\n[ralph: idle — printed nothing and changed no file for {idle.seconds:g}s, and was stopped]"
@@ -146,8 +146,7 @@ def _could_not_run(
     it does not show is named, with the fix (`sandbox.readable`)."""
     if done.timed_out:
         return None
-    outside = env.get("PATH") if jail is not None else None
-    why = could_not_run.reason(spec.run, done.exit_code, done.output, tests, unreadable, outside_path=outside)
+    why = could_not_run.reason(spec.run, done.exit_code, done.output, tests, unreadable)
     if why and jail is not None:
         why = sandbox.missing_inside(spec.run, env, jail) or why
     return why

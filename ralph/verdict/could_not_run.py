@@ -20,7 +20,6 @@ reported it, and the ratchet judges it like a failing test."""
 from __future__ import annotations
 
 import re
-import shutil
 from typing import NamedTuple
 
 from ralph.isolation.sandbox import words
@@ -38,7 +37,6 @@ _NOT_FOUND = re.compile(
     r"|can't open file .*: \[Errno 2\] No such file or directory$"
     r"|^npm (?:ERR!|error) [Mm]issing script"
 )
-_SHELL_NAMED = re.compile(r"(?:^|: )(?:exec: )?(?P<name>[^\s:]+): (?:command )?not found$")
 _NO_RUNNER = re.compile(r"No module named '?(pytest|_pytest|py\.test)\b(?![\w.])'?")
 # pytest's words when it stops before running tests: an internal error (exit 3), a usage error or
 # a conftest that cannot be imported (exit 4).
@@ -82,7 +80,7 @@ _RUNNER_CLOSED = re.compile("|".join(f"(?:{line})" for line in _CLOSING_LINES))
 _MISSING = "was not found where the check runs (misspelled, or not installed)"
 _VERSION = "the toolchain version it needs is not installed"
 _UNSET = "a version manager has no version set for it"
-_HIDDEN = "is not in the sandbox but is outside it"
+_HIDDEN = "outside the sandbox"  # sandbox.missing_inside's words for a program laps cannot see
 
 # Each launcher's own words, whole lines, with the program, target or version they name. Looked
 # up in each tool's sources and reproduced with the tools where they install (tests say which).
@@ -152,21 +150,13 @@ def reason(
     output: str,
     tests: TestResults | None,
     junit_problem: str | None = None,
-    *,
-    outside_path: str | None = None,
 ) -> str | None:
-    """Why the check could not run, as one line with the first line of the real cause; None when it ran.
-
-    `outside_path`: the PATH outside the sandbox, when the check ran inside one: a program the
-    check could not find that is there is named as hidden by the sandbox."""
+    """Why the check could not run, as one line with the first line of the real cause; None when it ran."""
     lines = [line.strip() for line in output.splitlines()]
     if exit_code in (126, 127):  # the shell's own word for its last command, or a shim's (pyenv, asdf)
         launched = _launched(command, output, lines)
         if launched:
             return _launcher_reason(launched, lines)
-        hidden = _hidden(_shell_named(lines), outside_path)
-        if hidden:
-            return f"{hidden}: {cause(output)}"
         return f"{'not found' if exit_code == 127 else 'not executable'} (exit {exit_code}): {cause(output)}"
     if junit_problem:  # a declared JUnit report: none written, or one that cannot be read
         return junit_problem
@@ -179,7 +169,7 @@ def reason(
     if tests is not None and tests.counts.ran:
         return None  # its report shows tests ran: whatever they printed is theirs, not the shell's
     if not runner_closed(output):
-        could_not = _said_it_could_not(command, exit_code, output, lines, outside_path)
+        could_not = _said_it_could_not(command, exit_code, output, lines)
         if could_not:
             return could_not
     return _no_tests(command, exit_code, output, tests)
@@ -190,9 +180,7 @@ def runner_closed(output: str) -> bool:
     return any(_RUNNER_CLOSED.fullmatch(line.strip()) for line in output.splitlines())
 
 
-def _said_it_could_not(
-    command: str, exit_code: int, output: str, lines: list[str], outside_path: str | None
-) -> str | None:
+def _said_it_could_not(command: str, exit_code: int, output: str, lines: list[str]) -> str | None:
     """What the runner, a launcher or the shell said when it could not start the program: read
     only where no runner left evidence that it ran."""
     missing = _NO_RUNNER.search(output)
@@ -206,8 +194,7 @@ def _said_it_could_not(
         if launched and (shell is None or launched.line_at < shell):
             return _launcher_reason(launched, lines)
         if shell is not None:
-            hidden = _hidden(_shell_named(lines), outside_path)
-            return f"{hidden or 'a program it runs is missing'}: {cause(output)}"
+            return f"a program it runs is missing: {cause(output)}"
     if any(_PYTEST_STOPPED.match(line) for line in lines):
         said = [line for line in lines if _PYTEST_SAID.search(line)]
         return f"pytest stopped before running tests: {(said[-1] if said else cause(output))[:200]}"
@@ -286,19 +273,6 @@ def _launcher_reason(launched: _Launched, lines: list[str]) -> str:
         return f"{launched.kind}: {line}"
     shown = f"`{launched.name[:80]}`" if launched.name else "what it names"
     return f"{shown} {_MISSING}: {line}"
-
-
-def _shell_named(lines: list[str]) -> str:
-    """The program the shell said it could not find, where it said so."""
-    return next((found["name"] for line in lines if (found := _SHELL_NAMED.search(line))), "")
-
-
-def _hidden(name: str, outside_path: str | None) -> str | None:
-    """Where a program missing inside the sandbox is outside it, said as a reason's head."""
-    if not name or "/" in name or outside_path is None:
-        return None
-    where = shutil.which(name, path=outside_path)
-    return f"`{name}` {_HIDDEN} ({where})" if where else None
 
 
 def _no_tests(command: str, exit_code: int, output: str, tests: TestResults | None) -> str | None:

@@ -66,7 +66,7 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
             result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows_setup)
         elif before.tests and before.tests.counts.passed:
             result.problems.append(
-                f"`{check.command}` timed out before its pytest report was written: "
+                f"`{check.command}` timed out before it gave its per-test results: "
                 f"{before.tests.counts.passed} passing tests unaccounted for"
             )
         if len(result.problems) > count and not result.failing_output:

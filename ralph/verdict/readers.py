@@ -74,8 +74,10 @@ def whole_output(path: Path) -> str:
 
 
 def hint(command: str) -> str:
-    """How a check gets per-test results, by the runner its command names."""
+    """How a check gets per-test results that judge every test, by the runner its command names."""
     words = command.split()
+    if _stops_early(words):
+        return "let it run every test: `cargo test --no-fail-fast`; drop `-x`, `--maxfail`, `--bail`, `-f`, `-failfast`"
     if "go" in words and "test" in words:
         return "run `go test -json ./...`: ralph reads its events test by test"
     if "unittest" in " ".join(words):
@@ -89,3 +91,34 @@ def hint(command: str) -> str:
         "declare the JUnit report it writes (`junit:`), or run a runner ralph reads "
         "(docs/trust.md: Per-test results from other runners)"
     )
+
+
+# Options that stop a runner at its first failing test (or test binary), by the runner's name as
+# the last part of a command word: on a red base, the tests after the first failure never run,
+# so no lap could be held to them.
+_FAIL_FAST: dict[str, Callable[[list[str]], bool]] = {
+    "cargo": lambda words: "test" in words and "--no-fail-fast" not in words,
+    "jest": lambda words: any(word == "--bail" or word.startswith("--bail=") for word in words),
+    "unittest": lambda words: bool({"-f", "--failfast"} & set(words)),
+    "go": lambda words: bool({"-failfast", "--failfast"} & set(words)),
+    "pytest": lambda words: any(word in ("-x", "--exitfirst") or word.startswith("--maxfail") for word in words),
+}
+
+
+def judges_nothing(spec: CheckSpec, passed: bool, has_tests: bool) -> str | None:
+    """Why a check that fails on the base commit could judge no lap (None: it can): it gives no
+    per-test results and is not marked `expect_red`, or its runner stops at the first failure,
+    leaving the tests after it unrun. `expect_red` accepts either: then it judges no lap, only
+    done waits for it. The one rule `ralph run` refuses by and doctor reports."""
+    if passed or spec.expect_red:
+        return None
+    if not has_tests:
+        return "gives no per-test results"
+    runner = _stops_early(spec.run.split())
+    return f"stops at its first failure ({runner}), so the tests after it never run" if runner else None
+
+
+def _stops_early(words: list[str]) -> str | None:
+    """The runner of a command that stops at its first failure, if it does."""
+    names = {word.rsplit("/", 1)[-1] for word in words}
+    return next((runner for runner, stops in _FAIL_FAST.items() if runner in names and stops(words)), None)
