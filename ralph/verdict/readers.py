@@ -3,8 +3,9 @@ loads): a report file the check writes (JUnit XML, jest's JSON), or the check's 
 (`go test -json`, cargo's libtest, `python -m unittest -v`), read whole from the spill file ralph
 wrote outside the sandbox, never from the capped copy people read.
 
-Each gives the same TestResults, so one ratchet judges them all. A check that declares (or whose
-command implies) a reader and gives nothing it can read could not run: nothing was judged.
+Each gives the same TestResults, so one ratchet judges them all. A check with a reader is judged
+by it alone (any test can write at the pytest report's path); one that declares (or whose command
+implies) a reader and gives nothing it can read could not run: nothing was judged.
 """
 
 from __future__ import annotations
