@@ -44,6 +44,14 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
         ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
         (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
         (GOOD + "commit:\n  verify: sometimes\n", "commit.verify"),
+        # Odd input (the red team's, issue 38): nested 20,000 deep was an internal error.
+        (GOOD + "roles: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested too deep to be a configuration"),
+        (GOOD + "mcp: " + "{a: " * 3_000 + "1" + "}" * 3_000 + "\n", "nested too deep to be a configuration"),
+        (GOOD + "# " + "x" * (1 << 20) + "\n", "a configuration is at most 1,048,576"),
+        (
+            GOOD.replace("checks:", "checks:\n  - {run: x, junit: r.xml, jest: r.json}"),
+            "from one place: junit and jest",
+        ),
     ],
 )
 def test_malformed_config_is_one_line_naming_the_key(tmp_path: Path, text: str, expected: str):

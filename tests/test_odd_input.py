@@ -215,3 +215,24 @@ def test_a_git_folder_whose_head_is_a_folder_is_a_lap_like_any_other(tmp_path: P
     assert result.returncode == 0, output  # its folders are empty: nothing of them to commit
     assert [lap["status"] for lap in lap_notes(repo, "g")] == ["green", "green"]
     assert git(repo, "status", "--porcelain") == ""
+
+
+# --- a PROGRESS.md of megabytes (the red team's, issue 38: every later prompt carried it) ----
+
+HUGE_PROGRESS = r"""
+import os, pathlib
+lap = os.environ["RALPH_LAP"]
+pathlib.Path("PROGRESS.md").write_text("done: a\n" + "padding line\n" * 200_000)  # 2.6 MB
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+pathlib.Path("work.txt").write_text(lap)
+"""
+
+
+def test_a_huge_progress_note_reaches_the_next_prompt_cut_and_said_so(tmp_path: Path):
+    repo = repo_for(tmp_path, HUGE_PROGRESS)
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    second = (repo / ".git" / "ralph" / "r" / "lap-2" / "prompt.md").read_text()
+    assert len(second) < 40_000 and "done: a\npadding line\n" in second
+    assert "[ralph: PROGRESS.md goes on for " in second and "read it in the work tree]" in second

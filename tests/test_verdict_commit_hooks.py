@@ -11,6 +11,9 @@ from pathlib import Path
 from helpers.repos import PY, git, make_repo
 from helpers.running import lap_notes, ralph
 
+from ralph.agents.base import AgentResult
+from ralph.verdict.commit_hooks import commit_message
+
 # Lap 1 leaves a FIXME (the hook refuses it); lap 2 reads why and writes clean code.
 AGENT = r"""
 import os, pathlib, sys
@@ -168,3 +171,14 @@ def test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks(tmp_path: P
     git(repo, "add", "notes.txt")
     refused = commit("on the green line")
     assert refused.returncode != 0 and "ralph/by-hand is a run's green line" in refused.stdout + refused.stderr
+
+
+def test_a_lap_commit_message_links_no_issue_and_mentions_no_one():
+    # Merged, `Fixes #13` in an agent's summary would close issue 13 on the forge (the red team's).
+    summary = "Fixes #13, closes o/r#7 and GH-9, thanks @alice; see https://github.com/o/r/issues/13 (a@b.com)"
+    agent = AgentResult(kind="command", outcome="ok", duration_s=1.0, summary=summary)
+    message = commit_message("r", 2, ["Close #4 for @bob"], agent)
+    for linked in ("#13", "#7", "GH-9", "@alice", "https://github.com", "#4", "@bob"):
+        assert linked not in message, (linked, message)
+    assert message.startswith("Close # 4 for @ bob\n\nFixes # 13, closes o/r# 7 and GH- 9, thanks @ alice")
+    assert "github.com/o/r/issues/13 (a@b.com)" in message and "Ralph-Lap: 2" in message

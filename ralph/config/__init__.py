@@ -28,6 +28,7 @@ from ralph.errors import RalphError
 from ralph.verdict import check_files
 
 CONFIG_FILE = "ralph.yaml"
+CONFIG_MAX_CHARS = 1 << 20  # a ralph.yaml is a page or two; one past this is not one
 
 # What a lap may add to but not modify or delete: the tests, their configuration, CI and
 # ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
@@ -279,8 +280,12 @@ def load(path: Path) -> Config:
 
 
 def parse(text: str, name: str) -> Config:
+    if len(text) > CONFIG_MAX_CHARS:
+        raise RalphError(f"{name}: {len(text):,} characters — a configuration is at most {CONFIG_MAX_CHARS:,}")
     try:
         data = yaml.safe_load(text)
+    except RecursionError:  # YAML nested thousands deep: no configuration is
+        raise RalphError(f"{name}: nested too deep to be a configuration — check the file's brackets") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
@@ -292,5 +297,7 @@ def parse(text: str, name: str) -> Config:
         raise RalphError(f"{name}: expected a mapping of keys (goal:, agent:, checks: …), found {type(data).__name__}")
     try:
         return Config.model_validate(data)
+    except RecursionError:
+        raise RalphError(f"{name}: nested too deep to be a configuration — check the file's brackets") from None
     except ValidationError as exc:
         raise RalphError(problems.describe(exc, text, name, Config)) from None

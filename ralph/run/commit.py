@@ -115,7 +115,7 @@ def lap_message(
     if escalated:
         message += f"Ralph-Escalated: {agent.name or agent.kind}\n"
     if split is not None:
-        message += f"Ralph-Split: {split}\n"
+        message += f"Ralph-Split: {commit_hooks.unlinked(split)}\n"
     return printable(message)
 
 

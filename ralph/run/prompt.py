@@ -30,6 +30,21 @@ Rules for this lap:
 """
 
 
+# Characters of each file the prompt carries: a lap may leave PROGRESS.md at any size, and every
+# later lap's prompt (and its tokens) would carry it whole. The agent is told what was cut.
+TODO_SHOWN = 64_000
+PROGRESS_SHOWN = 16_000
+
+
+def shown(name: str, text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and a line saying how much more is in the file."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit("\n", 1)[0] if "\n" in text[:limit] else text[:limit]
+    return f"{cut}\n[ralph: {name} goes on for {len(text) - len(cut):,} more characters: read it in the work tree]"
+
+
 @dataclass(frozen=True)
 class LastFailure:
     """What the previous (red) lap tried and why it was discarded."""
@@ -64,8 +79,9 @@ def build(
             protect=", ".join(config.protected) or "(none)",
             checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)",
         ),
-        f"# {files.todo}\n{(todo_text or '(missing — create it as a checklist)').strip()}\n",
-        f"# {files.progress}\n{(progress_text or '(empty: this is the first lap)').strip()}\n",
+        f"# {files.todo}\n{shown(files.todo, todo_text or '(missing — create it as a checklist)', TODO_SHOWN)}\n",
+        f"# {files.progress}\n"
+        f"{shown(files.progress, progress_text or '(empty: this is the first lap)', PROGRESS_SHOWN)}\n",
     ]
     if best_of:
         parts.append(

@@ -42,11 +42,30 @@ REFUSING = (("pre-commit", ()), ("prepare-commit-msg", ("{message}", "message"))
 REJECTED = "the repository's commit hooks rejected the lap"
 
 
+# What a forge reads in a commit message once it lands: `Fixes #13` (or `GH-13`, `owner/repo#13`,
+# an issue's URL) closes that issue, `@name` notifies a person. An agent's summary, and items a
+# lap added and ticked, may hold any of them: they stay readable, but no forge links them.
+_FORGE_REFERENCES = (
+    (re.compile(r"#(?=\d)"), "# "),
+    (re.compile(r"\bGH-(?=\d)", re.IGNORECASE), "GH- "),
+    (re.compile(r"(?<![\w.+-])@(?=[A-Za-z0-9])"), "@ "),
+    (re.compile(r"\bhttps?://(?=\S+/(?:issues|pull|pulls|merge_requests|-/issues)/\d)"), ""),
+)
+
+
+def unlinked(text: str) -> str:
+    """`text` with every reference a forge would act on broken up (`# 13`, `@ name`)."""
+    for pattern, replacement in _FORGE_REFERENCES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def commit_message(run: str, number: int, ticked: list[str], agent: AgentResult) -> str:
-    subject = "; ".join(ticked) if ticked else f"ralph lap {number}"
+    subject = unlinked("; ".join(ticked)) if ticked else f"ralph lap {number}"
     if len(subject) > 72:
         subject = subject[:71].rstrip() + "…"
-    body = f"{agent.summary.strip()}\n\n" if agent.summary.strip() else ""
+    summary = unlinked(agent.summary.strip())
+    body = f"{summary}\n\n" if summary else ""
     trailers = f"Ralph-Run: {run}\nRalph-Lap: {number}\nRalph-Agent: {agent.name or agent.kind}\n"
     message = f"{subject}\n\n{body}{trailers}" + (f"Ralph-Model: {agent.model}\n" if agent.model else "")
     # An agent's output may hold NULs (git refuses them) or terminal escapes (shown by git log).
