@@ -162,6 +162,16 @@ def test_only_npmrc_files_that_hold_a_login_are_masked_and_cargo_credentials_alw
         home / ".yarnrc.yml",
         prefix / "etc" / "npmrc",
     }
+    # Bound whole since toolchains are: cargo's config with a token, what `go env -w` wrote with a
+    # login in its GOPROXY; a FIFO where a config would be is never waited on.
+    (home / ".cargo" / "config.toml").write_text('[registry]\ntoken = "cio-config-token"\n')
+    (home / ".config" / "go").mkdir(parents=True)
+    (home / ".config" / "go" / "env").write_text("GOPROXY=https://me:go-token@proxy.example\n")
+    os.mkfifo(home / ".npmrc.fifo")
+    env["NPM_CONFIG_USERCONFIG"] = str(home / ".npmrc.fifo")
+    assert {home / ".cargo" / "config.toml", home / ".config" / "go" / "env"} <= set(toolchains.logins(env))
+    (home / ".config" / "go" / "env").write_text("GOFLAGS=-mod=mod\n")
+    assert home / ".config" / "go" / "env" not in toolchains.logins(env)
 
 
 def test_the_allow_list_never_holds_home_or_a_private_folder_whole(tmp_path: Path):

@@ -8,13 +8,14 @@ import sys
 from html import escape
 from pathlib import Path
 
-from ralph import git, todo
+from ralph import git
 from ralph.errors import Exit, RalphError
 from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
 from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus
 from ralph.isolation.files import replace_with
+from ralph.run import summary
 from ralph.show import ui
 
 DIFF_CAP = 100_000  # characters of a lap's diff in the page; the rest is one `git show` away
@@ -108,9 +109,7 @@ def _outcome(top: Path, state: RunState, records: list[LapRecord | None]) -> str
 
 
 def _todo_done(top: Path, state: RunState) -> str:
-    """The items ticked on the green tip (the base, when no lap was green): a red lap's ticks
-    were never the run's."""
-    counts = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
+    counts = summary.todo_on_tip(top, state)
     return f"{counts.done}/{counts.total}" if counts.total else "–"
 
 

@@ -48,6 +48,10 @@ GO_DEFAULT_PROXY = "https://proxy.golang.org,direct"
 GO_MODULES_INSIDE = "/tmp/go/pkg/mod"  # the phase's own module cache: /tmp is private and writable
 # An npmrc or yarnrc line that holds a login (a token, a password, a client key).
 _LOGIN = re.compile(r"^\s*[^#;\s]*(_auth|_authToken|_password|certfile|keyfile|npmAuthToken|npmAuthIdent)\s*[=:]", re.M)
+# A cargo config's registry token (cargo still reads `token` there), or any URL with a user in it
+# (a GOPROXY that `go env -w` wrote with its login).
+_CARGO_TOKEN = re.compile(r"^\s*token\s*=", re.M)
+_URL_WITH_USER = re.compile(r"://[^/@\s]+@")
 
 
 def home_of(variable: str, env: Mapping[str, str]) -> Path | None:
@@ -207,16 +211,21 @@ def _go_env_file(env: Mapping[str, str]) -> dict[str, str]:
 
 def logins(env: Mapping[str, str]) -> tuple[Path, ...]:
     """Files of the toolchains that hold a registry login: made to read as empty. cargo's
-    credentials always; an npmrc or yarnrc (yours, or an npm prefix's own) when it holds one."""
+    credentials always, and its config when it holds a token; an npmrc or yarnrc (yours, or an
+    npm prefix's own) when it holds one; Go's env file when a URL in it carries a user."""
     cargo = home_of("CARGO_HOME", env)
     home = Path(env["HOME"]) if env.get("HOME") else None
     always = [cargo / "credentials.toml", cargo / "credentials"] if cargo else []
+    configs = [cargo / "config.toml", cargo / "config"] if cargo else []
+    goenv = home_of("GOENV", env)
     rc = [Path(env[name]) for name in ("NPM_CONFIG_USERCONFIG", "NPM_CONFIG_GLOBALCONFIG") if env.get(name)]
     rc += [home / name for name in (".npmrc", ".yarnrc", ".yarnrc.yml")] if home else []
     prefixes = [Path(env["NPM_CONFIG_PREFIX"])] if env.get("NPM_CONFIG_PREFIX") else []
     prefixes += [p for p in _with_prefixes(_path_entries(env)) if (p / "lib" / "node_modules").is_dir()]
     rc += [prefix / "etc" / "npmrc" for prefix in prefixes]
-    found = [path for path in always if path.is_file()] + [path for path in rc if _holds_login(path)]
+    found = [path for path in always if path.is_file()] + [path for path in rc if _holds(path, _LOGIN)]
+    found += [path for path in configs if _holds(path, _CARGO_TOKEN)]
+    found += [goenv] if goenv is not None and _holds(goenv, _URL_WITH_USER) else []
     return tuple(dict.fromkeys(found))
 
 
@@ -224,9 +233,12 @@ def _path_entries(env: Mapping[str, str]) -> list[Path]:
     return [Path(entry) for entry in env.get("PATH", "").split(os.pathsep) if entry.startswith("/")]
 
 
-def _holds_login(path: Path) -> bool:
+def _holds(path: Path, login: re.Pattern[str]) -> bool:
+    """Does the regular file at `path` hold what `login` finds (a FIFO is never waited on)?"""
+    if not path.is_file():
+        return False
     try:
-        with open(path, encoding="utf-8", errors="replace") as rc:
-            return bool(_LOGIN.search(rc.read(1 << 20)))
+        with open(path, encoding="utf-8", errors="replace") as settings:
+            return bool(login.search(settings.read(1 << 20)))
     except OSError:
         return False

@@ -75,11 +75,17 @@ def _tokens(total: Tally) -> str:
     return f"at least {total.tokens:,} (some laps reported none)" if total.unknown_tokens else f"{total.tokens:,}"
 
 
+def todo_on_tip(top: Path, state: RunState) -> todo.Counts:
+    """The TODO as the green tip has it (the base's, when no lap was green): a red lap's ticks
+    were never the run's."""
+    return todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
+
+
 def pull_request_body(top: Path, state: RunState) -> str:
     """`ralph land --pr`'s body: the run's numbers, its green laps, and the issue it closes when
     done. Lap subjects are the items laps ticked, text of the agent's: they stand in a code block,
     where GitHub reads no "Closes #N" and no @mention."""
-    items = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
+    items = todo_on_tip(top, state)
     spent, unknown = state.cost_used()
     lines = [
         f"The green line of ralph run `{state.name}`: {_standing(state)}.",
