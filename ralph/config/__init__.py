@@ -102,6 +102,11 @@ class Config(Section):
         default_factory=lambda: list(DEFAULT_PROTECT),
         description="Globs a lap may add to but not modify or delete; [] turns it off.",
     )
+    scope: list[str] | None = Field(
+        None,
+        description="Globs from the repository's root of the paths laps may add, change or delete "
+        "(TODO.md and PROGRESS.md always); absent: every path but those never in scope (docs/trust.md).",
+    )
     strict: bool = Field(
         False, description="Delete the ignored files setup did not make from the lap's tree before the checks."
     )
