@@ -14,7 +14,7 @@ from helpers.repos import PY, git, make_repo
 from helpers.running import lap_notes, ralph
 
 from ralph import config as config_module
-from ralph.agents.scripted import ScriptedServer, tool_call
+from ralph.agents.scripted import ScriptedServer, finish, tool_call
 from ralph.errors import RalphError
 from ralph.run.split import SplitRefused, split_text
 
@@ -114,6 +114,11 @@ def test_a_stuck_item_is_split_by_the_planner_into_steps_under_it_and_stays_open
     assert git(repo, "diff", "--name-only", split["parent"], split["commit"]) == "TODO.md"
     assert "Ralph-Split: item 1 wrapped" in git(repo, "log", "-1", "--format=%B", split["commit"])
     assert git(repo, "show", f"{laps[5]['commit']}:work-6") == "item 1"
+    # Items added, none changed: the TODO rule of `ralph hook todo` takes the split as it is.
+    (repo / "TODO.md").write_text(git(repo, "show", f"{split['commit']}:TODO.md") + "\n")
+    git(repo, "add", "TODO.md")
+    hook = ralph(repo, "hook", "todo")
+    assert hook.returncode == 0, hook.stderr
     assert "lap 3 of at most 7 split of item 1 wrapped" in result.stdout
     # The planner was told the item, why the laps were red, and the rest.
     assert "The stuck item: item 1 wrapped" in asked and "lap 2: " in asked and "- [ ] item 2" in asked
@@ -199,6 +204,32 @@ def test_a_mistake_in_the_stuck_keys_is_one_line(agent: dict, said: str):
     with pytest.raises(RalphError) as raised:
         config_module.parse(json.dumps(settings), "ralph.yaml")
     assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_with_the_built_in_agent_the_split_is_the_planner_role_s_own_conversation(tmp_path: Path):
+    # No roles.planner: the agent's model splits, as the planner role (read-only tools, no edit).
+    breaks = tool_call("str_replace_based_edit_tool", {"command": "create", "path": "broken", "file_text": "x"})
+    with ScriptedServer([breaks, finish("tried"), tool_call("write_plan", plan("part a", "part b"))]) as server:
+        config = {
+            "goal": "g",
+            "agent": {
+                "kind": "openai",
+                "model": "m",
+                "base_url": server.base_url,
+                "escalate_after": 1,
+                "fix_attempts": 0,
+            },
+            "checks": ["test ! -e broken"],
+            "limits": {"max_laps": 2, "stagnation": 2},
+        }
+        repo = make_repo(tmp_path / "repo", {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] item 1\n"})
+        result = ralph(repo, "run", "--name", "r", "--plain", env={"OPENAI_API_KEY": "k"})
+        offered = [[tool["function"]["name"] for tool in request.body["tools"]] for request in server.requests]
+    assert result.returncode == 3, result.stdout + result.stderr
+    laps = lap_notes(repo, "r")
+    assert [(lap["status"], lap["split"]) for lap in laps] == [("red", None), ("green", "item 1")], laps[0]["reason"]
+    assert "str_replace_based_edit_tool" in offered[0] and offered[2] == ["view", "list", "search", "write_plan"]
+    assert git(repo, "show", "ralph/r:TODO.md") == "- [ ] item 1\n  - [ ] part a\n  - [ ] part b"
 
 
 # A slot's lap: ticks the items it claimed (RALPH_ITEMS), but breaks on "hard" unless it is
