@@ -77,13 +77,15 @@ def _scanned(text: str) -> tuple[_Found, ...]:
             around.pop()
         if token.type != "list_item_open":
             continue
-        paragraph, inline = tokens[at + 1], tokens[at + 2] if at + 2 < len(tokens) else None
-        match = _BOX.match(inline.content) if inline and paragraph.type == "paragraph_open" else None
-        if match and token.map and paragraph.map:
-            item = Item(" ".join(match["text"].split()), match[1] != " ")
-            under = next((index for index in reversed(around) if index is not None), None)
-            found.append(_Found(item, paragraph.map[0], token.map[0], token.map[1], under))
-        around.append(len(found) - 1 if match and token.map and paragraph.map else None)
+        paragraph = tokens[at + 1]  # (an item's paragraph_open is followed by its inline token)
+        match = _BOX.match(tokens[at + 2].content) if paragraph.type == "paragraph_open" else None
+        if not (match and token.map and paragraph.map):
+            around.append(None)
+            continue
+        item = Item(" ".join(match["text"].split()), match[1] != " ")
+        under = next((index for index in reversed(around) if index is not None), None)
+        found.append(_Found(item, paragraph.map[0], token.map[0], token.map[1], under))
+        around.append(len(found) - 1)
     return tuple(_own_lines(found, lines(text)))
 
 
