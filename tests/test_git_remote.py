@@ -239,7 +239,9 @@ def test_one_malformed_run_on_the_remote_hides_no_other_from_status_and_stats(tm
     record = json.loads(git(origin, "cat-file", "blob", "refs/ralph/r/run"))
 
     def blob(text: str) -> str:
-        written = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=origin, input=text.encode(), capture_output=True)
+        written = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], cwd=origin, input=text.encode(), capture_output=True
+        )
         return written.stdout.decode().strip()
 
     def later(run: str, **fields: object) -> str:  # a record started after r's, so the most recent

@@ -227,7 +227,9 @@ def test_a_failing_test_that_is_gone_is_no_gain_only_one_that_passes_is():
     at_green = [check(["test/a.test.js::test::a"], ["test/a.test.js::test::b", "test/c.test.js::<collection>"], [""])]
     gone = check(["test/a.test.js::test::a", "test/c.test.js::<collection>", "smoke"], [], ["", "test/smoke.test.js"])
     fixed = check(["test/a.test.js::test::a", "test/a.test.js::test::b"], ["test/c.test.js::<collection>"], [""])
-    loaded = check(["test/a.test.js::test::a", "test/c.test.js::test::c"], ["test/a.test.js::test::b"], ["test/c.test.js"])
+    loaded = check(
+        ["test/a.test.js::test::a", "test/c.test.js::test::c"], ["test/a.test.js::test::b"], ["test/c.test.js"]
+    )
 
     def gain(candidate: CheckResult) -> int:
         return best_of._fixed(at_green, SimpleNamespace(checks=[candidate]))  # type: ignore[arg-type]

@@ -642,7 +642,9 @@ def test_a_passing_test_named_like_a_test_file_may_not_start_failing(tmp_path: P
 
     first = lap_notes(repo, "t")[0]
     assert first["status"] == "red", first["reason"]
-    assert "tests that passed now fail: parser::test::reads spec/b.spec.ts, test::handles foo.test.js" in first["reason"]
+    assert (
+        "tests that passed now fail: parser::test::reads spec/b.spec.ts, test::handles foo.test.js" in first["reason"]
+    )
     assert git(repo, "rev-parse", "ralph/t") == git(repo, "rev-parse", "refs/ralph/t/base")
 
 
@@ -655,7 +657,9 @@ NODE_22 = """<testsuites>
   {more}
   {smoke}
 </testsuites>"""
-MORE_FAILS = '<testcase name="{root}/test/more.test.js" classname="test" file="{root}/test/more.test.js"><failure/></testcase>'
+MORE_FAILS = (
+    '<testcase name="{root}/test/more.test.js" classname="test" file="{root}/test/more.test.js"><failure/></testcase>'
+)
 MORE_RAN_NOTHING = '<testcase name="{root}/test/more.test.js" classname="test" file="{root}/test/more.test.js"/>'
 MORE_PASSES = '<testcase name="test_c" classname="test" file="{root}/test/more.test.js"/>'
 SMOKE = '<testcase name="smoke" classname="test" file="{root}/test/smoke.test.js"/>'

@@ -120,8 +120,8 @@ def read(files: list[Path], root: Path | None = None) -> TestResults | None:
         del data  # only the text is held while it is parsed
         report.parse(text, shown)
     results = fold(report.outcomes)
-    files = {report.files.get(test, "") for test in results.passed_ids if not test.endswith(COLLECTION)}
-    return results.model_copy(update={"passing_files": sorted(files)})
+    passing = {report.files.get(test, "") for test in results.passed_ids if not test.endswith(COLLECTION)}
+    return results.model_copy(update={"passing_files": sorted(passing)})
 
 
 def _contents(path: Path, shown: str) -> bytes:
