@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.node_runners import node_runner_bin, skip_reason
 from helpers.repos import git, make_repo
 from helpers.running import lap_notes, ralph
 
@@ -649,6 +650,40 @@ def test_a_passing_test_named_like_a_test_file_may_not_start_failing(tmp_path: P
 
 
 # --- which file a test is in: the report's structure, never a name -----------------------------
+
+
+def test_vitest_a_file_that_did_not_load_goes_when_its_own_tests_pass(tmp_path: Path):
+    """vitest, for real: a file that does not load is a testsuite of its own holding one failing
+    testcase named by the file, `<file>::<collection>`; it goes when the file's own test passes
+    (main took it for a failing test named `test/more.test.js` that vanished: red)."""
+    vitest = node_runner_bin("vitest")
+    if vitest is None:
+        pytest.skip(skip_reason("vitest"))
+    project = write(
+        tmp_path,
+        {
+            "test/lib.test.js": "const lib = require('../lib.js');\nit('adds', () => expect(lib.a()).toBe(1));\n",
+            "test/more.test.js": "const more = require('../more.js');\nit('test_c', () => expect(more.c()).toBe(1));\n",
+            "lib.js": "exports.a = () => 1;\n",
+        },
+    )
+
+    def run() -> CheckResult:
+        junit.remove(project, "reports/*.xml")
+        command = [str(vitest), "run", "--globals", "--reporter=junit", "--outputFile.junit=reports/junit.xml"]
+        done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+        results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
+        return CheckResult(command="vitest", exit_code=done.returncode, duration_s=0, tests=results)
+
+    base = run()
+    assert base.tests is not None and base.tests.failing_ids == ["test/more.test.js::<collection>"]
+    (project / "more.js").write_text("exports.c = () => 1;\n")
+    honest = run()
+
+    comparison = ratchet.compare([base], [honest], GuardReport())
+    assert comparison.problems == [] and comparison.newly_passing == ["test/more.test.js::test_c"]
+
+
 
 # node 22 and later: every testcase carries its test file; a file that did not load, or ran no
 # test, is a testcase named by that file.
