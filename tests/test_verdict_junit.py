@@ -652,6 +652,35 @@ def test_a_passing_test_named_like_a_test_file_may_not_start_failing(tmp_path: P
 # --- which file a test is in: the report's structure, never a name -----------------------------
 
 
+def test_mocha_a_passing_test_named_like_a_file_that_fails_is_a_test_that_now_fails(tmp_path: Path):
+    """mocha's xunit reporter, for real: the lap breaks `handles foo.test.js` and adds a test of
+    its own, so that as many pass as before; main took the test for a file and saw nothing."""
+    mocha = node_runner_bin("mocha")
+    if mocha is None:
+        pytest.skip(skip_reason("mocha"))
+    spec = "const lib = require('../lib.js');\nconst assert = require('node:assert');\n"
+    spec += "describe('parser', () => { it('handles foo.test.js', () => assert.strictEqual(lib.a(), 1)); });\n"
+    project = write(tmp_path, {"test/lib.test.js": spec, "lib.js": "exports.a = () => 1;\n"})
+
+    def run() -> CheckResult:
+        junit.remove(project, "reports/*.xml")
+        command = [str(mocha), "--reporter", "xunit", "--reporter-option", "output=reports/junit.xml"]
+        done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+        results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
+        return CheckResult(command="mocha", exit_code=done.returncode, duration_s=0, tests=results)
+
+    (project / "reports").mkdir()
+    green = run()
+    (project / "lib.js").write_text("exports.a = () => 0;\n")
+    (project / "test/pad.test.js").write_text("it('pads', () => {});\n")
+    lap = run()
+
+    test = "test/lib.test.js::Mocha Tests::parser::handles foo.test.js"
+    assert green.tests is not None and green.tests.passed_ids == [test]
+    comparison = ratchet.compare([green], [lap], GuardReport())
+    assert comparison.newly_failing == [test] and f"tests that passed now fail: {test}" in comparison.problems
+
+
 def test_vitest_a_file_that_did_not_load_goes_when_its_own_tests_pass(tmp_path: Path):
     """vitest, for real: a file that does not load is a testsuite of its own holding one failing
     testcase named by the file, `<file>::<collection>`; it goes when the file's own test passes
@@ -682,7 +711,6 @@ def test_vitest_a_file_that_did_not_load_goes_when_its_own_tests_pass(tmp_path: 
 
     comparison = ratchet.compare([base], [honest], GuardReport())
     assert comparison.problems == [] and comparison.newly_passing == ["test/more.test.js::test_c"]
-
 
 
 # node 22 and later: every testcase carries its test file; a file that did not load, or ran no
