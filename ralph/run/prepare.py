@@ -82,6 +82,8 @@ def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_chec
     removed = workspace.checkout(commit, bytecode=for_checks)
     setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks)
     if config.strict:
+        if lap and not for_checks:  # (the first lap's start: what is there is the baseline's)
+            workspace.provision.note_base_made()
         untrusted, changed = workspace.remove_untrusted()
         removed += untrusted if for_checks else []
         setup = setup or bool(changed)
