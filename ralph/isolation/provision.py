@@ -1,6 +1,6 @@
 """What a lap's tree holds beyond the commit: the user's untracked files that `copy` names,
 and what the setup commands made (a venv, a build), which no lap commit holds and no clean
-between laps removes, and which `strict` knows by their stat data.
+between laps removes, and which `strict` (the default) knows by their stat data.
 """
 
 from __future__ import annotations
