@@ -16,6 +16,9 @@ from helpers.repos import PY, git, make_repo, python_agent
 from helpers.running import lap_notes, ralph
 from test_runners import AGENT, Runner, _runner
 
+from ralph.verdict.checks import CheckResult, apart_and_whole
+from ralph.verdict.pytest_results import TestCounts, TestResults
+
 PYTEST_FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    raise NotImplementedError\n",
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
@@ -160,3 +163,20 @@ def test_an_honest_lap_with_a_new_test_file_is_green_and_its_tests_count(tmp_pat
     assert lap["tests"]["passing_before"] == 1 and lap["tests"]["passing_after"] == 2
     assert lap["tests"]["newly_passing"] == ["tests/test_mul.py::test_mul"]
     assert git(repo, "show", "ralph/t:tests/test_mul.py") == textwrap.dedent(HONEST_TEST).strip()
+
+
+def test_each_test_keeps_the_first_sessions_outcome_and_only_new_ones_take_the_seconds():
+    first = TestResults(counts=TestCounts(passed=1, failed=1), passed_ids=["t::a"], failing_ids=["t::b"])
+    second = TestResults(counts=TestCounts(passed=3), passed_ids=["new::c", "t::a", "t::b"])
+    apart = CheckResult(command="c", exit_code=1, duration_s=1.0, output_tail="b failed", tests=first)
+    whole = CheckResult(command="c", exit_code=0, duration_s=2.0, output_tail="all passed", tests=second)
+    (both,) = apart_and_whole([apart], [whole])
+    assert both.tests is not None and both.tests.passed_ids == ["new::c", "t::a"]
+    assert both.tests.failing_ids == ["t::b"] and both.tests.counts.passed == 2
+    assert not both.passed and both.exit_code == 1 and both.duration_s == 3.0
+    assert both.output_tail.startswith("[ralph: the tests of the last green commit") and "b failed" in both.output_tail
+    # no results without the new files: none at all (the second session's would speak for the old tests)
+    (unjudged,) = apart_and_whole([apart.model_copy(update={"tests": None})], [whole])
+    assert unjudged.tests is None
+    (cannot,) = apart_and_whole([apart.model_copy(update={"could_not_run": "no report written"})], [whole])
+    assert cannot.could_not_run.startswith("no report written") and not cannot.passed
