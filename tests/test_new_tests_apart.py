@@ -167,10 +167,10 @@ def test_an_honest_lap_with_a_new_test_file_is_green_and_its_tests_count(tmp_pat
 
 def test_each_test_keeps_the_first_sessions_outcome_and_only_new_ones_take_the_seconds():
     first = TestResults(counts=TestCounts(passed=1, failed=1), passed_ids=["t::a"], failing_ids=["t::b"])
-    second = TestResults(counts=TestCounts(passed=3), passed_ids=["new::c", "t::a", "t::b"])
+    second = TestResults(counts=TestCounts(passed=4), passed_ids=["new::c", "t::a", "t::b", "t::forged"])
     apart = CheckResult(command="c", exit_code=1, duration_s=1.0, output_tail="b failed", tests=first)
     whole = CheckResult(command="c", exit_code=0, duration_s=2.0, output_tail="all passed", tests=second)
-    (both,) = apart_and_whole([apart], [whole])
+    (both,) = apart_and_whole([apart], [whole], old_files=["t"])  # t::forged: an old file's, session 1 never ran it
     assert both.tests is not None and both.tests.passed_ids == ["new::c", "t::a"]
     assert both.tests.failing_ids == ["t::b"] and both.tests.counts.passed == 2
     assert not both.passed and both.exit_code == 1 and both.duration_s == 3.0

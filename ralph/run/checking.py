@@ -61,7 +61,8 @@ def checks_on(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Ch
     (apart_logs := log_dir / "apart").mkdir(exist_ok=True)
     apart = ctx.check(apart_logs)
     ctx.workspace.checkout(lap.sha)
-    return Checked(results=apart_and_whole(apart, ctx.check(log_dir)), removed=removed)
+    whole = ctx.check(log_dir)
+    return Checked(results=apart_and_whole(apart, whole, git.files_at(ctx.top, lap.parent)), removed=removed)
 
 
 def _added_tests(ctx: RunContext, lap: LapCommit) -> list[str]:

@@ -7,6 +7,7 @@ cause lies outside the lap, in the sandbox or a full disk, the run itself cannot
 from __future__ import annotations
 
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -19,7 +20,7 @@ from ralph.isolation.jail import Jail
 from ralph.show import events
 from ralph.todo import Counts
 from ralph.verdict import could_not_run, failure_lines, go_test, pytest_results, readers
-from ralph.verdict.pytest_results import TestResults
+from ralph.verdict.pytest_results import TestResults, file_of
 
 TAIL_CHARS = 4000
 TAIL_ROOM = 200  # characters of the tail kept for ralph's own line (idle, timed out)
@@ -185,15 +186,20 @@ def _refuse_outside_causes(command: str, done: proc.Completed, worktree: Path, j
         raise RalphError(f"the disk is full: the check `{command}` could not run — free some space, then `ralph run`")
 
 
-def apart_and_whole(apart: list[CheckResult], whole: list[CheckResult]) -> list[CheckResult]:
+def apart_and_whole(
+    apart: list[CheckResult], whole: list[CheckResult], old_files: Collection[str] = ()
+) -> list[CheckResult]:
     """Each check's one result from its two sessions, `apart` (the lap's tree without the test
-    files it added) and `whole`: a test either session 1 reports keeps that outcome, whatever a new
-    test file made of it in session 2; a test only `whole` reports (a new one) takes its outcome
-    there. The check passes only if both sessions did, and could not run if either could not."""
-    return [_combined(first, second) for first, second in zip(apart, whole, strict=True)]
+    files it added) and `whole`: a test session 1 reports keeps that outcome, whatever a new test
+    file made of it in session 2; a test only `whole` reports (a new one) takes its outcome there,
+    unless its id names one of `old_files` (the last green commit's): an old file's tests are
+    session 1's to report. The check passes only if both sessions did, and could not run if
+    either could not."""
+    old = frozenset(old_files)
+    return [_combined(first, second, old) for first, second in zip(apart, whole, strict=True)]
 
 
-def _combined(apart: CheckResult, whole: CheckResult) -> CheckResult:
+def _combined(apart: CheckResult, whole: CheckResult, old_files: frozenset[str]) -> CheckResult:
     return CheckResult(
         command=whole.command,
         exit_code=next((result.exit_code for result in (apart, whole) if result.exit_code), 0),
@@ -202,7 +208,7 @@ def _combined(apart: CheckResult, whole: CheckResult) -> CheckResult:
         output_tail=_tail_of_two(apart, whole),
         attempts=max(apart.attempts, whole.attempts),
         flaky=apart.flaky or whole.flaky,
-        tests=_tests_of_two(apart.tests, whole.tests),
+        tests=_tests_of_two(apart.tests, whole.tests, old_files),
         could_not_run=f"{apart.could_not_run} {APART}" if apart.could_not_run else whole.could_not_run,
     )
 
@@ -216,7 +222,9 @@ def _tail_of_two(apart: CheckResult, whole: CheckResult) -> str:
     return "\n".join(f"{label}\n{result.output_tail[-room:]}" for label, result in failed)
 
 
-def _tests_of_two(apart: TestResults | None, whole: TestResults | None) -> TestResults | None:
+def _tests_of_two(
+    apart: TestResults | None, whole: TestResults | None, old_files: frozenset[str]
+) -> TestResults | None:
     """Per test, session 1's outcome where it gave one, else session 2's. No results from session
     1 is none at all: session 2's alone would let a new test file speak for the old tests. Counts
     of tests that ran neither way (skipped, xfailed, deselected) are the larger of the two."""
@@ -225,7 +233,11 @@ def _tests_of_two(apart: TestResults | None, whole: TestResults | None) -> TestR
     known = {*apart.passed_ids, *apart.failing_ids}
     new_failing = [test for test in whole.failing_ids if test not in known]
     failing = set(whole.failing_ids)
-    new_passing = [test for test in whole.passed_ids if test not in known and test not in failing]
+    new_passing = [
+        test
+        for test in whole.passed_ids
+        if test not in known and test not in failing and file_of(test) not in old_files
+    ]
     counts = apart.counts.model_copy(
         update={
             "passed": apart.counts.passed + len(new_passing),
