@@ -252,7 +252,15 @@ def _tests_of_two(
         skipped_modules=sorted({*apart.skipped_modules, *whole.skipped_modules}),
         plugin_errors=[*apart.plugin_errors, *whole.plugin_errors][:5],
         setup=whole.setup or apart.setup,  # as one session of the whole tree set pytest up: the ratchet's
+        passing_files=_files_of_two(apart.passing_files, whole.passing_files, old_files),
     )
+
+
+def _files_of_two(apart: list[str] | None, whole: list[str] | None, old_files: frozenset[str]) -> list[str] | None:
+    """A JUnit report's files with a passing test: an old file's only as session 1 saw them."""
+    if apart is None and whole is None:
+        return None
+    return sorted({*(apart or []), *(path for path in whole or [] if path and path not in old_files)})
 
 
 def all_pass(results: list[CheckResult]) -> bool:
