@@ -476,7 +476,8 @@ def test_an_honest_lap_in_the_scope_init_proposed_is_green(tmp_path: Path):
     config = yaml.safe_load((repo / "ralph.yaml").read_text())
     assert config["scope"] == ["src/calc/", "tests/", *ALWAYS]
     config.update(goal="Add mul", agent=python_agent(tmp_path / "agent.py", HONEST), setup=[])
-    config["checks"] = [f"PYTHONPATH=src:$PYTHONPATH {PY} -m pytest -q -p no:cacheprovider"]  # the venv init suggests, skipped
+    # the venv init suggests, skipped: pytest as it is here
+    config["checks"] = [f"PYTHONPATH=src:$PYTHONPATH {PY} -m pytest -q -p no:cacheprovider"]
     (repo / "ralph.yaml").write_text(json.dumps(config))
     (repo / "TODO.md").write_text("- [ ] Add calc.mul, with a test\n")
     git(repo, "add", "-A")

@@ -332,7 +332,8 @@ def test_a_models_items_and_an_edited_plan_json_reach_todo_md_without_escape_cod
 
 # A planner proposing to open what the scope keeps shut: the user's test and the checks' config.
 GRANTING_PLAN = dict(
-    GOOD_PLAN, todo=["Make test_mul pass (may change: tests/test_calc.py)", "Loosen the checks (may change: ralph.yaml)"]
+    GOOD_PLAN,
+    todo=["Make test_mul pass (may change: tests/test_calc.py)", "Loosen the checks (may change: ralph.yaml)"],
 )
 
 

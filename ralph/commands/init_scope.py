@@ -114,9 +114,7 @@ def _rust(top: Path) -> list[str]:
         if not manifest.parent.relative_to(top).parts[0].startswith(".")
         and manifest.parent.relative_to(top).parts[0] not in ("target", "vendor")
     )
-    return [
-        f"{(crate / part).as_posix()}/" for crate in crates for part in RUST_PARTS if _is_dir(top / crate / part)
-    ]
+    return [f"{(crate / part).as_posix()}/" for crate in crates for part in RUST_PARTS if _is_dir(top / crate / part)]
 
 
 def _glob(top: Path, pattern: str) -> list[Path]:

@@ -310,4 +310,3 @@ def _show(made: Planned, todo_name: str) -> None:
     ui.say(f"[bold]{ui.safe(todo_name)}[/] (planned by {ui.safe(made.by)}):")
     for item in made.items:
         ui.say(f"  - [ ] {ui.safe(item)}")
-
