@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -465,7 +466,8 @@ todo.write_text(todo.read_text().replace("- [ ] ", "- [x] ", 1))
 """
 
 
-def test_an_honest_lap_in_the_scope_init_proposed_is_green(tmp_path: Path):
+def as_init_proposed(tmp_path: Path, agent: str) -> Path:
+    """A src/ layout with `ralph init`'s ralph.yaml (its scope), the laps' agent being `agent`."""
     files = {
         "pyproject.toml": "[project]\nname = 'calc'\n",
         "src/calc/__init__.py": "",
@@ -475,14 +477,36 @@ def test_an_honest_lap_in_the_scope_init_proposed_is_green(tmp_path: Path):
     assert ralph(repo, "init").returncode == 0
     config = yaml.safe_load((repo / "ralph.yaml").read_text())
     assert config["scope"] == ["src/calc/", "tests/", *ALWAYS]
-    config.update(goal="Add mul", agent=python_agent(tmp_path / "agent.py", HONEST), setup=[])
+    config.update(goal="Add mul", agent=python_agent(tmp_path / "agent.py", agent), setup=[])
     # the venv init suggests, skipped: pytest as it is here
     config["checks"] = [f"PYTHONPATH=src:$PYTHONPATH {PY} -m pytest -q -p no:cacheprovider"]
     (repo / "ralph.yaml").write_text(json.dumps(config))
     (repo / "TODO.md").write_text("- [ ] Add calc.mul, with a test\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "ralph init")
+    return repo
+
+
+def test_an_honest_lap_in_the_scope_init_proposed_is_green(tmp_path: Path):
+    repo = as_init_proposed(tmp_path, HONEST)
     result = ralph(repo, "run", "--name", "mul", "--max-laps", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert [note["status"] for note in lap_notes(repo, "mul")] == ["green"]
     assert git(repo, "show", "ralph/mul:src/calc/mul.py").startswith("def mul")
+
+
+OUTSIDE = (
+    HONEST
+    + """pathlib.Path("tools").mkdir()
+pathlib.Path("tools/fake_mul.py").write_text("def mul(a, b):\\n    return 6\\n")
+"""
+)
+
+
+@pytest.mark.skipif(find_spec("ralph.verdict.scope") is None, reason="the guard reads scope: part B of issue 38")
+def test_a_lap_beyond_the_scope_init_proposed_is_red(tmp_path: Path):
+    repo = as_init_proposed(tmp_path, OUTSIDE)
+    result = ralph(repo, "run", "--name", "mul", "--max-laps", "1")
+    assert result.returncode == 3, result.stdout + result.stderr
+    (note,) = lap_notes(repo, "mul")
+    assert note["status"] == "red" and "outside the run's scope: tools/fake_mul.py (added)" in note["reason"]
