@@ -407,8 +407,8 @@ ALWAYS = ["README*", "CHANGELOG*"]
 LAYOUTS = {
     "python src/": (
         {"pyproject.toml": "[project]\nname = 'calc'\n", "src/calc/__init__.py": "", "src/calc/core.py": "",
-         "tests/test_core.py": "", "docs/index.rst": "", "README.md": ""},
-        ["src/calc/", "tests/", "docs/", *ALWAYS],
+         "tests/test_core.py": "", "docs/index.rst": "", "README.md": "", "CHANGES.rst": ""},
+        ["src/calc/", "tests/", "docs/", *ALWAYS, "CHANGES.rst"],  # globs are case-sensitive: named
     ),
     "python flat package": (
         {"setup.py": "", "more_itertools/__init__.py": "", "tests/__init__.py": "", "tests/test_more.py": "",
@@ -420,8 +420,9 @@ LAYOUTS = {
         ["*.py", *ALWAYS],
     ),
     "node": (
-        {"package.json": package({"test": "mocha"}) , "index.js": "", "lib/command.js": "", "tests/a.test.js": ""},
-        ["lib/", "index.js", "tests/", *ALWAYS],
+        {"package.json": json.dumps({"main": "./index.js", "types": "typings/index.d.ts", "scripts": {"test": "mocha"}}),
+         "index.js": "", "lib/command.js": "", "typings/index.d.ts": "", "tests/a.test.js": "", "Readme.md": ""},
+        ["lib/", "index.js", "typings/", "tests/", *ALWAYS, "Readme.md"],
     ),
     "go": (
         {"go.mod": "module example.com/uuid\n", "uuid.go": "", "uuid_test.go": "", "internal/x/x.go": "",

@@ -1,8 +1,8 @@
 """The scope `ralph init` proposes (issue 38): what laps of an honest job change, read off the
 layout, as globs from the repository's root. The package's source folders (Python's `src/<pkg>/`
-or `<pkg>/`, its modules at the root; Node's `src/`, `lib/`, its entry file; each Go package's
+or `<pkg>/`, its modules at the root; Node's `src/`, `lib/`, its entry files; each Go package's
 folder; each Rust crate's `src/`, `tests/`, `benches/`, `examples/`), the test folders (new
-files: the test files there are `protect`ed), the docs, README and CHANGELOG. TODO.md and
+files: the test files there are `protect`ed), the docs, the readmes and change logs. TODO.md and
 PROGRESS.md are in every scope without being listed. Only folders and files that are there are
 proposed: a repository with none of them gets no scope (every path but the never-in-scope ones).
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 from ralph.commands.init_sources import json_mapping
 
 ALWAYS = ("README*", "CHANGELOG*")
+NOTES = ("README", "CHANGELOG", "CHANGES", "HISTORY", "NEWS")  # the root files people keep notes in
 DOCS = ("docs", "doc")
 TESTS = ("tests", "test", "testing", "spec", "__tests__")
 NOT_SOURCES = {*TESTS, *DOCS, "src", "vendor", "node_modules", "build", "dist", "target", "venv", "testdata"}
@@ -31,7 +32,14 @@ def proposed(top: Path) -> list[str]:
         return []
     tests = [f"{name}/" for name in TESTS if _is_dir(top / name)]
     docs = [f"{name}/" for name in DOCS if _is_dir(top / name)]
-    return list(dict.fromkeys(sources + tests + docs + list(ALWAYS)))
+    return list(dict.fromkeys(sources + tests + docs + list(ALWAYS) + _notes(top)))
+
+
+def _notes(top: Path) -> list[str]:
+    """The root's readmes and change logs that ALWAYS's globs miss (`Readme.md`, `CHANGES.rst`):
+    a glob is case-sensitive, as git's are."""
+    names = sorted(name for name in _names(top) if name.upper().startswith(NOTES) and (top / name).is_file())
+    return [name for name in names if not name.startswith(("README", "CHANGELOG"))]
 
 
 def _is_dir(path: Path) -> bool:
@@ -68,14 +76,22 @@ def _python(top: Path) -> list[str]:
 
 
 def _node(top: Path) -> list[str]:
-    """src/ and lib/, and the entry file package.json names at the root."""
+    """src/ and lib/, and the entry files package.json names (main, module, types): the file at
+    the root, or the top folder it is in."""
     if not (top / "package.json").is_file():
         return []
     found = [f"{name}/" for name in ("src", "lib") if _is_dir(top / name)]
-    main = json_mapping(top / "package.json").get("main")
-    entries = [main.removeprefix("./")] if isinstance(main, str) else []
+    package = json_mapping(top / "package.json")
+    named = [package.get(key) for key in ("main", "module", "types", "typings")]
+    entries = [entry.removeprefix("./") for entry in named if isinstance(entry, str)]
     entries += [f"index.{kind}" for kind in ("js", "mjs", "cjs", "ts", "d.ts")]
-    return found + [entry for entry in dict.fromkeys(entries) if "/" not in entry and (top / entry).is_file()]
+    for entry in entries:
+        first, slash, _ = entry.partition("/")
+        if slash and first not in NOT_SOURCES and not first.startswith(".") and _is_dir(top / first):
+            found.append(f"{first}/")
+        elif not slash and (top / entry).is_file():
+            found.append(entry)
+    return found
 
 
 def _go(top: Path) -> list[str]:
