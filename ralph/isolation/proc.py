@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from ralph.isolation import orphans
+from ralph.isolation import orphans, toolchains
 from ralph.isolation.capped_output import CappedOutput
 from ralph.isolation.files import walk
 from ralph.isolation.jail import Jail
@@ -54,31 +54,44 @@ _URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
 # not match the project's .venv, and a tool that trusts it installs into (or reads) the user's own.
 # Its bin/ stays on PATH, read-only: a `pytest` check finds what the user's shell finds.
 USER_VENV_VARS = frozenset({"VIRTUAL_ENV", "VIRTUAL_ENV_PROMPT"})
+# What a lap is given of ralph's environment, besides the toolchains' variables, LC_* and
+# `env.pass` (docs/sandbox.md); the sandbox sets HOME and TMPDIR anew. Who commits: git reads
+# no global config in a lap, and a check that commits in a repository of its own needs a name.
+LAP_VARIABLES = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "EMAIL")
+LAP_VARIABLES += ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+# Git in a lap reads no config of the user's (system, global and what they include): the lap's own only.
+LAP_GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+_QUIET = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 
 
 def is_secret(name: str, value: str = "") -> bool:
-    """Whether a variable is kept from what ralph runs: by its name, or by its value (a URL with
-    a user or password in it, whatever the variable is called)."""
+    """Whether a variable is kept from ralph's own commands (git, gh) and from ralph's own
+    environment block: by its name, or by its value (a URL with a user or password in it)."""
     return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK" or bool(_URL_WITH_PASSWORD.search(value))
 
 
-def clean_env(
-    allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (), extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager, not
-    the user's activated virtualenv.
-
-    `secrets` names more variables to drop (the API key's, whatever it is called);
-    `allow` names variables the user explicitly lets through.
-    """
+def clean_env(allow: tuple[str, ...] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for ralph's own commands (git, gh): no secrets, no GIT_* redirection, no
+    pager, not the user's activated virtualenv. `allow` names variables let through all the same.
+    What a lap runs gets `lap_env`."""
     env = {}
     for name, value in os.environ.items():
-        secret = is_secret(name, value) or name in secrets
-        if name in allow or not (secret or name in GIT_LOCAL_VARS or name in USER_VENV_VARS):
+        if name in allow or not (is_secret(name, value) or name in GIT_LOCAL_VARS or name in USER_VENV_VARS):
             env[name] = value
-    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
-    env.update(extra or {})
-    return env
+    return env | _QUIET | (extra or {})
+
+
+def lap_env(passed: tuple[str, ...] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of everything a lap runs (agent, setup, hooks, checks), built from a list:
+    LAP_VARIABLES, LC_*, the toolchains' variables (none with a login in a URL) and what `passed`
+    (`env.pass`) names. Nothing else of the user's: no token, no GIT_CONFIG_*, no DATABASE_URL."""
+    listed = (*LAP_VARIABLES, *toolchains.VARIABLES)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in passed or ((name in listed or name.startswith("LC_")) and not _URL_WITH_PASSWORD.search(value))
+    }
+    return env | _QUIET | LAP_GIT | (extra or {})
 
 
 @dataclass
