@@ -88,6 +88,7 @@ def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off",
         "agent": {"kind": "command", **agent},
         "checks": ["true"],
         "limits": {"stagnation": 5, **limits},
+        "env": {"pass": ["STAND_IN_CALLS", "STAND_IN_SCRIPT"]},  # laps are given nothing else of the test's
         "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")]},
     }
     return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])

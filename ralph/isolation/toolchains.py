@@ -6,7 +6,7 @@ phase a private HOME: a toolchain under HOME, /opt, /tmp or /run is not there un
 launcher looks for its home under the private HOME (rustup's proxies: "could not choose a version
 of cargo to run"). So this module names, as an allow-list, what to bind read-only: the
 folders on PATH as written and resolved, the programs the commands start (their real file, the
-interpreter of their `#!` line, the prefix, virtualenv or npm package they belong to) and each tool's
+interpreter of their `#!` line, the prefix, virtualenv or node_modules they belong to) and each tool's
 home, from its variable or its documented default under HOME, which is then set inside so the
 launcher finds it. Never HOME as a whole, and never a private folder as a whole. Files in them that
 hold a registry login read as empty.
@@ -125,7 +125,7 @@ def _may_bind(path: Path, env: Mapping[str, str]) -> bool:
 
 def program_needs(command: str, env: Mapping[str, str]) -> list[Path]:
     """What the program `command` starts needs to be there: its path, its real file, the
-    interpreter its `#!` line names (found the same way), and the prefix or npm package of each."""
+    interpreter its `#!` line names (found the same way), and the prefix or node_modules of each."""
     program = first_program(command)
     found = shutil.which(program, path=env.get("PATH")) if program else None
     needs: list[Path] = []
@@ -172,13 +172,12 @@ def _interpreter(program: Path) -> str | None:
 
 
 def _package(real: Path) -> Path | None:
-    """The npm package a program's real file lies in (a global install's bin/ links into it)."""
+    """The node_modules folder a program's real file lies in (a global install's bin/ links into
+    it), the outermost: the package needs its dependencies, which npm hoists beside it."""
     parts = real.parts
     if "node_modules" not in parts:
         return None
-    at = len(parts) - 1 - parts[::-1].index("node_modules")
-    size = 3 if at + 1 < len(parts) and parts[at + 1].startswith("@") else 2
-    return Path(*parts[: at + size]) if at + size <= len(parts) else None
+    return Path(*parts[: parts.index("node_modules") + 1])
 
 
 def variables(env: Mapping[str, str]) -> dict[str, str]:
