@@ -26,6 +26,9 @@ SECRETS = {
     "MY_DB_PASSWORD": "hunter2",  # nobody's credential: no agent gets it
 }
 
+# mini-swe-agent's settings for the real one's lap: its model's address, offline prices, one try.
+MINI_SETTINGS = ("OPENAI_BASE_URL", "LITELLM_LOCAL_MODEL_COST_MAP", "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT")
+
 # The stand-in: records its call, does the lap's work (or not), prints what the real tool would.
 STAND_IN = r"""#!PYTHON
 import json, os, pathlib, re, sys
@@ -88,8 +91,9 @@ def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off",
         "agent": {"kind": "command", **agent},
         "checks": ["true"],
         "limits": {"stagnation": 5, **limits},
-        "env": {"pass": ["STAND_IN_CALLS", "STAND_IN_SCRIPT"]},  # laps are given nothing else of the test's
-        "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")]},
+        # Laps are given nothing else of the test's environment, and see no file of it but these.
+        "env": {"pass": ["STAND_IN_CALLS", "STAND_IN_SCRIPT", *MINI_SETTINGS]},
+        "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")], "readable": [str(tmp_path / "script.json")]},
     }
     return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -107,8 +108,9 @@ def outside() -> list[Path]:
 def test_a_lap_reads_no_file_outside_what_it_needs(tmp_path: Path, outside: list[Path]):
     (Path.home() / "secret.txt").write_text("canary-home\n")
     secrets = [Path.home() / "secret.txt", *(folder / "secret.txt" for folder in outside)]
-    seen = attacked(tmp_path, "\n".join(f"cat {path}" for path in secrets))
+    seen = attacked(tmp_path, "\n".join(f"cat {path}" for path in [*secrets, "/etc/shadow"]))
     assert "canary-home" not in seen and "canary-outside" not in seen
+    assert not re.search(r"^root:[^:\n]*:\d*:", seen, re.M)  # no line of /etc/shadow, even for root
 
 
 def test_a_check_cannot_plant_in_what_sandbox_writable_lists_but_the_agent_can(tmp_path: Path):

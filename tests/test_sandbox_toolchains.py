@@ -190,8 +190,8 @@ def test_the_allow_list_never_holds_home_or_a_private_folder_whole(tmp_path: Pat
 def test_the_users_virtualenv_is_not_the_laps(monkeypatch):
     monkeypatch.setenv("VIRTUAL_ENV", "/somewhere/.venv")
     monkeypatch.setenv("VIRTUAL_ENV_PROMPT", "(proj)")
-    assert "VIRTUAL_ENV" not in proc.clean_env() and "VIRTUAL_ENV_PROMPT" not in proc.clean_env()
-    assert proc.clean_env(allow=("VIRTUAL_ENV",))["VIRTUAL_ENV"] == "/somewhere/.venv"
+    assert "VIRTUAL_ENV" not in proc.lap_env() and "VIRTUAL_ENV_PROMPT" not in proc.lap_env()
+    assert proc.lap_env(("VIRTUAL_ENV",))["VIRTUAL_ENV"] == "/somewhere/.venv"
 
 
 @needs_bwrap

@@ -27,7 +27,10 @@ def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Pa
     the tools' homes: ralph/isolation/toolchains.py), Python's prefixes and ralph's own package (its
     pytest plugin, which every check loads, lies there: outside the venv when ralph is installed
     editable). Never HOME: a phase has its own."""
+    # A program named by its path anywhere in a command (`mkdir -p out && /x/node_modules/.bin/jest`)
+    # brings what it needs: its real file, its prefix or node_modules.
     named = [Path(word) for command in commands for word in words(command) if word.startswith("/")]
+    named += [need for path in named for need in toolchains.program_needs(shlex.quote(str(path)), os.environ)]
     found = [
         *paths,
         *named,

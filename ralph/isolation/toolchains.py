@@ -42,13 +42,16 @@ HOMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("HOMEBREW_PREFIX", ("/home/linuxbrew/.linuxbrew", ".linuxbrew")),
 )
 # Named by the user only: no default under HOME to set (GOPATH's ~/go is read through GOPROXY below).
-NAMED = ("GOROOT", "GOPATH", "GOMODCACHE", "NPM_CONFIG_PREFIX", "VIRTUAL_ENV")
+NAMED = ("GOROOT", "GOPATH", "GOMODCACHE", "NPM_CONFIG_PREFIX", "JAVA_HOME", "VIRTUAL_ENV")
 GO_DEFAULT_PROXY = "https://proxy.golang.org,direct"
 # The variables a lap is given of the user's, for its toolchains to find themselves (proc.lap_env).
 VARIABLES = (
     *(variable for variable, _ in HOMES),
-    *(variable for variable in NAMED if variable != "VIRTUAL_ENV"),  # the user's venv is not the lap's
-    *("JAVA_HOME", "GOFLAGS", "GOPROXY", "GOPRIVATE", "GONOPROXY", "GONOSUMDB", "GOSUMDB", "GOTOOLCHAIN"),
+    # The user's activated virtualenv is not the lap's: uv warns in every check that VIRTUAL_ENV does
+    # not match the project's .venv, and a tool that trusts it installs into (or reads) the user's
+    # own. Its bin/ stays on PATH, read-only: a `pytest` check finds what the user's shell finds.
+    *(variable for variable in NAMED if variable != "VIRTUAL_ENV"),
+    *("GOFLAGS", "GOPROXY", "GOPRIVATE", "GONOPROXY", "GONOSUMDB", "GOSUMDB", "GOTOOLCHAIN"),
     *("RUSTUP_TOOLCHAIN", "PYENV_VERSION"),
 )
 NEVER_WHOLE = (Path("/"), Path("/tmp"), Path("/var/tmp"), Path("/run"))  # what holds everyone's files and sockets
