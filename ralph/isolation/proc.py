@@ -53,8 +53,10 @@ _URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
 # What a lap is given of ralph's environment, besides the toolchains' variables, LC_* and
 # `env.pass` (docs/sandbox.md); the sandbox sets HOME and TMPDIR anew. Who commits: git reads
 # no global config in a lap, and a check that commits in a repository of its own needs a name.
-LAP_VARIABLES = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "EMAIL")
-LAP_VARIABLES += ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+LAP_VARIABLES = (
+    *("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "EMAIL"),
+    *("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+)
 # Git in a lap reads no config of the user's (system, global and what they include): the lap's own only.
 LAP_GIT = dict(GIT_CONFIG)
 _QUIET = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}

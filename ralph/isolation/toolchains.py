@@ -21,7 +21,6 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-
 # A tool's home: its variable, and where the tool looks when it is unset (relative to HOME, or to
 # XDG_DATA_HOME / XDG_CONFIG_HOME where the tool follows them; an absolute one as it is).
 HOMES: tuple[tuple[str, tuple[str, ...]], ...] = (
