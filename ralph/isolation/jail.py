@@ -70,7 +70,7 @@ class Jail:
             args += ["--ro-bind-try", str(path), str(path)]
         for path in sorted(self.writable, key=lambda path: len(path.parts)):
             args += ["--bind", str(path), str(path)]
-        bound = (*keep, *self.writable)
+        bound = (*SYSTEM, *keep, *self.writable)
         for path in (*self.hide, *_sockets_inside(bound, self.sockets)):
             # A link's target (bubblewrap cannot mount over a link: ~/.ssh linked to a dotfiles
             # folder); one outside what is bound is not there to hide.
