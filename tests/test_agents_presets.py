@@ -261,7 +261,7 @@ def test_a_command_agent_that_fails_while_secrets_were_kept_from_it_is_told_whic
     (lap,) = lap_notes(repo, "h")
     assert lap["status"] == "red" and lap["reason"] == "agent exited with code 3"
     assert (
-        "ralph kept these variables from the agent, as it keeps every variable named like a secret: "
+        "ralph gives the agent only the variables docs/sandbox.md lists, not these of yours: "
         "ANTHROPIC_API_KEY, CODEX_API_KEY, GEMINI_API_KEY, MY_DB_PASSWORD, OPENAI_API_KEY — if the agent needs "
         "one to log in, let it through with `env: {pass: [ANTHROPIC_API_KEY]}`" in lap["output_tail"]
     )
