@@ -56,6 +56,7 @@ _URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
 LAP_VARIABLES = (
     *("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "EMAIL"),
     *("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+    *("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"),  # switches, no path: how Python writes, not what it runs
 )
 # Git in a lap reads no config of the user's (system, global and what they include): the lap's own only.
 LAP_GIT = dict(GIT_CONFIG)
