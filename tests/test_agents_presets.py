@@ -40,6 +40,7 @@ stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
 (calls / f"{name}-{number}.json").write_text(json.dumps({
     "argv": sys.argv[1:], "stdin": stdin,
     "secrets": {k: v for k, v in os.environ.items() if secret.search(k) and not k.startswith("RALPH_")},
+    "endpoint": os.environ.get("ANTHROPIC_BASE_URL"),
 }))
 script = json.loads(pathlib.Path(os.environ["STAND_IN_SCRIPT"]).read_text())
 step = script[min(number, len(script)) - 1]
@@ -166,7 +167,7 @@ EXPECTED = {
 @pytest.mark.parametrize("preset", [pytest.param("claude", marks=needs_bwrap), *list(PRESETS)[1:]])
 def test_a_preset_runs_its_tool_with_the_prompt_and_only_its_credentials(tmp_path: Path, preset: str):
     """Claude Code's laps run sandboxed: its credentials reach it inside bubblewrap too."""
-    env = stand_ins(tmp_path, [{"work": True}])
+    env = stand_ins(tmp_path, [{"work": True}]) | {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
     repo = repo_with(
         tmp_path, {"preset": preset, "args": "--model m1"}, sandbox="required" if preset == "claude" else "off"
     )
@@ -183,6 +184,7 @@ def test_a_preset_runs_its_tool_with_the_prompt_and_only_its_credentials(tmp_pat
     assert "- [ ] item 1" in where[prompt_at] and "PROGRESS.md" in where[prompt_at]
     assert sorted(call["secrets"]) == credentials  # its own, and no other secret
     assert all(call["secrets"][name] == SECRETS[name] for name in credentials)
+    assert call["endpoint"] == "http://127.0.0.1:9"  # where its API is: the agent's, not a secret
 
 
 def test_a_user_who_wants_their_own_settings_replaces_the_presets_command(tmp_path: Path):

@@ -348,6 +348,18 @@ def test_a_laps_environment_is_built_from_a_list_not_filtered(monkeypatch):
     assert (env["GIT_CONFIG_NOSYSTEM"], env["GIT_CONFIG_GLOBAL"], env["PAGER"]) == ("1", os.devnull, "cat")
 
 
+def test_the_networks_plumbing_reaches_a_lap_but_a_proxy_with_a_login_does_not(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.setenv("http_proxy", "http://me:s3cret@proxy.corp:3128")
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/corp.pem")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # an agent CLI's, not the checks'
+
+    env = proc.lap_env()
+
+    assert (env["HTTPS_PROXY"], env["SSL_CERT_FILE"]) == ("http://proxy.corp:3128", "/etc/ssl/corp.pem")
+    assert "http_proxy" not in env and "OPENAI_BASE_URL" not in env
+
+
 def test_clean_env_drops_every_variable_git_calls_local(monkeypatch):
     names = subprocess.run(
         ["git", "rev-parse", "--local-env-vars"], capture_output=True, text=True, check=True

@@ -10,7 +10,7 @@ from pathlib import Path
 from ralph.agents import reports
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.limited import limit_hit, reset_at
-from ralph.agents.presets import PRESETS
+from ralph.agents.presets import ENDPOINTS, PRESETS
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
 from ralph.isolation import proc
@@ -75,7 +75,7 @@ class CommandAgent:
         """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""
         credentials = {
             name: os.environ[name]
-            for name in (self.preset.credentials if self.preset else ())
+            for name in ((*self.preset.credentials, *ENDPOINTS) if self.preset else ())
             if name in os.environ and name not in self.withheld
         }
         return dict(

@@ -33,6 +33,9 @@ PROVIDER_KEYS = (
     "AZURE_API_KEY",
 )
 # Rate limits every HTTP-based tool may print, whatever its own words.
+# Where a provider's API is, which agent CLIs read from these (a proxy, a local server): given,
+# like a preset's credentials, to a preset's agent only, never to setup, hooks or checks.
+ENDPOINTS = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
 RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate limit (exceeded|reached)", r"rate limited you")
 
 

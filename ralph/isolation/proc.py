@@ -57,6 +57,10 @@ LAP_VARIABLES = (
     *("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "EMAIL"),
     *("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
     *("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"),  # switches, no path: how Python writes, not what it runs
+    # The network's plumbing, which every tool reads the same way: the proxy (none with a login)
+    # and the CA bundle a proxy that inspects TLS needs.
+    *("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy"),
+    *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"),
 )
 # Git in a lap reads no config of the user's (system, global and what they include): the lap's own only.
 LAP_GIT = dict(GIT_CONFIG)
