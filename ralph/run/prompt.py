@@ -24,7 +24,7 @@ Rules for this lap:
   you may add new ones.{handoff}
 - Do not weaken, skip or delete tests unless a TODO item says so.
 - Protected files may gain new files beside them but may not be modified or deleted,
-  unless the item you tick names the file: {protect}
+  unless the user's TODO item grants it with `(may change: PATH)`: {protect}
 - Your edits are committed when you stop; then the repository's checks decide whether
   the lap is kept: every test and check that passed before must still pass. Checks: {checks}
 """
