@@ -105,25 +105,24 @@ def _scope_problems(
 ) -> list[str]:
     """The paths the lap changed that are outside the run's scope or never in any, and not granted."""
     found: dict[str, list[str]] = {"outside": [], "never": []}
-    for path, status in sorted(statuses.items()):
+    for path in sorted(statuses):
         why = "" if path in notes else scope.why_not(path, runs, protect)
         if why and report.allows(path):
             report.granted.append(path)
         elif why:
             report.out_of_scope.append(path)
-            found[why].append(f"{path} ({_WHAT.get(status, 'modified')})")
+            found[why].append(path)
     problems = []
-    for why, changed in found.items():
-        if not changed:
+    for why, paths in found.items():
+        if not paths:
             continue
-        paths = [entry.rsplit(" (", 1)[0] for entry in changed]
+        listed = _listed([f"{path} ({_WHAT.get(statuses[path], 'modified')})" for path in paths])
         grant = f'grant it with "(may change: {", ".join(paths[:SHOWN])})" at the end of a TODO item of yours'
         if why == "outside":
-            problems.append(f"outside the run's scope: {_listed(changed)} — {grant}, or widen scope: in ralph.yaml")
+            problems.append(f"outside the run's scope: {listed} — {grant}, or widen scope: in ralph.yaml")
         else:
             problems.append(
-                f"never in scope (what runs, installs or configures the code and its checks): "
-                f"{_listed(changed)} — {grant}"
+                f"never in scope (what runs, installs or configures the code and its checks): {listed} — {grant}"
             )
     return problems
 
