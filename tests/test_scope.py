@@ -11,8 +11,9 @@ from helpers.repos import PY, git, make_repo, write
 from helpers.running import ralph
 from test_trust import FILES, TICK_MUL, attacks, edited, laps, make, reconfigure, red_reasons, written
 
-from ralph.verdict import grants
+from ralph.verdict import check_files, grants
 from ralph.verdict.guard import GuardReport
+from ralph.verdict.scope import Scope
 
 NEVER = "never in scope (what runs, installs or configures the code and its checks): "
 # The check's Makefile reads a .env, as many do, for its settings.
@@ -192,3 +193,30 @@ def test_an_honest_re_indent_that_ticks_its_item_is_work(tmp_path: Path):
     (lap,) = laps(repo)
     assert lap["status"] == "green", lap["reason"]
     assert lap["tests"]["newly_passing"] == []
+
+
+@pytest.mark.parametrize(
+    "commands, configs",
+    [
+        (["pre-commit run --all-files"], [".pre-commit-config.yaml"]),
+        ([f"{PY} -m pre_commit run -a", "make test"], [".pre-commit-config.yaml"]),
+        (["uv run pre-commit run --config ci/hooks.yaml"], ["ci/hooks.yaml"]),
+        (["sh -c 'pre-commit run --config=ci/hooks.yaml && make'"], ["ci/hooks.yaml"]),
+        (["make test", "pytest -q"], []),
+    ],
+)
+def test_the_pre_commit_configurations_a_check_runs_are_read_off_it(commands: list[str], configs: list[str]):
+    assert check_files.pre_commit_configs(commands) == configs
+
+
+def test_what_a_local_hook_runs_is_never_in_scope():
+    config = (
+        "repos:\n- repo: https://github.com/x/y\n  rev: v1\n  hooks: [{id: remote}]\n"
+        "- repo: local\n  hooks:\n"
+        "  - {id: a, name: a, entry: scripts/lint.sh, language: script}\n"
+        "  - {id: b, name: b, entry: python tools/check.py --strict, language: system}\n"
+        "  - {id: c, name: c, entry: make, args: [lint], language: system}\n"
+    )
+    runs = Scope(commands=("pre-commit run -a",)).run_files(lambda path: config)
+    assert {"/scripts/lint.sh", "/tools/check.py", "Makefile"} <= set(runs)
+    assert check_files.local_hook_files("repos: [") == check_files.local_hook_files("- not a mapping") == []

@@ -4,18 +4,15 @@ A lap may add, modify or delete a path only where the run's scope allows it and 
 one of those never in scope (ralph/verdict/scope.py), unless a grant names it: an item of the
 run's base TODO.md ending in `(may change: PATH …)` (ralph/verdict/grants.py), the user's own
 words as committed, which hold for every lap. Protected paths (`protect`, the existing tests) may
-be added to, not modified or deleted, unless a grant names them. `file#table` entries protect one
-table of a TOML file or one section of an INI file; `*.rs#tests` protects the test functions of
-Rust files (ralph/verdict/inline_tests.py): a lap may add one, not change or remove one the last
-green commit had. Whatever `protect` says, a new module may not shadow what the checks import
-(ralph/verdict/shadowing.py), nor a new stub hide its module from a type checker, unless granted.
+be added to, not modified or deleted, unless a grant names them; `*.rs#tests` protects the test
+functions of Rust files (ralph/verdict/inline_tests.py): a lap may add one, not change or remove
+one the last green commit had. Whatever `protect` says, a new module may not shadow what the
+checks import (ralph/verdict/shadowing.py), nor a new stub hide its module from a type checker,
+unless granted.
 """
 
 from __future__ import annotations
 
-import configparser
-import json
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -216,22 +213,16 @@ def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
 
 
 def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[str]) -> bool:
-    """Whole-file patterns are read together, in order (so `!` excludes); a `file#table` one
-    protects that table of the files it matches, and `*.rs#tests` the test functions of Rust
-    files (unit tests live in the code's own files)."""
-    if matches([pattern for pattern in protect if "#" not in pattern], path):
+    """Whole-file patterns are read together, in order (so `!` excludes); `*.rs#tests` protects
+    the test functions of Rust files (unit tests live in the code's own files). Any other
+    `file#table` protects its whole file: the tables it once meant were configuration files',
+    now never in scope whole (ralph/verdict/scope.py)."""
+    if matches([pattern.partition("#")[0] for pattern in protect if not pattern.endswith("#tests")], path):
         return True
-    for pattern in protect:
-        file_pattern, _, table = pattern.partition("#")
-        if not table or not matches([file_pattern], path):
-            continue
-        old, new = git.show_file(cwd, green, path), git.show_file(cwd, commit, path)
-        if table == "tests" and path.endswith(".rs"):
-            if _tests_changed(old, new):
-                return True
-        elif _table(old, path, table) != _table(new, path, table):
-            return True
-    return False
+    rust = [pattern.partition("#")[0] for pattern in protect if pattern.endswith("#tests")]
+    if not path.endswith(".rs") or not matches(rust, path):
+        return False
+    return _tests_changed(git.show_file(cwd, green, path), git.show_file(cwd, commit, path))
 
 
 def _tests_changed(old: str | None, new: str | None) -> bool:
@@ -242,39 +233,6 @@ def _tests_changed(old: str | None, new: str | None) -> bool:
         return False
     after = inline_tests.rust_tests(new or "")
     return any(after.get(key) != text for key, text in inline_tests.rust_tests(old).items())
-
-
-def _table(text: str | None, path: str, name: str) -> object:
-    """One table (TOML, dotted prefix) or section (INI) of a file, or all those a name ending in
-    `*` starts (by name); None when absent, "unreadable" when the file is."""
-    if text is None:
-        return None
-    if path.endswith((".toml", ".json")):
-        try:
-            data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
-        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
-            return "unreadable"
-        *parents, last = name.split(".")
-        found: object = data
-        for key in parents:
-            found = found.get(key) if isinstance(found, dict) else None
-        return _entry(found, last)
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return "unreadable"
-    return _entry({section: dict(parser[section]) for section in parser.sections()}, name)
-
-
-def _entry(table: object, key: str) -> object:
-    """`table[key]`, or for `prefix*` the entries whose keys start so (None for none: a file
-    without them and no file read the same)."""
-    if not isinstance(table, dict):
-        return None
-    if not key.endswith("*"):
-        return table.get(key)
-    return {name: value for name, value in table.items() if name.startswith(key[:-1])} or None
 
 
 def spec_of(patterns: list[str]) -> pathspec.GitIgnoreSpec:
