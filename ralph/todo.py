@@ -43,6 +43,7 @@ class _Found:
     box_line: int  # the line its box is on (the paragraph's first: "-" may stand alone above it)
     start: int  # its lines: [start, end), up to the first item inside it, blank lines at its end left out
     end: int
+    under: int | None  # the item it is nested in (its index), None for one at the top
 
 
 def lines(text: str) -> list[str]:
@@ -70,13 +71,21 @@ def _scan(text: str) -> tuple[_Found, ...]:
 def _scanned(text: str) -> tuple[_Found, ...]:
     tokens = _MARKDOWN.parse(text)
     found: list[_Found] = []
-    for at, token in enumerate(tokens[:-2]):
-        paragraph = tokens[at + 1]
-        if token.type == "list_item_open" and paragraph.type == "paragraph_open" and token.map and paragraph.map:
-            match = _BOX.match(tokens[at + 2].content)
-            if match:
-                item = Item(" ".join(match["text"].split()), match[1] != " ")
-                found.append(_Found(item, paragraph.map[0], token.map[0], token.map[1]))
+    around: list[int | None] = []  # the list items open here: each an item's index, None when no item
+    for at, token in enumerate(tokens):
+        if token.type == "list_item_close":
+            around.pop()
+        if token.type != "list_item_open":
+            continue
+        paragraph = tokens[at + 1]  # (an item's paragraph_open is followed by its inline token)
+        match = _BOX.match(tokens[at + 2].content) if paragraph.type == "paragraph_open" else None
+        if not (match and token.map and paragraph.map):
+            around.append(None)
+            continue
+        item = Item(" ".join(match["text"].split()), match[1] != " ")
+        under = next((index for index in reversed(around) if index is not None), None)
+        found.append(_Found(item, paragraph.map[0], token.map[0], token.map[1], under))
+        around.append(len(found) - 1)
     return tuple(_own_lines(found, lines(text)))
 
 
@@ -88,7 +97,7 @@ def _own_lines(found: list[_Found], text_lines: list[str]) -> list[_Found]:
         end = min(item.end, found[at + 1].start) if at + 1 < len(found) else item.end
         while end > item.box_line + 1 and not text_lines[end - 1].strip(" \t\r\n"):
             end -= 1
-        kept.append(_Found(item.item, item.box_line, item.start, end))
+        kept.append(_Found(item.item, item.box_line, item.start, end, item.under))
     return kept
 
 
@@ -117,6 +126,12 @@ def sources(text: str) -> list[tuple[Item, int, str]]:
         source = "".join(text_lines[item.start : item.end])
         found.append((item.item, item.box_line, _ended(source)))
     return found
+
+
+def nesting(text: str) -> list[int | None]:
+    """For every item, in order, the index of the item it is nested in (a step under it), None
+    for an item at the top."""
+    return [found.under for found in _scan(text)]
 
 
 def combined(text: str, ticked: list[str], added: list[str]) -> str:

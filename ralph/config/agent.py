@@ -79,7 +79,7 @@ class AgentConfig(Section):
     split: bool = Field(
         True,
         description="With escalate_after: when escalating does not help (or there is no agent.escalate), "
-        "the planner splits the stuck item into smaller ones, once.",
+        "the planner role (roles.planner) splits the stuck item into steps under it, once; the item stays open.",
     )
 
     @model_validator(mode="after")

@@ -16,6 +16,7 @@ from ralph.config.sections import Limits
 from ralph.errors import Exit
 from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus
+from ralph.run import planning
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
 from ralph.show import events, ui
@@ -209,8 +210,8 @@ def next_turn(ctx: RunContext, state: RunState) -> Turn:
     """The next lap's turn. An item is stuck after agent.escalate_after red laps in a row on it
     (since the green line last moved, every lap of a plain run started from the same TODO and was
     told to take its first open item first): the next laps are agent.escalate's, until a lap is
-    green; after as many escalated red laps (or at once without agent.escalate) the planner splits
-    it, once; then agent.escalate's laps again, or the agent's."""
+    green; after as many escalated red laps (or at once without agent.escalate) the planner role
+    splits it, once, where there is one (`splits`); then agent.escalate's laps again, or the agent's."""
     cfg, which = ctx.config, agent_for(ctx.config, state)
     after, escalate = cfg.agent.escalate_after, cfg.escalate_index
     since = _since_green(state)
@@ -220,9 +221,26 @@ def next_turn(ctx: RunContext, state: RunState) -> Turn:
     if escalate is not None and len([record for record in red if record.escalated]) < after:
         return Turn(escalate, escalated=True)
     item = _first_open(ctx, state.green)
-    if cfg.agent.split and item and not any(record.split for record in since) and _splittable(ctx, state, item):
+    if splits(cfg) and item and not any(record.split for record in since) and _splittable(ctx, state, item):
         return Turn(which, split=item)
     return Turn(escalate, escalated=True) if escalate is not None else Turn(which)
+
+
+def splits(cfg: Config) -> bool:
+    """Whether a stuck item is split: agent.split, by the planner role. Never by the lap's agent
+    CLI: the agent that got stuck would say what its item is (issue 38: it split its item into
+    two trivial ones, ticked them, and the run was done), so without roles.planner, no split."""
+    return cfg.agent.split and cfg.agent.escalate_after is not None and planning.role(cfg) is not None
+
+
+def say_unsplit(cfg: Config) -> None:
+    """Said once, as a run of laps one at a time starts: its stuck items are not split, and why."""
+    if cfg.agent.split and cfg.agent.escalate_after is not None and not splits(cfg):
+        then = "agent.escalate takes its laps" if cfg.agent.escalate else "the agent keeps its laps"
+        ui.say(
+            "a stuck item is not split: there is no planner role (roles.planner.model), and the agent "
+            f"that got stuck never splits its own item; {then} (docs/agents.md: Stuck items)"
+        )
 
 
 def slot_turn(cfg: Config, state: RunState, items: list[str]) -> Turn:

@@ -25,7 +25,7 @@ from ralph.isolation.workspace import Workspace, workspaces_root
 from ralph.run import best_of, ends, parallel, refusals, split, start, workers
 from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
-from ralph.run.fuses import Fuses, next_turn
+from ralph.run.fuses import Fuses, next_turn, say_unsplit
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui, view
@@ -297,6 +297,7 @@ def _restore_after_crash(repo: git.RepoInfo, name: str) -> None:
 def _laps(ctx: RunContext, state: RunState) -> NoReturn:
     """Laps one at a time, each from the last green commit, until the fuses end the run."""
     fuses = Fuses(ctx.config.limits)
+    say_unsplit(ctx.config)
     while True:
         fuses.check(ctx, state)
         turn = next_turn(ctx, state)

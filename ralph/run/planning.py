@@ -1,4 +1,5 @@
-"""The planner, whoever it is: roles.planner's model, else the agent the laps run.
+"""The planner, whoever it is: roles.planner's model, else the agent the laps run (a stuck
+item's split asks the planner role only: `role`, never the agent that got stuck).
 
 A model (roles.planner's, or a built-in agent's) plans through its read-only tools over the
 tree at the commit (agents/planner.py). An agent CLI has no such tools: it runs as a lap's
@@ -18,6 +19,8 @@ from pathlib import Path
 from ralph import todo
 from ralph.agents.base import LapTask, Usage
 from ralph.agents.planner import GOOD_ITEMS, THE_JOB, Plan, PlanFailed, Planner
+from ralph.config import Config
+from ralph.config.agent import AgentConfig
 from ralph.isolation.files import regular_text
 from ralph.run.context import RunContext
 from ralph.run.watch import watching_the_repository
@@ -53,17 +56,31 @@ class Planned:
     usage: Usage = field(default_factory=Usage)
 
 
+def role(cfg: Config) -> AgentConfig | None:
+    """The planner role's endpoint: roles.planner's model, else the built-in agent's (a
+    conversation of its own, with read-only tools); None with an agent CLI and no roles.planner."""
+    return cfg.role_endpoint(cfg.roles.planner)
+
+
 def planner_name(ctx: RunContext) -> str:
-    endpoint = ctx.config.role_endpoint(ctx.config.roles.planner)
+    endpoint = role(ctx.config)
     return f"the model {endpoint.model}" if endpoint is not None else f"the agent ({ctx.config.agent.name})"
 
 
 def ask(ctx: RunContext, commit: str, task: str, folder: Path) -> Planned:
     """The planner's plan for `task` over the tree at `commit`; its transcript or log in `folder`.
     Raises PlanFailed (or EndpointUnusable) when it gives none."""
-    endpoint = ctx.config.role_endpoint(ctx.config.roles.planner)
-    if endpoint is None:
+    if role(ctx.config) is None:
         return _by_the_agent(ctx, commit, task, folder)
+    return by_the_role(ctx, commit, task, folder)
+
+
+def by_the_role(ctx: RunContext, commit: str, task: str, folder: Path) -> Planned:
+    """The planner role's plan, looking at the tree at `commit` read only; PlanFailed where
+    there is no planner role (an agent CLI does not plan this)."""
+    endpoint = role(ctx.config)
+    if endpoint is None:
+        raise PlanFailed("there is no planner role (roles.planner.model) to ask")
     mcp = ctx.mcp if "planner" in ctx.config.mcp.roles else None
     planner = Planner(endpoint, ctx.top, commit, folder, mcp)
     made = planner.run(task)

@@ -1,15 +1,18 @@
-"""A split lap: the planner splits a stuck item into smaller ones (docs/agents.md: Stuck items).
+"""A split lap: the planner role splits a stuck item into steps under it (docs/agents.md: Stuck items).
 
-The lap is an ordinary one, of its own number, commit and note: ralph asks the planner
-(run/planning.py) for the smaller items, writes TODO.md with the stuck item's lines replaced by
-them, in place, every other byte as it was, commits that alone and judges it by the checks
-like any lap. The planner's answer is checked before anything is written: a split that would
-change another item, tick one, repeat one, or give fewer than 2 or more than MAX_ITEMS items
-is refused, and the lap is red for it, as it is when the planner gives no answer at all.
+The lap is an ordinary one, of its own number, commit and note: ralph asks the planner role
+(roles.planner's model, never the lap's agent that got stuck: run/fuses.py splits only where
+there is one) for the steps, writes them into TODO.md as open items nested under the stuck
+item, whose own line stays as it is and open, every other byte as it was, commits that alone and
+judges it by the checks like any lap. The agent does not define done: the run is done only when
+a lap ticks the item itself, and a step grants nothing (its `(may change: …)` is taken off).
+The planner's answer is checked before anything is written: steps that would change another
+item, tick one, repeat one, or come to fewer than 2 or more than MAX_ITEMS are refused, and the
+lap is red for it, as it is when the planner gives no answer at all.
 
-The repository's commit hooks do not run on a split: its commit is ralph's own edit of TODO.md,
-held to a stricter rule than `ralph hook todo`'s (which would refuse any split), and there is no
-agent's work for them to look at. Nor does roles.judge score it: there is no diff of work.
+The repository's commit hooks do not run on a split: its commit is ralph's own edit of TODO.md
+(items added, none changed: what `ralph hook todo` allows too), and there is no agent's work for
+them to look at. Nor does roles.judge score it: there is no diff of work.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from ralph.run.context import LapTurn, RunContext
 from ralph.run.fuses import Turn
 from ralph.run.judging import Judged
 from ralph.show import ui
+from ralph.verdict import grants, ratchet
 from ralph.verdict import guard as guard_module
-from ralph.verdict import ratchet
 
 MIN_ITEMS, MAX_ITEMS = 2, 20  # a split into one item is a rewording; into more, a plan of its own
 ITEM_CHARS = 500  # an item is one line a lap reads
@@ -38,7 +41,7 @@ TASK = """\
 {goal}
 
 One item of the checklist is stuck: the last {laps} laps on it were red. Split that item, and
-only that one, into smaller items.
+only that one, into smaller steps.
 
 The stuck item: {item}
 
@@ -48,10 +51,11 @@ Why the last laps were red:
 The other items of the checklist, which stay as they are:
 {others}
 
-Return as the plan's todo the smaller items ({low} to {high}) that together do the same as the
-stuck item, in order, each one line, a slice a single lap can finish and verify; do not repeat
-other items."""
-_BOX_LINE = re.compile(r"([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)\[ \][ \t]")  # the item's bullet, kept for its children
+Return as the plan's todo the steps ({low} to {high}) that together lead to the stuck item, in
+order, each one line, a slice a single lap can finish and verify; do not repeat other items.
+They go under the stuck item as its steps: the item itself stays, and is done only when a lap
+meets its own words."""
+_BOX_LINE = re.compile(r"([ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+)\[ \][ \t]")  # its bullet: where its text starts
 _LINE_END = re.compile(r"(\r\n|\n|\r)$")
 
 
@@ -60,13 +64,13 @@ class SplitRefused(RalphError):
 
 
 def split_lap(ctx: RunContext, state: RunState, number: int, turn: Turn) -> LapRecord:
-    """Lap `number`: the planner splits `turn.split`; the lap's commit is that TODO.md."""
+    """Lap `number`: the planner role splits `turn.split`; the lap's commit is that TODO.md."""
     assert turn.split is not None
     item, started = turn.split, time.monotonic()
     prepared = prepare.start_lap(ctx, state, number)
     (prepared.log_dir / "planner").mkdir()
     try:
-        planned = planning.ask(ctx, state.green, task_for(ctx, state, item), prepared.log_dir / "planner")
+        planned = planning.by_the_role(ctx, state.green, task_for(ctx, state, item), prepared.log_dir / "planner")
     except RalphError as failed:
         result = AgentResult(kind="planner", name="planner", outcome="failed", duration_s=_since(started))
         why = f"the planner could not split it: {ui.one_line(str(failed))}"
@@ -77,7 +81,7 @@ def split_lap(ctx: RunContext, state: RunState, number: int, turn: Turn) -> LapR
         model=_planner_model(ctx),
         outcome="ok",
         duration_s=_since(started),
-        summary=f"Split the stuck item into {len(planned.items)} items: {item}",
+        summary=f"Split the stuck item into {len(planned.items)} steps under it: {item}",
         usage=planned.usage,
     )
     try:
@@ -110,8 +114,9 @@ def task_for(ctx: RunContext, state: RunState, item: str) -> str:
 
 
 def split_text(text: str, item: str, children: list[str]) -> str:
-    """`text` (TODO.md) with the first open `item`'s lines replaced by `children`, open, in its
-    place and with its bullet; raises SplitRefused unless that is all that changes."""
+    """`text` (TODO.md) with `children`, open, nested under the first open `item` as its steps
+    (after its own lines, where its text starts); the item's line stays, open. Raises
+    SplitRefused unless those steps, under it, are all that changes."""
     children = _checked_children(text, item, children)
     found = todo.sources(text)
     at = next((n for n, (it, _, _) in enumerate(found) if it.text == item and not it.done), None)
@@ -123,18 +128,28 @@ def split_text(text: str, item: str, children: list[str]) -> str:
     if box is None or _ended("".join(text_lines[box_line : box_line + own])) != source:
         raise SplitRefused("the item's box is not where its lines start (write it as `- [ ] …`)")
     ending = _LINE_END.search(text_lines[box_line])
-    new_lines = [f"{box[1]}[ ] {child}{ending[1] if ending else chr(10)}" for child in children]
-    written = "".join([*text_lines[:box_line], *new_lines, *text_lines[box_line + own :]])
+    under = re.sub(r"[^\t]", " ", box[1])  # the item's text's column: a list there is nested in it
+    steps = [f"{under}- [ ] {child}{ending[1] if ending else chr(10)}" for child in children]
+    written = _ended("".join(text_lines[: box_line + own])) + "".join(steps) + "".join(text_lines[box_line + own :])
     items = [(it.text, it.done) for it, _, _ in found]
-    expected = [*items[:at], *((child, False) for child in children), *items[at + 1 :]]
-    if [(it.text, it.done) for it in todo.parse(written)] != expected:
-        raise SplitRefused("written into the TODO, its items would not read back as they are, the others unchanged")
+    expected = [*items[: at + 1], *((child, False) for child in children), *items[at + 1 :]]
+    if [(it.text, it.done) for it in todo.parse(written)] != expected or todo.nesting(written) != _nested(
+        todo.nesting(text), at, len(children)
+    ):
+        raise SplitRefused("written into the TODO, its steps would not read back under it, the others unchanged")
     return written
 
 
+def _nested(before: list[int | None], at: int, steps: int) -> list[int | None]:
+    """Which item each item is nested in once `steps` items are nested under item `at`."""
+    moved = [index + steps if index is not None and index > at else index for index in before]
+    return [*moved[: at + 1], *[at] * steps, *moved[at + 1 :]]
+
+
 def _checked_children(text: str, item: str, children: list[str]) -> list[str]:
-    """The planner's items, one line each, new to the TODO and to each other, 2 to MAX_ITEMS."""
-    lines = [" ".join(child.split()) for child in children]
+    """The planner's items, one line each, new to the TODO and to each other, 2 to MAX_ITEMS,
+    each without a grant: the user did not write them."""
+    lines = [" ".join(grants.without(child).split()) for child in children]
     if not MIN_ITEMS <= len(lines) <= MAX_ITEMS:
         raise SplitRefused(f"{len(lines)} item(s): a split gives {MIN_ITEMS} to {MAX_ITEMS}")
     existing = {found.text for found in todo.parse(text)}
@@ -174,8 +189,8 @@ def _commit(
 
 def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepared: prepare.Prepared) -> Judged:
     """The checks on the split's commit, against the last green commit's, as for any lap. The
-    TODO rule (guard.todo_problems) was kept when the text was made, the split item replaced by
-    its children; nothing else changed for the guard to look at."""
+    TODO rule (guard.todo_problems) was kept when the text was made: items added under the stuck
+    one, nothing else; nothing else changed for the guard to look at."""
     try:
         checked = checking.checks_on(ctx, lap, number, prepared.log_dir)
     except checking.CannotCheck as cannot:
@@ -186,8 +201,8 @@ def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepa
     if problems:
         reason, status = "; ".join(problems), LapStatus.RED
     else:
-        made = lap.counts.total - todo.count(prepared.todo_before).total + 1
-        reason, status = f"split into {made} items; {ratchet.green_reason(checked.results)}", LapStatus.GREEN
+        made = lap.counts.total - todo.count(prepared.todo_before).total
+        reason, status = f"split into {made} steps; {ratchet.green_reason(checked.results)}", LapStatus.GREEN
     return Judged(
         status=status,
         reason=reason,
@@ -246,7 +261,7 @@ def _recorded(
 
 
 def _planner_model(ctx: RunContext) -> str | None:
-    endpoint = ctx.config.role_endpoint(ctx.config.roles.planner)
+    endpoint = planning.role(ctx.config)
     return endpoint.model if endpoint is not None else None
 
 
