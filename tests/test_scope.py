@@ -11,6 +11,7 @@ from helpers.repos import PY, git, make_repo, write
 from helpers.running import ralph
 from test_trust import FILES, TICK_MUL, attacks, edited, laps, make, reconfigure, red_reasons, written
 
+from ralph.config import DEFAULT_PROTECT
 from ralph.verdict import check_files, grants
 from ralph.verdict.guard import GuardReport
 from ralph.verdict.scope import Scope
@@ -220,3 +221,28 @@ def test_what_a_local_hook_runs_is_never_in_scope():
     runs = Scope(commands=("pre-commit run -a",)).run_files(lambda path: config)
     assert {"/scripts/lint.sh", "/tools/check.py", "Makefile"} <= set(runs)
     assert check_files.local_hook_files("repos: [") == check_files.local_hook_files("- not a mapping") == []
+
+
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("src/calc/core.py", ""),
+        ("tests/test_new.py", ""),
+        ("tests/conftest.py", ""),  # a new one is a new test file
+        ("tests/unit/conftest.py", ""),
+        ("conftest.py", "never"),  # it sets up every test
+        ("src/calc/conftest.py", "never"),
+        ("docs/index.md", ""),
+        ("README.rst", ""),
+        ("src/calc/.env", "never"),
+        ("vendor/golang.org/x/mod/module.go", "never"),
+        (".github/workflows/ci.yml", "never"),
+        ("CLAUDE.md", "never"),
+        ("packages/web/package.json", "never"),
+        ("uv.lock", "never"),
+        ("GNUmakefile", "never"),
+    ],
+)
+def test_what_is_never_in_scope_wherever_it_sits(path: str, why: str):
+    assert Scope().why_not(path, (), tuple(DEFAULT_PROTECT)) == why
+    assert Scope(globs=("**",)).why_not(path, (), tuple(DEFAULT_PROTECT)) == why  # no glob opens one
