@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from helpers.repos import make_repo
-from helpers.running import ralph
+from helpers.repos import PY, git, make_repo, python_agent
+from helpers.running import lap_notes, ralph
 
 from ralph.commands.init_node import JUNIT_NODE
 from ralph.config import load as load_config
@@ -398,3 +399,115 @@ def test_init_asks_uv_for_a_test_group_that_is_not_dev(tmp_path: Path):
     repo = make_repo(tmp_path / "repo", {"pyproject.toml": groups, "uv.lock": ""})
     assert ralph(repo, "init").returncode == 0
     assert load_config(repo / "ralph.yaml").setup == ["uv sync --frozen --group tests"]
+
+
+# The scope init proposes (issue 38), by layout: the package's sources, the test folders (new
+# files: the tests there are protect's), the docs; README and CHANGELOG whatever the layout.
+ALWAYS = ["README*", "CHANGELOG*"]
+LAYOUTS = {
+    "python src/": (
+        {"pyproject.toml": "[project]\nname = 'calc'\n", "src/calc/__init__.py": "", "src/calc/core.py": "",
+         "tests/test_core.py": "", "docs/index.rst": "", "README.md": "", "CHANGES.rst": ""},
+        ["src/calc/", "tests/", "docs/", *ALWAYS, "CHANGES.rst"],  # globs are case-sensitive: named
+    ),
+    "python flat package": (
+        {"setup.py": "", "more_itertools/__init__.py": "", "tests/__init__.py": "", "tests/test_more.py": "",
+         "docs/conf.py": ""},
+        ["more_itertools/", "tests/", "docs/", *ALWAYS],
+    ),
+    "python one module": (
+        {"setup.py": "", "conftest.py": "", "six.py": "", "test_six.py": ""},
+        ["*.py", *ALWAYS],
+    ),
+    "node": (
+        {"package.json": json.dumps({"main": "./index.js", "types": "typings/index.d.ts", "scripts": {"test": "mocha"}}),
+         "index.js": "", "lib/command.js": "", "typings/index.d.ts": "", "tests/a.test.js": "", "Readme.md": ""},
+        ["lib/", "index.js", "typings/", "tests/", *ALWAYS, "Readme.md"],
+    ),
+    "go": (
+        {"go.mod": "module example.com/uuid\n", "uuid.go": "", "uuid_test.go": "", "internal/x/x.go": "",
+         "vendor/y/y.go": "", "testdata/a.txt": ""},
+        ["*.go", "internal/", "testdata/", *ALWAYS],
+    ),
+    "rust workspace": (
+        {"Cargo.toml": "[workspace]\n", "src/lib.rs": "", "tests/t.rs": "", "benches/b.rs": "",
+         "crates/macros/Cargo.toml": "", "crates/macros/src/lib.rs": "", "target/debug/x": ""},
+        ["src/", "tests/", "benches/", "crates/macros/src/", *ALWAYS],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_init_proposes_a_scope_from_the_layout_and_says_it(tmp_path: Path, layout: str):
+    files, scope = LAYOUTS[layout]
+    repo = make_repo(tmp_path / "repo", files)
+    result = ralph(repo, "init")
+    assert result.returncode == 0, result.stderr
+    assert load_config(repo / "ralph.yaml").scope == scope
+    assert f"scope    {', '.join(scope)} (and TODO.md, PROGRESS.md)" in result.stdout
+    written = (repo / "ralph.yaml").read_text()
+    assert '"(may change: PATH, PATH)"' in written and "never in scope" in written
+
+
+def test_init_proposes_no_scope_where_it_finds_no_sources(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "", "docs/a.md": ""})
+    result = ralph(repo, "init")
+    assert result.returncode == 0 and "scope    none proposed (no source folder found)" in result.stdout
+    assert load_config(repo / "ralph.yaml").scope is None and "\n# scope:\n" in (repo / "ralph.yaml").read_text()
+
+
+# An honest lap of the job, in a repository set up as `ralph init` proposed: new code in the
+# package, a new test file beside the old ones, both in the scope init wrote.
+HONEST = r"""
+import pathlib
+pathlib.Path("src/calc/mul.py").write_text("def mul(a, b):\n    return a * b\n")
+pathlib.Path("tests/test_mul.py").write_text("from calc.mul import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ] ", "- [x] ", 1))
+"""
+
+
+def as_init_proposed(tmp_path: Path, agent: str) -> Path:
+    """A src/ layout with `ralph init`'s ralph.yaml (its scope), the laps' agent being `agent`."""
+    files = {
+        "pyproject.toml": "[project]\nname = 'calc'\n",
+        "src/calc/__init__.py": "",
+        "tests/test_calc.py": "def test_calc():\n    import calc\n",
+    }
+    repo = make_repo(tmp_path / "repo", files)
+    assert ralph(repo, "init").returncode == 0
+    config = yaml.safe_load((repo / "ralph.yaml").read_text())
+    assert config["scope"] == ["src/calc/", "tests/", *ALWAYS]
+    config.update(goal="Add mul", agent=python_agent(tmp_path / "agent.py", agent), setup=[])
+    # the venv init suggests, skipped: pytest as it is here
+    config["checks"] = [f"PYTHONPATH=src:$PYTHONPATH {PY} -m pytest -q -p no:cacheprovider"]
+    (repo / "ralph.yaml").write_text(json.dumps(config))
+    (repo / "TODO.md").write_text("- [ ] Add calc.mul, with a test\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "ralph init")
+    return repo
+
+
+def test_an_honest_lap_in_the_scope_init_proposed_is_green(tmp_path: Path):
+    repo = as_init_proposed(tmp_path, HONEST)
+    result = ralph(repo, "run", "--name", "mul", "--max-laps", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [note["status"] for note in lap_notes(repo, "mul")] == ["green"]
+    assert git(repo, "show", "ralph/mul:src/calc/mul.py").startswith("def mul")
+
+
+OUTSIDE = (
+    HONEST
+    + """pathlib.Path("tools").mkdir()
+pathlib.Path("tools/fake_mul.py").write_text("def mul(a, b):\\n    return 6\\n")
+"""
+)
+
+
+@pytest.mark.skipif(find_spec("ralph.verdict.scope") is None, reason="the guard reads scope: part B of issue 38")
+def test_a_lap_beyond_the_scope_init_proposed_is_red(tmp_path: Path):
+    repo = as_init_proposed(tmp_path, OUTSIDE)
+    result = ralph(repo, "run", "--name", "mul", "--max-laps", "1")
+    assert result.returncode == 3, result.stdout + result.stderr
+    (note,) = lap_notes(repo, "mul")
+    assert note["status"] == "red" and "outside the run's scope: tools/fake_mul.py (added)" in note["reason"]

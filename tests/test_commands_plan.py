@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from helpers.gh_stand_in import StandInGh
 from helpers.repos import PY, git, make_repo, needs_bwrap, python_agent
-from helpers.running import ralph
+from helpers.running import ralph, ralph_on_a_terminal, ralph_workspaces
 
 from ralph import todo
-from ralph.agents.scripted import ScriptedServer, Step, tool_call
+from ralph.agents.scripted import Hang, ScriptedServer, Step, tool_call
 
 GOOD_PLAN = {
     "approaches": [
@@ -324,3 +328,93 @@ def test_a_models_items_and_an_edited_plan_json_reach_todo_md_without_escape_cod
     assert result.returncode == 0, result.stdout + result.stderr
     written = (repo / "TODO.md").read_text()
     assert "- [ ] Clear the screen\n- [ ] Rightto left\n- [ ] Edited in by hand\n" in written
+
+
+# A planner proposing to open what the scope keeps shut: the user's test and the checks' config.
+GRANTING_PLAN = dict(
+    GOOD_PLAN,
+    todo=["Make test_mul pass (may change: tests/test_calc.py)", "Loosen the checks (may change: ralph.yaml)"],
+)
+
+
+def test_a_planners_grants_are_shown_and_with_yes_none_is_written(tmp_path: Path):
+    with ScriptedServer([tool_call("write_plan", GRANTING_PLAN)]) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        result = ralph(repo, "plan", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "grants proposed by the model planner-1" in result.stdout
+    assert "- Loosen the checks (may change: ralph.yaml)" in result.stdout
+    assert "grants taken off the items (--yes takes none)" in result.stdout
+    written = (repo / "TODO.md").read_text()
+    assert [item.text for item in todo.parse(written)] == ["Make test_mul pass", "Loosen the checks"]
+    assert "may change" not in written
+
+
+def test_a_planners_grants_are_written_only_when_the_user_keeps_them_on_a_terminal(tmp_path: Path):
+    with ScriptedServer([tool_call("write_plan", GRANTING_PLAN)] * 2) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        kept = ralph_on_a_terminal(repo, "plan", typed="y\ny\n")  # write these items? keep these grants?
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        assert "keep these grants?" in kept.stdout and "grants kept" in kept.stdout
+        assert [item.text for item in todo.parse((repo / "TODO.md").read_text())] == GRANTING_PLAN["todo"]
+        (repo / "TODO.md").unlink()
+        refused = ralph_on_a_terminal(repo, "plan", "--force", typed="y\n\n")  # Enter: the default, no
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    assert "grants taken off the items (not kept)" in refused.stdout
+    assert [item.text for item in todo.parse((repo / "TODO.md").read_text())] == [
+        "Make test_mul pass",
+        "Loosen the checks",
+    ]
+
+
+def test_an_issues_grants_reach_todo_md_through_plan_only_when_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    gh = StandInGh.install(tmp_path / "gh")
+    monkeypatch.setenv("PATH", f"{gh.bin}{os.pathsep}{os.environ['PATH']}")
+    gh.add_issue(7, "Finish calc", "- [x] Read calc (may change: .github/)\n- [ ] Make mul work (may change: **)\n")
+    repo = repo_with(tmp_path, {"kind": "command", "command": "true"})
+    result = ralph(repo, "plan", "--issue", "7", "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "grants proposed by the task list of issue #7" in result.stdout
+    assert todo.parse((repo / "TODO.md").read_text()) == [
+        todo.Item("Read calc", True),
+        todo.Item("Make mul work", False),
+    ]
+
+
+def _plan_workspaces(repo: Path) -> list[str]:
+    return [name for name in ralph_workspaces(repo) if "plan" in name]
+
+
+def _killed_while_planning(repo: Path, server: ScriptedServer) -> None:
+    """A real `ralph plan`, killed (-9) while its planner (a model that never answers) plans."""
+    asked = len(server.requests)
+    planning = subprocess.Popen(
+        [sys.executable, "-m", "ralph", "plan", "--yes"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(server.requests) == asked and planning.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(planning.pid, signal.SIGKILL)
+    planning.wait()
+    assert _plan_workspaces(repo), "the plan was killed before it made its workspace"
+
+
+def test_a_killed_plans_workspace_is_reclaimed_by_clean_and_by_the_next_plan(tmp_path: Path):
+    # not strict: the killed plans' hanging requests hold no slot the next plan waits for
+    with ScriptedServer([Hang(600), Hang(600), tool_call("write_plan", GOOD_PLAN)], strict=False) as server:
+        repo = repo_with(tmp_path, {"kind": "openai", "model": "planner-1", "base_url": server.base_url})
+        _killed_while_planning(repo, server)
+        cleaned = ralph(repo, "clean")  # no run yet: the plan's leftover is all there is to clean
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+        assert "removed the workspace a killed `ralph plan` left" in cleaned.stdout
+        assert _plan_workspaces(repo) == []
+        assert ralph(repo, "clean").returncode == 1  # nothing left: as before, no run to clean
+
+        _killed_while_planning(repo, server)
+        again = ralph(repo, "plan", "--yes")
+        assert again.returncode == 0, again.stdout + again.stderr
+    assert _plan_workspaces(repo) == [] and "Make test_mul pass" in (repo / "TODO.md").read_text()

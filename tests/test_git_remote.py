@@ -227,3 +227,49 @@ def test_bad_remotes_and_options_are_refused_in_one_line_and_touch_nothing(tmp_p
     state = ledger.load(clone, "mine")
     assert state is not None and state.is_done
     assert (git(clone, "status", "--porcelain", "--branch"), git(clone, "rev-parse", "HEAD")) == before
+
+
+def test_one_malformed_run_on_the_remote_hides_no_other_from_status_and_stats(tmp_path: Path):
+    """Anyone who may push to the remote may push a run that does not read: each is said in one
+    line, the run that reads is shown, and neither command ends in an error or a traceback."""
+    clone, other = remote_with(tmp_path, ["Write a.txt"], 2, sleep=0)
+    done = ralph(clone, "run", "--remote", "origin", "--name", "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    origin = tmp_path / "origin.git"
+    record = json.loads(git(origin, "cat-file", "blob", "refs/ralph/r/run"))
+
+    def blob(text: str) -> str:
+        written = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], cwd=origin, input=text.encode(), capture_output=True
+        )
+        return written.stdout.decode().strip()
+
+    def later(run: str, **fields: object) -> str:  # a record started after r's, so the most recent
+        return blob(json.dumps(dict(record, run=run, created_at=record["created_at"] + "9", **fields)))
+
+    planted = {
+        "refs/ralph/zjson/run": blob('{"format": 1, "run": '),  # no JSON
+        "refs/ralph/-odd/run": later("-odd"),  # a name ralph does not take
+        "refs/ralph/ztree/run": git(origin, "rev-parse", "HEAD^{tree}"),  # not a blob
+        "refs/ralph/znewer/run": later("znewer", format=999),  # a later ralph's
+        "refs/ralph/zalias/run": later("r"),  # another run's record under its own name
+        "refs/ralph/zbase/run": later("zbase", base=blob("not a commit")),  # reads, its base a blob
+        "refs/ralph/zbase/base": blob("not a commit"),
+    }
+    for ref, sha in planted.items():
+        git(origin, "update-ref", ref, sha)
+
+    for command in ("status", "stats"):
+        for attempt in (1, 2):  # the second time, the clone holds the malformed refs already
+            result = ralph(other, command, "--remote", "origin")
+            said = result.stdout + result.stderr
+            assert result.returncode == 0 and "Traceback" not in said, (command, attempt, said)
+            warnings = result.stderr.strip().splitlines()
+            for run in ("zjson", "-odd", "ztree", "znewer", "zalias"):
+                assert len([line for line in warnings if f"refs/ralph/{run}/run: " in line]) == 1, (run, warnings)
+            assert not any("zbase" in line for line in warnings) and all("warning" in line for line in warnings)
+            if command == "status":  # the most recent run that reads, whose base is a blob
+                assert "run zbase: not done" in result.stdout, said
+    assert "run r: done" in ralph(other, "status", "--remote", "origin", "--run", "r").stdout
+    runs = json.loads(ralph(other, "stats", "--remote", "origin", "--json").stdout)["runs"]
+    assert [run["run"] for run in runs] == ["r", "zbase"] and runs[0]["done"] is True

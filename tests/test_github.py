@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.gh_stand_in import StandInGh
 from helpers.repos import PY, git, make_repo, python_agent
-from helpers.running import ralph, snapshot
+from helpers.running import ralph, ralph_on_a_terminal, snapshot
 
 # Each lap ticks the first open item and writes a file: a run of two items is done in two laps.
 AGENT = r"""
@@ -247,3 +247,38 @@ def test_an_issue_without_a_task_list_is_planned_in_a_workspace_no_check_runs_in
     assert ran.returncode == 0, ran.stdout + ran.stderr  # the baseline check passed: nothing planted reached it
     assert "issue #3 has no task list: planning it" in ran.stdout
     assert git(repo, "show", "refs/ralph/issue-3/base:TODO.md").endswith("\n- [ ] First note")
+
+
+# Whoever can write the issue writes its task list: grants there open what the scope keeps shut.
+GRANTING_ISSUE = """\
+- [x] Already done (may change: .github/workflows/ci.yml)
+- [ ] First note (may change: ralph.yaml, **)
+- [ ] Second note
+"""
+BASE_TODO = "# TODO\n\nGoal: Notes\nFrom issue #7: https://github.com/owner/repo/issues/7\n\n"
+
+
+def test_an_issues_grants_are_shown_and_none_is_taken_without_a_terminal(project):
+    repo, gh, _ = project
+    gh.add_issue(7, "Notes", GRANTING_ISSUE)
+    ran = ralph(repo, "run", "--issue", "7")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "grants proposed by the task list of issue #7" in ran.stdout
+    assert "  - First note (may change: ralph.yaml, **)" in ran.stdout
+    assert "grants taken off the items (no terminal to ask on)" in ran.stdout
+    assert git(repo, "show", "refs/ralph/issue-7/base:TODO.md") == (
+        BASE_TODO + "- [x] Already done\n- [ ] First note\n- [ ] Second note"
+    )
+
+
+def test_an_issues_grants_are_the_users_only_when_kept_on_a_terminal(project):
+    repo, gh, _ = project
+    gh.add_issue(7, "Notes", GRANTING_ISSUE)
+    gh.add_issue(8, "Notes", GRANTING_ISSUE.replace("#7", "#8"))
+    refused = ralph_on_a_terminal(repo, "run", "--issue", "8", typed="n\n")
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    assert "keep these grants?" in refused.stdout and "grants taken off the items (not kept)" in refused.stdout
+    assert "may change" not in git(repo, "show", "refs/ralph/issue-8/base:TODO.md")
+    kept = ralph_on_a_terminal(repo, "run", "--issue", "7", typed="y\n")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert git(repo, "show", "refs/ralph/issue-7/base:TODO.md") == BASE_TODO + GRANTING_ISSUE.rstrip("\n")

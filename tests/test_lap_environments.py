@@ -422,7 +422,8 @@ def test_strict_sets_up_the_green_commit_again_after_a_red_laps_own_setup(tmp_pa
     assert setup_ran(repo, "rebuilt") == ["baseline", "lap-1", "lap-2"]
 
 
-def test_a_red_laps_file_in_the_way_of_a_copied_file_does_not_stop_the_run(tmp_path: Path):
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_red_laps_file_in_the_way_of_a_copied_file_does_not_stop_the_run(tmp_path: Path, strict: bool):
     agent = agent_command(
         tmp_path,
         "import os, pathlib, shutil\n"
@@ -436,13 +437,21 @@ def test_a_red_laps_file_in_the_way_of_a_copied_file_does_not_stop_the_run(tmp_p
         {
             "TODO.md": "- [ ] Do it\n",
             ".gitignore": ".secrets\n",
-            "ralph.yaml": config(agent, ["grep -q 1 .secrets/token"], copy=[".secrets/token"], limits={"max_laps": 2}),
+            "ralph.yaml": config(
+                agent,
+                ["grep -q 1 .secrets/token"],
+                copy=[".secrets/token"],
+                strict=strict,
+                limits={"max_laps": 2},
+            ),
         },
     )
     (repo / ".secrets").mkdir()
     (repo / ".secrets" / "token").write_text("1\n")
     result = ralph(repo, "run", "--name", "way")
-    assert [note["status"] for note in lap_notes(repo, "way")] == ["red", "green"], result.stdout + result.stderr
+    # strict (the default) deletes the lap's file in the way before the checks, as any it made
+    expected = ["green"] if strict else ["red", "green"]
+    assert [note["status"] for note in lap_notes(repo, "way")] == expected, result.stdout + result.stderr
     assert result.returncode == 0
 
 
@@ -617,3 +626,137 @@ def test_an_honest_laps_own_ignore_rules_keep_what_they_let_in(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
     tree = git(repo, "ls-tree", "-r", "--name-only", "ralph/allow").split("\n")
     assert "plugins/extra.py" in tree and "fixture.log" in tree and "plugins/scratch.tmp" not in tree
+
+
+# Issue 38: a `.pth` the agent drops into the venv setup made runs at every start of its Python,
+# the checks' included: here it mends the function the lap did not fix.
+PTH_AGENT = r"""
+import glob, pathlib
+site = pathlib.Path(glob.glob(".venv/lib/python*/site-packages")[0])
+(site / "zz_mend.pth").write_text("import calc; calc.add = lambda a, b: a + b\n")
+pathlib.Path("NOTES.md").write_text("fixed calc.add\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+def test_a_pth_the_agent_drops_into_setups_venv_is_gone_before_the_checks_by_default(tmp_path: Path):
+    agent = agent_command(tmp_path, PTH_AGENT)
+    checks = [".venv/bin/python -m pytest -q -p no:cacheprovider"]
+    repo = make_repo(
+        tmp_path / "repo",
+        {**SRC_LAYOUT, "ralph.yaml": config(agent, checks, setup=[make_venv(".venv")], limits={"max_laps": 1})},
+    )
+    result = ralph(repo, "run", "--name", "pth")
+    note = lap_notes(repo, "pth")[0]
+    assert note["checks"][0]["tests"]["failing_ids"] == ["tests/test_calc.py::test_add"], result.stdout + result.stderr
+    assert note["done"] is False and result.returncode == 3
+    site = next(path for path in note["removed_before_checks"] if path.endswith("zz_mend.pth"))
+    assert site.startswith(".venv/lib/python")
+
+
+# The user's .gitignore ignores tests/calc.py; pytest puts tests/ first on sys.path (rootdir
+# import mode, no __init__.py), so a module there is what `import calc` finds.
+SHADOW_FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "tests/test_calc.py": "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n",
+    ".gitignore": "tests/calc.py\n__pycache__/\n",
+    "TODO.md": "- [ ] Fix calc.add\n",
+}
+SHADOW_AGENT = r"""
+import pathlib
+pathlib.Path("tests/calc.py").write_text("def add(a, b):\n    return a + b\n")
+pathlib.Path("NOTES.md").write_text("fixed calc.add\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+def test_an_ignored_module_that_shadows_the_package_is_deleted_before_the_checks(tmp_path: Path):
+    agent = agent_command(tmp_path, SHADOW_AGENT)
+    checks = [f"{PY} -m pytest -q -p no:cacheprovider"]
+    repo = make_repo(tmp_path / "repo", {**SHADOW_FILES, "ralph.yaml": config(agent, checks, limits={"max_laps": 1})})
+    result = ralph(repo, "run", "--name", "shadow")
+    note = lap_notes(repo, "shadow")[0]
+    assert note["checks"][0]["tests"]["failing_ids"] == ["tests/test_calc.py::test_add"], result.stdout + result.stderr
+    assert note["done"] is False and result.returncode == 3
+    assert "tests/calc.py" in note["removed_before_checks"]
+
+
+# An honest agent runs the tests as it works, leaving pytest's caches and bytecode behind.
+CACHING_AGENT = r"""
+import compileall, os, pathlib, subprocess, sys
+first = subprocess.run([sys.executable, "-m", "pytest", "-q"], capture_output=True)
+assert first.returncode == 1, first.stdout
+source = pathlib.Path("calc.py")
+source.write_text(source.read_text().replace("a - b", "a + b"))
+assert subprocess.run([sys.executable, "-m", "pytest", "-q"]).returncode == 0
+compileall.compile_dir(".", quiet=1)  # as any tool would, where the lap's environment writes no bytecode
+os.makedirs(".pytest_cache/v/cache", exist_ok=True)
+pathlib.Path(".pytest_cache/v/cache/lastfailed").write_text("{}")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]"))
+"""
+
+
+def test_an_honest_lap_that_leaves_caches_is_green_by_default(tmp_path: Path):
+    agent = agent_command(tmp_path, CACHING_AGENT)
+    files = {**SHADOW_FILES, ".gitignore": "__pycache__/\n"}
+    checks = [f"{PY} -m pytest -q"]  # pytest's cache on, in the checks too
+    repo = make_repo(tmp_path / "repo", {**files, "ralph.yaml": config(agent, checks, limits={"max_laps": 2})})
+    result = ralph(repo, "run", "--name", "caches")
+    assert result.returncode == 0, result.stdout + result.stderr
+    note = lap_notes(repo, "caches")[0]
+    assert note["status"] == "green" and note["done"] is True
+    removed = note["removed_before_checks"]  # the agent's; the baseline's own caches, unchanged, stay
+    assert any(path.startswith(".pytest_cache/") for path in removed), removed
+    assert any(path.startswith("tests/__pycache__") for path in removed), removed
+
+
+# A check that keeps a cache in an ignored folder, as cargo's target/ is: what the baseline's
+# checks made (the base commit's own code) is kept while no lap changes it, so the laps' checks
+# do not build everything again; lap 2 breaks add and touches the cache to pass on it.
+CACHED_CHECK = """\
+import pathlib, sys
+import calc
+cache = pathlib.Path("build/verdict.txt")
+if cache.exists():
+    print("cached:", cache.read_text())
+    sys.exit(0 if cache.read_text() == "pass" else 1)
+cache.parent.mkdir(exist_ok=True)
+cache.write_text("pass" if calc.add(2, 3) == 5 else "fail")
+print("computed:", cache.read_text())
+sys.exit(0 if cache.read_text() == "pass" else 1)
+"""
+CACHE_AGENT = r"""
+import os, pathlib
+lap = os.environ["RALPH_LAP"]
+pathlib.Path("NOTES.md").write_text(f"lap {lap}\n")
+if lap == "2":
+    calc = pathlib.Path("calc.py")
+    calc.write_text(calc.read_text().replace("a + b", "a - b"))
+    pathlib.Path("build/verdict.txt").write_text("pass")  # the same bytes, written again
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace(f"- [ ] Step {lap}", f"- [x] Step {lap}"))
+"""
+
+
+def test_what_the_baselines_checks_made_is_kept_until_a_lap_changes_it(tmp_path: Path):
+    agent = agent_command(tmp_path, CACHE_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n",
+            "check.py": CACHED_CHECK,
+            ".gitignore": "build/\n__pycache__/\n",
+            "TODO.md": "- [ ] Step 1\n- [ ] Step 2\n",
+            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 2}),
+        },
+    )
+    result = ralph(repo, "run", "--name", "cache")
+    first, second = lap_notes(repo, "cache")
+    assert first["status"] == "green" and "cached: pass" in first["checks"][0]["output_tail"], first
+    assert "build/verdict.txt" not in first["removed_before_checks"]
+    assert second["status"] == "red" and "computed: fail" in second["checks"][0]["output_tail"], second
+    assert "build/verdict.txt" in second["removed_before_checks"]
+    assert result.returncode == 3, result.stdout + result.stderr

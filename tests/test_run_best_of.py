@@ -7,11 +7,15 @@ import json
 import signal
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 from helpers.repos import PY, git, make_repo, needs_bwrap, python_agent
 from helpers.running import lap_notes, ralph, ralph_workspaces
 
 from ralph.git import ledger
+from ralph.run import best_of
+from ralph.verdict.checks import CheckResult
+from ralph.verdict.pytest_results import TestCounts, TestResults
 
 # What each lap does, by its number (RALPH_LAP), to calc.py; every lap ticks its item.
 AGENT = r"""
@@ -164,3 +168,70 @@ def test_best_of_refuses_parallel_remote_and_no_sandbox_before_anything_starts(t
     result = ralph(repo, "run", "--name", "b", "--best-of", "2")
     assert result.returncode == 1 and "--best-of needs laps in the sandbox (bubblewrap)" in result.stderr
     assert git(repo, "for-each-ref", "refs/ralph/") == ""
+
+
+MORE_TESTS = """\
+const { test } = require('node:test');
+const assert = require('node:assert');
+const more = require('../more.js');
+test('test_c', () => { assert.strictEqual(more.c(), 1); });
+"""
+# Lap 1 cheats as issue 38 saw it (the module exits as it loads, so node reports its test file as
+# one passing testcase and runs none of its tests; plus a smoke test): a smaller diff than lap
+# 2's, which writes the module for real.
+NODE_AGENT = r"""
+import os, pathlib
+if os.environ["RALPH_LAP"] == "1":
+    pathlib.Path("more.js").write_text("process.exit(0);\n")
+    pathlib.Path("test/smoke.test.js").write_text("require('node:test').test('smoke', () => {});\n")
+else:
+    pathlib.Path("more.js").write_text("// more: what test/more.test.js asks of it.\n\nexports.c = () => 1;\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+
+
+@needs_bwrap
+def test_a_candidate_whose_gain_is_a_test_file_that_stopped_failing_without_its_tests_never_wins(tmp_path: Path):
+    node = "mkdir -p reports && node --test --test-reporter=junit --test-reporter-destination=reports/junit.xml test/"
+    config = {
+        "goal": "Write more.js",
+        "agent": python_agent(tmp_path / "agent.py", NODE_AGENT),
+        "checks": [{"run": node, "junit": "reports/*.xml"}],
+        "limits": {"max_laps": 2},
+    }
+    files = {"test/more.test.js": MORE_TESTS, ".gitignore": "reports/\n", "TODO.md": "# TODO\n- [ ] Write more.js\n"}
+    repo = make_repo(tmp_path / "repo", files, config=config, progress="# Progress\n")
+
+    result = ralph(repo, "run", "--name", "b", "--best-of", "2")
+
+    output = result.stdout + result.stderr
+    assert "lap 2 won best of 2: the only green candidate" in output, output
+    cheat, honest = lap_notes(repo, "b")
+    assert cheat["status"] == "red" and "failing tests are gone: test/more.test.js::<collection>" in cheat["reason"]
+    assert honest["best_of"]["chosen"] is True and honest["done"] is True
+    assert git(repo, "rev-parse", "ralph/b") == git(repo, "rev-parse", "refs/ralph/b/laps/2")
+    assert result.returncode == 0, output
+
+
+def test_a_failing_test_that_is_gone_is_no_gain_only_one_that_passes_is():
+    """What ranks green candidates counts failing tests turned passing by the ratchet's own rule:
+    one that is no longer reported (not run, or its file's entry passing with none of its tests
+    run) counts for nothing, whatever else passes."""
+
+    def check(passed: list[str], failing: list[str], files: list[str] | None = None) -> CheckResult:
+        counts = TestCounts(passed=len(passed), failed=len(failing))
+        tests = TestResults(counts=counts, passed_ids=passed, failing_ids=failing, passing_files=files)
+        return CheckResult(command="node --test", exit_code=1 if failing else 0, duration_s=0, tests=tests)
+
+    at_green = [check(["test/a.test.js::test::a"], ["test/a.test.js::test::b", "test/c.test.js::<collection>"], [""])]
+    gone = check(["test/a.test.js::test::a", "test/c.test.js::<collection>", "smoke"], [], ["", "test/smoke.test.js"])
+    fixed = check(["test/a.test.js::test::a", "test/a.test.js::test::b"], ["test/c.test.js::<collection>"], [""])
+    loaded = check(
+        ["test/a.test.js::test::a", "test/c.test.js::test::c"], ["test/a.test.js::test::b"], ["test/c.test.js"]
+    )
+
+    def gain(candidate: CheckResult) -> int:
+        return best_of._fixed(at_green, SimpleNamespace(checks=[candidate]))  # type: ignore[arg-type]
+
+    assert (gain(gone), gain(fixed), gain(loaded)) == (0, 1, 1)

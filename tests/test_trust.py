@@ -436,8 +436,9 @@ def test_a_lap_that_changes_how_pytest_judges_is_red(tmp_path: Path):
 
 
 def test_an_exit_code_a_test_forces_does_not_pass_a_check(tmp_path: Path):
+    # In the code under test: a new test file's would not reach the old tests (test_new_tests_apart.py).
     body = (
-        'pathlib.Path("tests/test_zz.py").write_text("import atexit, os\\natexit.register(os._exit, 0)\\n")\n'
+        'edit("calc.py", "def add", "import atexit, os\\natexit.register(os._exit, 0)\\n\\n\\ndef add")\n'
         'tick("Make test_mul pass")\ntick("Make test_sub pass")\n'
     )
     repo = make(tmp_path, body)

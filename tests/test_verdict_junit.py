@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.node_runners import node_runner_bin, skip_reason
 from helpers.repos import git, make_repo
 from helpers.running import lap_notes, ralph
 
@@ -115,9 +116,10 @@ def test_node_runner_ids_and_outcomes(tmp_path: Path):
 
 @needs_node
 def test_node_runner_failures_outside_a_test_and_absolute_paths(tmp_path: Path):
-    """A file that does not load is a testcase named by its absolute path: the work tree is cut
-    off it, or the id would change with every lap's folder. A failing `before` hook fails the
-    tests of its describe block."""
+    """A file that does not load is a testcase named by its absolute path, outside every
+    testsuite: it stands for the file, `<file>::<collection>`, the work tree cut off its path (or
+    the id would change with every lap's folder). A failing `before` hook fails the tests of its
+    describe block."""
     project = write(
         tmp_path / "project",
         {
@@ -133,7 +135,7 @@ def test_node_runner_failures_outside_a_test_and_absolute_paths(tmp_path: Path):
     assert results is not None and results.passed_ids == []
     first = "test/hooked.test.js::" if ' file="' in (project / "reports/junit.xml").read_text() else ""
     assert f"{first}hooked::test::child" in results.failing_ids
-    assert any(test.endswith("test::test/broken.test.js") for test in results.failing_ids), results.failing_ids
+    assert "test/broken.test.js::<collection>" in results.failing_ids
     without_root = junit.read(junit.matching(project, "reports/*.xml"))
     assert without_root is not None and any(str(project) in test for test in without_root.failing_ids)
 
@@ -240,7 +242,7 @@ SHAPES = {
   </testsuite>
 </testsuites>""",
         ["src/sum.test.js::sum adds"],
-        ["src/bad.test.js::Test suite failed to run::src/bad.test.js", "src/sum.test.js::sum subtracts"],
+        ["src/bad.test.js::<collection>", "src/sum.test.js::sum subtracts"],
         1,
     ),
     # vitest: a testsuite per file, classname the file, name the describe path joined with " > ".
@@ -568,32 +570,231 @@ def test_a_run_holds_junit_tests_to_the_ratchet(tmp_path: Path):
     assert green["status"] == "green" and green["checks"][0]["tests"]["counts"]["passed"] == 2
 
 
-@needs_node
-def test_a_test_file_that_could_not_load_at_the_start_may_vanish_once_it_loads_and_passes(tmp_path: Path):
-    # The job starts with tests for a module not written yet: node reports the file as one
-    # failing testcase named by its path. Lap 1 writes a module that exits as it loads: node then
-    # reports the file as one passing testcase, none of its tests having run. Lap 2 writes it
-    # for real: that id goes, its tests pass.
-    agent = (
-        "import os, pathlib\nlap = os.environ['RALPH_LAP']\n"
-        "pathlib.Path('more.js').write_text('process.exit(0);\\n' if lap == '1' else 'exports.c = () => 1;\\n')\n"
-        "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n"
-    )
-    more_tests = "const { test } = require('node:test');\nconst assert = require('node:assert');\n"
-    more_tests += "const more = require('../more.js');\ntest('test_c', () => { assert.strictEqual(more.c(), 1); });\n"
+MORE_TESTS = """\
+const { test } = require('node:test');
+const assert = require('node:assert');
+const more = require('../more.js');
+test('test_c', () => { assert.strictEqual(more.c(), 1); });
+"""
+
+# The cheat of issue 38: the module under test exits as it loads (node then reports its test
+# file as one passing testcase, none of its tests run), and a new smoke test passes.
+EXIT_AND_SMOKE = (
+    "pathlib.Path('more.js').write_text('process.exit(0);\\n')\n"
+    "pathlib.Path('test/smoke.test.js').write_text(\"require('node:test').test('smoke', () => {});\\n\")\n"
+)
+WRITE_MORE = "pathlib.Path('more.js').write_text('exports.c = () => 1;\\n')\n"
+TICK = "t = pathlib.Path('TODO.md'); t.write_text(t.read_text().replace('- [ ]', '- [x]'))\n"
+
+
+def more_job(tmp_path: Path, agent: str) -> Path:
+    """A node job that starts with test/more.test.js unable to load (more.js is not written)."""
     files = {
         "lib.js": LIB.format(a=1, b=1),
         "test/lib.test.js": LIB_TESTS,
-        "test/more.test.js": more_tests,
+        "test/more.test.js": MORE_TESTS,
         "TODO.md": "- [ ] Write more.js\n",
     }
-    repo = node_job(tmp_path, agent, files, "test/")
+    return node_job(tmp_path, agent, files, "test/")
+
+
+@needs_node
+def test_a_test_file_that_could_not_load_goes_only_when_its_own_tests_run_not_for_a_smoke_test(tmp_path: Path):
+    """The job starts with tests for a module not written yet: node reports the file as one
+    failing testcase named by its path. Lap 1 cheats: more.js exits as it loads, plus a smoke
+    test; lap 2 writes more.js for real, and the file's own test runs and passes."""
+    agent = "import os, pathlib\nif os.environ['RALPH_LAP'] == '1':\n    "
+    agent += EXIT_AND_SMOKE.replace("\n", "\n    ").rstrip() + "\nelse:\n    " + WRITE_MORE + TICK
+    repo = more_job(tmp_path, agent)
+
     result = ralph(repo, "run", "--name", "t")
+
     baseline = json.loads(git(repo, "cat-file", "blob", "refs/ralph/t/run"))["baseline"][0]
-    assert baseline["could_not_run"] == "" and any(
-        test.endswith("more.test.js") for test in baseline["tests"]["failing_ids"]
-    )
+    assert baseline["could_not_run"] == "" and "test/more.test.js::<collection>" in baseline["tests"]["failing_ids"]
     exited, written = lap_notes(repo, "t")
-    assert exited["status"] == "red" and "failing tests are gone: test::test/more.test.js" in exited["reason"]
+    assert exited["status"] == "red", exited["reason"]
+    assert "failing tests are gone: test/more.test.js::<collection>" in exited["reason"]
     assert written["status"] == "green", written["reason"]
     assert result.returncode == 0 and written["done"] is True
+    assert git(repo, "show", "ralph/t:more.js") == "exports.c = () => 1;"
+
+
+NAMED_LIKE_FILES = """\
+const { test, describe } = require('node:test');
+const assert = require('node:assert');
+const lib = require('../lib.js');
+test('handles foo.test.js', () => { assert.strictEqual(lib.a(), 1); });
+describe('parser', () => { test('reads spec/b.spec.ts', () => { assert.strictEqual(lib.a(), 1); }); });
+test('test_b', () => { assert.strictEqual(lib.b(), 1); });
+"""
+
+
+@needs_node
+def test_a_passing_test_named_like_a_test_file_may_not_start_failing(tmp_path: Path):
+    """A test's name never makes it a file: the lap fixes test_b, breaks the two tests whose
+    names end like test files and adds a passing test of its own, so that as many tests pass as
+    before; both are tests that passed and now fail."""
+    agent = "import pathlib\npathlib.Path('lib.js').write_text('exports.a = () => 0;\\nexports.b = () => 1;\\n')\n"
+    agent += "pathlib.Path('test/pad.test.js').write_text(\"require('node:test').test('pads', () => {});\\n\")\n" + TICK
+    files = {"lib.js": LIB.format(a=1, b=0), "test/lib.test.js": NAMED_LIKE_FILES, "TODO.md": "- [ ] Fix b\n"}
+    repo = node_job(tmp_path, agent, files, "test/")
+
+    ralph(repo, "run", "--name", "t")
+
+    first = lap_notes(repo, "t")[0]
+    assert first["status"] == "red", first["reason"]
+    assert (
+        "tests that passed now fail: parser::test::reads spec/b.spec.ts, test::handles foo.test.js" in first["reason"]
+    )
+    assert git(repo, "rev-parse", "ralph/t") == git(repo, "rev-parse", "refs/ralph/t/base")
+
+
+# --- which file a test is in: the report's structure, never a name -----------------------------
+
+
+def test_mocha_a_passing_test_named_like_a_file_that_fails_is_a_test_that_now_fails(tmp_path: Path):
+    """mocha's xunit reporter, for real: the lap breaks `handles foo.test.js` and adds a test of
+    its own, so that as many pass as before; main took the test for a file and saw nothing."""
+    mocha = node_runner_bin("mocha")
+    if mocha is None:
+        pytest.skip(skip_reason("mocha"))
+    spec = "const lib = require('../lib.js');\nconst assert = require('node:assert');\n"
+    spec += "describe('parser', () => { it('handles foo.test.js', () => assert.strictEqual(lib.a(), 1)); });\n"
+    project = write(tmp_path, {"test/lib.test.js": spec, "lib.js": "exports.a = () => 1;\n"})
+
+    def run() -> CheckResult:
+        junit.remove(project, "reports/*.xml")
+        command = [str(mocha), "--reporter", "xunit", "--reporter-option", "output=reports/junit.xml"]
+        done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+        results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
+        return CheckResult(command="mocha", exit_code=done.returncode, duration_s=0, tests=results)
+
+    (project / "reports").mkdir()
+    green = run()
+    (project / "lib.js").write_text("exports.a = () => 0;\n")
+    (project / "test/pad.test.js").write_text("it('pads', () => {});\n")
+    lap = run()
+
+    test = "test/lib.test.js::Mocha Tests::parser::handles foo.test.js"
+    assert green.tests is not None and green.tests.passed_ids == [test]
+    comparison = ratchet.compare([green], [lap], GuardReport())
+    assert comparison.newly_failing == [test] and f"tests that passed now fail: {test}" in comparison.problems
+
+
+def test_vitest_a_file_that_did_not_load_goes_when_its_own_tests_pass(tmp_path: Path):
+    """vitest, for real: a file that does not load is a testsuite of its own holding one failing
+    testcase named by the file, `<file>::<collection>`; it goes when the file's own test passes
+    (main took it for a failing test named `test/more.test.js` that vanished: red)."""
+    vitest = node_runner_bin("vitest")
+    if vitest is None:
+        pytest.skip(skip_reason("vitest"))
+    project = write(
+        tmp_path,
+        {
+            "test/lib.test.js": "const lib = require('../lib.js');\nit('adds', () => expect(lib.a()).toBe(1));\n",
+            "test/more.test.js": "const more = require('../more.js');\nit('test_c', () => expect(more.c()).toBe(1));\n",
+            "lib.js": "exports.a = () => 1;\n",
+        },
+    )
+
+    def run() -> CheckResult:
+        junit.remove(project, "reports/*.xml")
+        command = [str(vitest), "run", "--globals", "--reporter=junit", "--outputFile.junit=reports/junit.xml"]
+        done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+        results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
+        return CheckResult(command="vitest", exit_code=done.returncode, duration_s=0, tests=results)
+
+    base = run()
+    assert base.tests is not None and base.tests.failing_ids == ["test/more.test.js::<collection>"]
+    (project / "more.js").write_text("exports.c = () => 1;\n")
+    honest = run()
+
+    comparison = ratchet.compare([base], [honest], GuardReport())
+    assert comparison.problems == [] and comparison.newly_passing == ["test/more.test.js::test_c"]
+
+
+# node 22 and later: every testcase carries its test file; a file that did not load, or ran no
+# test, is a testcase named by that file.
+NODE_22 = """<testsuites>
+  <testcase name="test_a" classname="test" file="{root}/test/lib.test.js"/>
+  {more}
+  {smoke}
+</testsuites>"""
+MORE_FAILS = (
+    '<testcase name="{root}/test/more.test.js" classname="test" file="{root}/test/more.test.js"><failure/></testcase>'
+)
+MORE_RAN_NOTHING = '<testcase name="{root}/test/more.test.js" classname="test" file="{root}/test/more.test.js"/>'
+MORE_PASSES = '<testcase name="test_c" classname="test" file="{root}/test/more.test.js"/>'
+SMOKE = '<testcase name="smoke" classname="test" file="{root}/test/smoke.test.js"/>'
+# A describe named by the file, in a new test file: a suite's name is not a file.
+NAMED_SUITE = (
+    '<testsuite name="test/more.test.js" tests="1" failures="0">'
+    '<testcase name="test_c" classname="test" file="{root}/test/smoke.test.js"/></testsuite>'
+)
+
+
+def node_22(tmp_path: Path, more: str, smoke: str = "") -> CheckResult:
+    xml = NODE_22.format(more=more, smoke=smoke, root="{root}").replace("{root}", str(tmp_path))
+    path = report(tmp_path, xml, f"{len(list(tmp_path.iterdir()))}.xml")
+    results = junit.read([path], root=tmp_path)
+    return CheckResult(command="node --test", exit_code=0, duration_s=0, tests=results)
+
+
+@pytest.mark.parametrize(
+    "lap, gone",
+    [
+        ((MORE_RAN_NOTHING, SMOKE), True),  # exits as it loads, plus a smoke test
+        (("", SMOKE), True),  # not reported at all, plus a smoke test
+        ((MORE_RAN_NOTHING, NAMED_SUITE), True),  # a new test in a describe named by the file
+        ((MORE_PASSES, ""), False),  # its own test runs and passes
+    ],
+    ids=["exits-and-smoke", "unreported-and-smoke", "suite-named-by-the-file", "honest"],
+)
+def test_a_file_that_did_not_load_goes_only_when_a_test_of_that_file_passes(tmp_path: Path, lap, gone: bool):
+    base = node_22(tmp_path, MORE_FAILS)
+    assert base.tests is not None and base.tests.failing_ids == ["test/more.test.js::<collection>"]
+    now = node_22(tmp_path, *lap)
+
+    comparison = ratchet.compare([base], [now], GuardReport())
+
+    assert ("failing tests are gone: test/more.test.js::<collection>" in comparison.problems) is gone
+    assert comparison.problems == ([] if not gone else comparison.problems)
+    assert "test/more.test.js::<collection>" not in comparison.newly_passing
+
+
+def test_a_suite_whose_counts_say_it_failed_fails_though_its_testcases_pass(tmp_path: Path):
+    """An error outside every testcase (a runner that counts it but writes no testcase for it):
+    the suite's own `failures=`/`errors=` say so, and the suite fails at `<file>::<collection>`."""
+    xml = (
+        '<testsuites><testsuite name="test/a.test.ts" tests="2" failures="1" errors="1">'
+        '<testcase classname="test/a.test.ts" name="adds"/>'
+        '<testcase classname="test/a.test.ts" name="subtracts"><error/></testcase>'
+        '</testsuite><testsuite name="test/b.test.ts" tests="1" failures="0" skipped="-1">'
+        '<testcase classname="test/b.test.ts" name="works"/></testsuite></testsuites>'
+    )
+    results = junit.read([report(tmp_path, xml)], root=tmp_path)
+
+    assert results is not None
+    assert results.failing_ids == ["test/a.test.ts::<collection>", "test/a.test.ts::subtracts"]
+    assert results.passed_ids == ["test/a.test.ts::adds", "test/b.test.ts::works"]
+    assert results.passing_files == ["test/a.test.ts", "test/b.test.ts"]
+
+
+def test_a_tests_name_never_makes_it_a_file(tmp_path: Path):
+    """Tests named like files, in suites named like files, are tests: only the structure (a
+    `file`, vitest's classname) says which file a test is in, and which testcase stands for one."""
+    xml = """<testsuites>
+  <testsuite name="test/a.test.js" tests="3">
+    <testcase classname="test/a.test.js" name="handles foo.test.js"/>
+    <testcase classname="test/a.test.js" name="test/b.test.js &gt; x"/>
+    <testcase classname="test/b.test.js" name="test/b.test.js"/>
+  </testsuite>
+  <testsuite name="Mocha Tests" tests="1"><testcase classname="" name="y.spec.js" file="{root}/test/c.js"/></testsuite>
+  <testcase name="test/d.test.js" classname="test"/>
+</testsuites>""".replace("{root}", str(tmp_path))
+    results = junit.read([report(tmp_path, xml)], root=tmp_path)
+
+    assert results is not None and not any("<collection>" in test for test in results.passed_ids)
+    assert "test/a.test.js::handles foo.test.js" in results.passed_ids
+    assert "test/a.test.js::test/b.test.js" in results.passed_ids  # not vitest's file: another classname
+    assert results.passing_files == ["", "test/a.test.js", "test/c.js"]

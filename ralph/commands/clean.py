@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from ralph import git
+from ralph.commands import plan
 from ralph.errors import Exit, RalphError
 from ralph.git import layout, ledger
 from ralph.git.layout import RunRefs
@@ -20,6 +21,10 @@ from ralph.show import ui
 
 def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
     repo = git.open_repo(cwd)
+    if plan.reclaim(repo.common_dir):
+        ui.say("removed the workspace a killed `ralph plan` left")
+        if run is None and not ledger.run_names(repo.top):
+            return Exit.DONE
     state = ledger.resolve(repo.top, run)
     run_dir = layout.run_dir(repo.common_dir, state.name)
     where = git.worktree_branches(repo.top).get(RunRefs(state.name).branch)
@@ -30,9 +35,11 @@ def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
 
 
 def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool) -> Exit:
-    workspace = folder_for(repo.common_dir, state.name)
-    removed = int(os.path.lexists(workspace))
-    remove_path(workspace)
+    # The run's workspace, and the one its issue was planned in (run/start.py) if a kill left it.
+    workspaces = [folder_for(repo.common_dir, name) for name in (state.name, f"{state.name}.plan")]
+    removed = sum(os.path.lexists(workspace) for workspace in workspaces)
+    for workspace in workspaces:
+        remove_path(workspace)
     # A snapshot a killed unsandboxed lap left: stale once the run is cleaned, never to be
     # applied to a later run of the same name.
     remove_path(user_state.saved_at(repo.common_dir, state.name))

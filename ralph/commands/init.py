@@ -10,6 +10,7 @@ from ralph.agents.presets import PRESETS
 from ralph.commands.init_checks import Check, cargo_check, go_check, runs_unittest, unittest_check
 from ralph.commands.init_node import JUNIT_NODE as JUNIT_NODE  # where the docs' and tests' form is
 from ralph.commands.init_node import node_checks
+from ralph.commands.init_scope import proposed, yaml_lines
 from ralph.commands.init_sources import json_mapping, own_commands
 from ralph.commands.init_sources import text as read_text
 from ralph.errors import Exit
@@ -30,6 +31,7 @@ agent:
   # api_key_env: OPENAI_API_KEY  # the NAME of the variable that holds the key
 
 {environment}
+{scope}
 limits:
   max_laps: 10                   # the fuse
   stagnation: 3                  # stop after this many laps in a row without progress
@@ -212,12 +214,21 @@ Handoff between laps, rewritten by each lap: done, next, tried and failed.
 """
 
 
+def _say_scope(scope: list[str]) -> None:
+    if scope:
+        ui.say(f"scope    {ui.safe(', '.join(scope))} (and TODO.md, PROGRESS.md): what laps may change")
+    else:
+        ui.say("scope    none proposed (no source folder found): laps may change every path but those never in scope")
+
+
 def init(cwd: Path, preset: str = "claude") -> Exit:
     top = git.open_repo(cwd).top
     names = " | ".join(PRESETS)
     suggested, warnings = environment(top)
+    scope = proposed(top)
     config = CONFIG_TEMPLATE.format(
         environment=suggested,
+        scope=yaml_lines(scope),
         preset=preset,
         presets=names,
         login=_login(preset),
@@ -232,5 +243,7 @@ def init(cwd: Path, preset: str = "claude") -> Exit:
             ui.say(f"wrote    {name}")
             for warning in warnings if name == "ralph.yaml" else []:
                 ui.warn(warning)
+            if name == "ralph.yaml":
+                _say_scope(scope)
     ui.say("next: edit ralph.yaml and TODO.md (or `ralph plan` writes TODO.md), commit them, then `ralph run`")
     return Exit.DONE

@@ -13,13 +13,14 @@ task list, when it has one, as the plan.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shlex
-import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,19 +37,21 @@ from ralph.commands.init import TODO_TEMPLATE
 from ralph.errors import Exit, RalphError
 from ralph.git import layout
 from ralph.isolation import proc
-from ralph.isolation.files import replace_with
-from ralph.isolation.workspace import Workspace
+from ralph.isolation.files import remove_path, replace_with
+from ralph.isolation.workspace import Workspace, folder_for
 from ralph.run import planning
 from ralph.run.context import RunContext
 from ralph.run.loop import sandboxed
 from ralph.run.planning import Planned
-from ralph.run.start import issue_todo
+from ralph.run.start import accepted, issue_todo, user_says_yes
 from ralph.show import ui
 
 if TYPE_CHECKING:
     from ralph.git.github import Issue
 
 PLAN_FORMAT = 1  # plan.json: 1, a plan waiting to be written by `ralph plan --yes`
+# The scratch workspace of this repository's plans: no run's name (those start with a letter or digit).
+PLAN_WORKSPACE = "_plan"
 # A markdown ATX heading (up to three spaces before it, `#` to `######`, then a space or the line's end)
 _HEADING = re.compile(r"[ ]{0,3}#{1,6}(?:[ \t].*)?")
 
@@ -94,14 +97,16 @@ def plan(cwd: Path, options: PlanOptions) -> Exit:
         _save(folder, made, goal, repo.head, before)
     _show(made, cfg.files.todo)
     ui.say(f"the planner's reasoning and what it read: {ui.safe(folder)}")
-    if not options.yes and not _confirmed(f"write these {len(made.items)} items to {cfg.files.todo}?"):
+    if not options.yes and not user_says_yes(f"write these {len(made.items)} items to {cfg.files.todo}?"):
         again = shlex.join(["ralph", "plan", *([options.goal] if options.goal else []), *_issue_flag(options), "--yes"])
         ui.say(f"{ui.safe(cfg.files.todo)} not written — `{ui.safe(again)}` writes this plan without asking again")
         return Exit.ERROR
+    ticked = found.ticked if found is not None else []
+    kept = accepted([*ticked, *made.items], made.by, ask=not options.yes)
     text = (
-        checklist(goal, made.items)
+        checklist(goal, kept)
         if found is None
-        else issue_todo(goal, found.url, found.number, found.ticked, made.items)
+        else issue_todo(goal, found.url, found.number, kept[: len(ticked)], kept[len(ticked) :])
     )
     todo_path.write_text(text, encoding="utf-8")
     _mark_written(folder)
@@ -151,6 +156,7 @@ def _planned(repo: git.RepoInfo, cfg: config_module.Config, goal: str, folder: P
     task = goal if found is None else f"{goal}\n\nFrom issue #{found.number} ({found.url}):\n{found.body}"
     limiter.configure(cfg.limits.requests_per_minute)
     with contextlib.ExitStack() as cleanup:
+        cleanup.enter_context(planning_alone(repo.common_dir))
         ctx = _scratch(repo, cfg, folder, cleanup)
         ui.say(f"planning with {ui.safe(planning.planner_name(ctx))} …")
         return planning.ask(ctx, repo.head, task, folder)
@@ -165,7 +171,7 @@ def _scratch(repo: git.RepoInfo, cfg: config_module.Config, folder: Path, cleanu
     mcp = McpTools.start(cfg.mcp, repo.top, env, folder) if cfg.mcp.offered_to("planner") else None
     if mcp is not None:
         cleanup.callback(mcp.close)
-    workspace = Workspace.create(repo.top, repo.common_dir, f"plan-{folder.name}")
+    workspace = Workspace.create(repo.top, repo.common_dir, PLAN_WORKSPACE)  # what a killed plan left: removed
     cleanup.callback(workspace.remove)
     return RunContext(
         repo=repo,
@@ -178,6 +184,34 @@ def _scratch(repo: git.RepoInfo, cfg: config_module.Config, folder: Path, cleanu
         sandboxed=endpoint is None and sandboxed(repo, cfg, side_by_side=False, remote=None),
         mcp=mcp,
     )
+
+
+@contextlib.contextmanager
+def planning_alone(common_dir: Path) -> Iterator[None]:
+    """One `ralph plan` at a time in a repository, so its workspace can have one name: whatever
+    a killed plan (`kill -9`) left there, the next plan's Workspace.create or `ralph clean`
+    removes. The kernel lets go of the lock with the process that held it."""
+    lock = layout.ralph_dir(common_dir) / "plan.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RalphError("another `ralph plan` is planning in this repository — wait for it to end") from None
+        yield
+
+
+def reclaim(common_dir: Path) -> bool:
+    """The workspace a killed `ralph plan` left, removed (never one a plan works in now): was there one?"""
+    workspace = folder_for(common_dir, PLAN_WORKSPACE)
+    if not os.path.lexists(workspace):
+        return False
+    try:
+        with planning_alone(common_dir):
+            remove_path(workspace)
+    except RalphError:
+        return False
+    return True
 
 
 def _agent(cfg: config_module.Config) -> Agent:
@@ -276,13 +310,3 @@ def _show(made: Planned, todo_name: str) -> None:
     ui.say(f"[bold]{ui.safe(todo_name)}[/] (planned by {ui.safe(made.by)}):")
     for item in made.items:
         ui.say(f"  - [ ] {ui.safe(item)}")
-
-
-def _confirmed(question: str) -> bool:
-    """The user's yes, asked on the terminal; no terminal, no yes."""
-    if not sys.stdin.isatty():
-        return False
-    try:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
-    except EOFError:  # Ctrl-D
-        return False

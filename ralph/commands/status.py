@@ -18,6 +18,8 @@ def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None)
     top = git.open_repo(cwd).top
     if remote is not None:
         run = workers.fetch_runs(top, remote, run)
+        for problem in ledger.read_runs(top)[1]:  # anyone may push to a remote: each said, none hides the rest
+            ui.warn(problem)
     state = ledger.resolve(top, run)
     # The green tip's TODO, not the last lap's: a red lap's ticks are not the run's.
     on_line = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))

@@ -89,7 +89,9 @@ class Config(Section):
         "(TODO.md and PROGRESS.md always); absent: every path but those never in scope (docs/trust.md).",
     )
     strict: bool = Field(
-        False, description="Delete the ignored files setup did not make from the lap's tree before the checks."
+        True,
+        description="Before the checks, delete every untracked file setup did not make (and set up again where "
+        "one it made changed); false trusts what the agent phase left in ignored files.",
     )
     env: EnvConfig = Field(default_factory=EnvConfig, description="What agents and checks get of ralph's environment.")
     setup: list[str] = Field(

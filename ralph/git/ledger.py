@@ -215,7 +215,7 @@ def load(cwd: Path, run: str) -> RunState | None:
     refs = git.refs(cwd, names.all)
     if names.record not in refs:
         return None
-    record = _read_run_record(git.read_blob(cwd, refs[names.record]), run)
+    record = _read_run_record(_record_text(cwd, refs[names.record], run), run)
     green = git.rev(cwd, names.branch) or record.base
     numbered = layout.numbered(names.laps, refs)
     notes = git.notes(cwd, list(numbered.values()))
@@ -272,16 +272,49 @@ def _first_problem(exc: Exception) -> str:
 
 
 def run_records(cwd: Path) -> list[RunRecord]:
-    """Every run's record in the repository, oldest first."""
-    records = []
+    """Every run's record in the repository that reads, oldest first; each that does not is said
+    in one line (one unreadable run does not hide the others)."""
+    records, unreadable = read_runs(cwd)
+    for problem in unreadable:
+        ui.warn(problem)
+    return records
+
+
+def read_runs(cwd: Path) -> tuple[list[RunRecord], list[str]]:
+    """Every run's record that reads, oldest first, and one line for each that does not: a name
+    ralph does not take, a record that is no blob, no JSON or no record, one of a newer ralph, one
+    under another run's name. Runs pushed to a remote are anyone's: nothing in one stops the rest."""
+    records, unreadable = [], []
     for ref, sha in git.refs(cwd, layout.RUNS).items():
         if (run := layout.run_of_record(ref)) is None:
             continue
+        if not RUN_NAME.match(run):
+            unreadable.append(f"{ref}: not a run name ralph takes")
+            continue
         try:
-            records.append(_read_run_record(git.read_blob(cwd, sha), run))
-        except RalphError as exc:  # one unreadable run does not hide the others; naming it says why
-            ui.warn(str(exc))
-    return sorted(records, key=lambda record: (record.created_at, record.run))
+            record = _read_run_record(_record_text(cwd, sha, run), run)
+        except RalphError as exc:
+            unreadable.append(f"{ref}: {exc}")
+            continue
+        if record.run != run:
+            unreadable.append(f"{ref}: the record names another run, {record.run!r}")
+            continue
+        records.append(record)
+    return sorted(records, key=lambda record: (record.created_at, record.run)), unreadable
+
+
+def latest(cwd: Path, runs: list[str]) -> str:
+    """The most recently started of `runs` whose record reads; the last of them when none does
+    (reading it then says why)."""
+    readable = [record.run for record in read_runs(cwd)[0] if record.run in runs]
+    return readable[-1] if readable else runs[-1]
+
+
+def _record_text(cwd: Path, sha: str, run: str) -> str:
+    read = git.run(cwd, "cat-file", "blob", sha, check=False)
+    if not read.ok:
+        raise RalphError(f"the record of run {run!r} is not a blob: {ui.one_line(read.stderr, 200)}")
+    return read.output.strip()
 
 
 def run_names(cwd: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """What a lap's tree holds beyond the commit: the user's untracked files that `copy` names,
 and what the setup commands made (a venv, a build), which no lap commit holds and no clean
-between laps removes, and which `strict` knows by their stat data.
+between laps removes, and which `strict` (the default) knows by their stat data.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ class Provision:
     # For `strict`: the untracked files setup made, each by its stat data; before the checks
     # every other untracked file is deleted.
     trusted: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # What the base commit's own code left beside setup's before the first lap (the baseline's
+    # checks: a build's dependencies), by stat data: kept while no lap changed it. None: not yet known.
+    base_made: dict[str, tuple[int, ...]] | None = None
     setup_at: str | None = None  # the commit setup last ran on; None: not since the tree was emptied
     setup_for_lap: bool = False  # ... before a lap's checks, and that lap has not become the green commit
 
@@ -50,7 +53,7 @@ class Provision:
 
     def forget(self) -> None:
         """What setup made is gone, or no longer trusted: it runs again before it is needed."""
-        self.trusted, self.setup_at, self.setup_made = {}, None, ()
+        self.trusted, self.setup_at, self.setup_made, self.base_made = {}, None, (), {}
 
     def setup_ran(self, commit: str, made: list[str], *, for_lap: bool, remember: bool) -> None:
         """Setup ran to its end on `commit` and made `made` (untracked paths); with `remember`,
@@ -113,15 +116,26 @@ class Provision:
                     found[os.path.relpath(path, self.own.tree)] = _identity_of(path, folder=False)
         return found
 
+    def note_base_made(self) -> None:
+        """At the first lap's start, before anything of a lap has run in this tree: what is untracked
+        beyond setup's was made by the base commit's own code."""
+        if self.base_made is None:
+            self.base_made = {path: info for path, info in self.untracked().items() if path not in self.trusted}
+
     def remove_untrusted(self) -> tuple[list[str], list[str]]:
-        """Delete the untracked files and folders setup did not make; returns them (a folder,
-        not also what was in it), and those setup made that were changed or deleted since
-        (which cannot be put back: the caller empties the tree and sets it up again), as names
-        fit to show (bytes that are no UTF-8 replaced)."""
+        """Delete the untracked files and folders neither setup nor the base commit's code made
+        (`base_made`: only while unchanged); returns them (a folder, not also what was in it),
+        and those setup made that were changed or deleted since (which cannot be put back: the
+        caller empties the tree and sets it up again), as names fit to show (bytes that are no
+        UTF-8 replaced)."""
         now = {path: info for path, info in self.untracked().items() if not under(path, self.copied)}
-        untrusted = sorted(path for path in now if path not in self.trusted)
+        base_made = self.base_made or {}
+        untrusted = sorted(path for path in now if path not in self.trusted and base_made.get(path) != now[path])
         for path in untrusted:
             remove_path(self.own.tree / path)
+        if self.base_made is not None:
+            gone = set(untrusted)
+            self.base_made = {path: info for path, info in base_made.items() if path not in gone}
         changed = sorted(
             path for path, info in self.trusted.items() if now.get(path) != info and not under(path, self.copied)
         )

@@ -8,7 +8,7 @@ from G, with the same prompt. A candidate does not land (land.as_candidate): its
 round and keeps its progress and done aside, so no candidate counts for the run before it is
 chosen. Once every candidate has ended, the green ones are ranked: progress first (one that
 ticked nothing and made no test pass never beats one that did), then the most tests fixed
-(failing on G, passing after), the judge's score, the smallest diff (lines, then files), the
+(failing on G, passing after: one gone is no gain), the judge's score, the smallest diff (lines, then files), the
 lowest lap number. The
 winner's note gets its progress and done back, and the green line moves to it by
 compare-and-swap from G; nothing else moves the line during a round (the run's lock is held).
@@ -40,6 +40,7 @@ from ralph.run.fuses import Fuses, agent_for
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui
+from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult
 
 ROUND_VAR = parallel.CANDIDATE_VAR  # a candidate slot's round and lap, as its coordinator gave them
@@ -238,14 +239,15 @@ def _merit(ctx: RunContext, record: LapRecord, at_green: list[CheckResult]) -> t
 
 
 def _fixed(at_green: list[CheckResult], record: LapRecord) -> int:
-    """The tests that failed on the round's green commit and do not fail after the lap: each
-    passes now (a green lap loses no failing test; a file that did not collect collects).
-    Tests the lap wrote itself count for nothing: padding with trivial tests cannot win."""
-    failing_now = {check.command: set(check.tests.failing_ids) for check in record.checks if check.tests}
+    """The tests that failed on the round's green commit and pass after the lap, by the ratchet's
+    own rule (ratchet.turned_passing): a failing test that is gone, or a test file's entry that
+    passes because none of its tests ran, is no gain. Tests the lap wrote itself count for
+    nothing: padding with trivial tests cannot win."""
+    after = {check.command: check.tests for check in record.checks if check.tests}
     return sum(
-        len(set(check.tests.failing_ids) - failing_now.get(check.command, set(check.tests.failing_ids)))
+        len(ratchet.turned_passing(check.tests, after[check.command]))
         for check in at_green
-        if check.tests
+        if check.tests and check.command in after
     )
 
 

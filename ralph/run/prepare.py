@@ -70,18 +70,21 @@ def _fresh_log_dir(ctx: RunContext, number: int) -> Path:
 def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_checks: bool = False) -> list[str]:
     """The workspace at `commit`, its own git dir anew, set up; returns what was deleted.
 
-    Ignored files stay from lap to lap (venvs, node_modules, build caches). With `strict`,
-    every untracked file setup did not make is deleted at a lap's start and again before
-    its checks (what goes then is the lap's), and setup runs again when something changed
-    a file it made. Setup that runs at a lap's start (after a red lap's own) or with
-    `strict` starts from an emptied tree: what one lap's build code left never counts as
-    setup's for another. Raises SetupFailed, and CopyFailed before the checks."""
+    With `strict` (the default), every untracked file that setup did not make is deleted at a
+    lap's start and again before its checks (what goes then is the lap's), but for what the
+    base commit's own code left before the first lap (the baseline's build) while unchanged;
+    setup runs again when something changed a file it made. Without it, ignored files stay
+    from lap to lap. Setup that runs at a lap's start (after a red lap's own) or with `strict`
+    starts from an emptied tree: what one lap's build code left never counts as setup's for
+    another. Raises SetupFailed, and CopyFailed before the checks."""
     workspace, config = ctx.workspace, ctx.config
     events.emit("phase_changed", phase="preparing")
     # Bytecode matters to the checks only: the agent runs whatever it likes anyway.
     removed = workspace.checkout(commit, bytecode=for_checks)
     setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks)
     if config.strict:
+        if lap and not for_checks:  # (the first lap's start: what is there is the baseline's)
+            workspace.provision.note_base_made()
         untrusted, changed = workspace.remove_untrusted()
         removed += untrusted if for_checks else []
         setup = setup or bool(changed)

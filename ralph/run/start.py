@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from datetime import date
 from pathlib import Path
+
+import click
 
 from ralph import config as config_module
 from ralph import git, todo
@@ -20,7 +23,7 @@ from ralph.run import planning, refusals
 from ralph.run.context import RunContext, now_iso
 from ralph.run.prepare import workspace_at
 from ralph.show import events, ui
-from ralph.verdict import commit_hooks
+from ralph.verdict import commit_hooks, grants
 
 
 class StartedElsewhere(RalphError):
@@ -154,7 +157,9 @@ def from_issue(ctx: RunContext, number: int) -> tuple[str, IssueLink]:
         raise RalphError(f"every item of issue #{number}'s task list is ticked: nothing left to do")
     title = found.title
     items = found.items or _planned(ctx, found, title)
-    text = issue_todo(title, found.url, number, found.ticked, items)
+    whose = f"the task list of issue #{number}" if found.items else f"the planner, for issue #{number}"
+    kept = accepted([*found.ticked, *items], whose, ask=True)
+    text = issue_todo(title, found.url, number, kept[: len(found.ticked)], kept[len(found.ticked) :])
     tree = git.with_files(ctx.top, f"{ctx.repo.head}^{{tree}}", {ctx.config.files.todo: text})
     message = (
         f"ralph: {ctx.config.files.todo} from issue #{number}\n\n{title}\n{found.url}\n\n"
@@ -174,6 +179,42 @@ def issue_todo(title: str, url: str, number: int, ticked: list[str], items: list
     if todo.parse(text) != expected:
         raise RalphError(f"issue #{number}'s task list does not read back as the same TODO items — edit the issue")
     return text
+
+
+def accepted(items: list[str], whose: str, ask: bool) -> list[str]:
+    """Items the user did not write (an issue's, a planner's), with their grants (`(may change:
+    PATH)`) kept only where the user says yes to them on a terminal: shown, and asked when `ask`;
+    with no terminal, without `ask` (`--yes`) or on a no, every grant is taken off, and said."""
+    granting = [item for item in items if grants.of(item)]
+    if not granting:
+        return items
+    ui.say(f"grants proposed by {ui.safe(whose)} (paths its items may change beyond the run's scope):")
+    for item in granting:
+        ui.say(f"  - {ui.safe(item)}")
+    if not ask:
+        why = "--yes takes none"
+    elif not sys.stdin.isatty():
+        why = "no terminal to ask on"
+    elif user_says_yes("keep these grants? (no: the items stay, their grants go)"):
+        ui.say("grants kept: the TODO.md written holds them as your own")
+        return items
+    else:
+        why = "not kept"
+    ui.say(
+        f"grants taken off the items ({why}): to grant a path, end an item of your own committed "
+        "TODO.md with `(may change: PATH)`"
+    )
+    return [grants.without(item) for item in items]
+
+
+def user_says_yes(question: str) -> bool:
+    """The user's yes, asked on the terminal; no terminal, no yes (Ctrl-D or Ctrl-C is a no)."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        return click.confirm(question, default=False)
+    except click.Abort:
+        return False
 
 
 def _planned(ctx: RunContext, found: github.Issue, title: str) -> list[str]:

@@ -44,7 +44,10 @@ def fetch(cwd: Path, keeper: Remote, runs: list[str]) -> None:
     """These runs' refs made the remote's here; refused for a run this clone started itself
     (not with --remote), whose refs the remote's would replace."""
     for run in runs:
-        state = ledger.load(cwd, run)
+        try:
+            state = ledger.load(cwd, run)
+        except RalphError:  # one that does not read here is the remote's, fetched again
+            state = None
         if state is not None and not state.record.on_remote:
             raise RalphError(
                 f"this clone has a run named {run} of its own, not on a remote: fetching the remote's "
@@ -68,8 +71,7 @@ def fetch_runs(cwd: Path, remote: str, run: str | None) -> str:
         which = f"no run named {run!r}" if run else "no ralph run"
         raise RalphError(f"{remote} has {which} — workers start one with `ralph run --remote {remote} --name NAME`")
     fetch(cwd, Remote.keeping(remote, runs), runs)
-    started = {name: state.record.created_at for name in runs if (state := ledger.load(cwd, name))}
-    return max(started, key=lambda name: (started[name], name))
+    return ledger.latest(cwd, runs)
 
 
 def new_name() -> str:

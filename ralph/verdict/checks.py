@@ -7,6 +7,7 @@ cause lies outside the lap, in the sandbox or a full disk, the run itself cannot
 from __future__ import annotations
 
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -19,10 +20,14 @@ from ralph.isolation.jail import Jail
 from ralph.show import events
 from ralph.todo import Counts
 from ralph.verdict import could_not_run, failure_lines, go_test, pytest_results, readers
-from ralph.verdict.pytest_results import TestResults
+from ralph.verdict.pytest_results import TestResults, file_of
 
 TAIL_CHARS = 4000
 TAIL_ROOM = 200  # characters of the tail kept for ralph's own line (idle, timed out)
+# The two sessions of a lap that added test files, as the output of a check names them.
+APART = "[ralph: the tests of the last green commit, without the test files the lap added]"
+WHOLE = "[ralph: the whole tree, the lap's new test files with them]"
+_NOT_RUN = ("skipped", "xfailed", "deselected")
 DISK_LOW = 64 << 20  # bytes free in the workspace below which "No space left on device" is the machine's
 
 
@@ -179,6 +184,83 @@ def _refuse_outside_causes(command: str, done: proc.Completed, worktree: Path, j
         )
     if "No space left on device" in done.output and shutil.disk_usage(worktree).free < DISK_LOW:
         raise RalphError(f"the disk is full: the check `{command}` could not run — free some space, then `ralph run`")
+
+
+def apart_and_whole(
+    apart: list[CheckResult], whole: list[CheckResult], old_files: Collection[str] = ()
+) -> list[CheckResult]:
+    """Each check's one result from its two sessions, `apart` (the lap's tree without the test
+    files it added) and `whole`: a test session 1 reports keeps that outcome, whatever a new test
+    file made of it in session 2; a test only `whole` reports (a new one) takes its outcome there,
+    unless its id names one of `old_files` (the last green commit's): an old file's tests are
+    session 1's to report. The check passes only if both sessions did, and could not run if
+    either could not."""
+    old = frozenset(old_files)
+    return [_combined(first, second, old) for first, second in zip(apart, whole, strict=True)]
+
+
+def _combined(apart: CheckResult, whole: CheckResult, old_files: frozenset[str]) -> CheckResult:
+    return CheckResult(
+        command=whole.command,
+        exit_code=next((result.exit_code for result in (apart, whole) if result.exit_code), 0),
+        duration_s=round(apart.duration_s + whole.duration_s, 3),
+        timed_out=apart.timed_out or whole.timed_out,
+        output_tail=_tail_of_two(apart, whole),
+        attempts=max(apart.attempts, whole.attempts),
+        flaky=apart.flaky or whole.flaky,
+        tests=_tests_of_two(apart.tests, whole.tests, old_files),
+        could_not_run=f"{apart.could_not_run} {APART}" if apart.could_not_run else whole.could_not_run,
+    )
+
+
+def _tail_of_two(apart: CheckResult, whole: CheckResult) -> str:
+    """The failures of the session without the new test files first: the old tests' verdict."""
+    failed = [(label, result) for label, result in ((APART, apart), (WHOLE, whole)) if not result.passed]
+    if not failed:
+        return whole.output_tail
+    room = TAIL_CHARS // len(failed) - len(APART) - 1
+    return "\n".join(f"{label}\n{result.output_tail[-room:]}" for label, result in failed)
+
+
+def _tests_of_two(
+    apart: TestResults | None, whole: TestResults | None, old_files: frozenset[str]
+) -> TestResults | None:
+    """Per test, session 1's outcome where it gave one, else session 2's. No results from session
+    1 is none at all: session 2's alone would let a new test file speak for the old tests. Counts
+    of tests that ran neither way (skipped, xfailed, deselected) are the larger of the two."""
+    if apart is None or whole is None:
+        return apart
+    known = {*apart.passed_ids, *apart.failing_ids}
+    new_failing = [test for test in whole.failing_ids if test not in known]
+    failing = set(whole.failing_ids)
+    new_passing = [
+        test
+        for test in whole.passed_ids
+        if test not in known and test not in failing and file_of(test) not in old_files
+    ]
+    counts = apart.counts.model_copy(
+        update={
+            "passed": apart.counts.passed + len(new_passing),
+            "failed": apart.counts.failed + len(new_failing),
+            **{kind: max(getattr(apart.counts, kind), getattr(whole.counts, kind)) for kind in _NOT_RUN},
+        }
+    )
+    return TestResults(
+        counts=counts,
+        passed_ids=sorted({*apart.passed_ids, *new_passing}),
+        failing_ids=sorted({*apart.failing_ids, *new_failing}),
+        skipped_modules=sorted({*apart.skipped_modules, *whole.skipped_modules}),
+        plugin_errors=[*apart.plugin_errors, *whole.plugin_errors][:5],
+        setup=whole.setup or apart.setup,  # as one session of the whole tree set pytest up: the ratchet's
+        passing_files=_files_of_two(apart.passing_files, whole.passing_files, old_files),
+    )
+
+
+def _files_of_two(apart: list[str] | None, whole: list[str] | None, old_files: frozenset[str]) -> list[str] | None:
+    """A JUnit report's files with a passing test: an old file's only as session 1 saw them."""
+    if apart is None and whole is None:
+        return None
+    return sorted({*(apart or []), *(path for path in whole or [] if path and path not in old_files)})
 
 
 def all_pass(results: list[CheckResult]) -> bool:

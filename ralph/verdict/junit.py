@@ -21,6 +21,19 @@ folder a lap runs in. An outcome is a testcase's own child: <failure> fails it, 
 it, <skipped> skips it, none passes it (<flakyFailure>, <rerunFailure> and the like record a
 retry, not an outcome). An id found more than once is folded as pytest's are: failing if any is
 a failure or an error, else skipped if any is skipped, else passed.
+
+Which file a test is in comes from the report's structure, never from a test's name (a lap names
+its tests): the testcase's `file`, else its testsuite's `file`, else its `classname` where that is
+its testsuite's name (vitest writes a testsuite per file, its classname the file). A testcase
+that stands for its whole file — a file the runner could not load, or that ran no test (node,
+vitest and jest-junit report one so) — is the one whose name is that file; where the report
+gives no file at all (node 20), a testcase outside every testsuite whose name is a path inside
+`root` (node names a file so; a test's name in its source cannot know the folder a lap runs in).
+Its id is `<file>::<collection>`, as pytest's for a module that did not import: it passes no
+test. A testsuite whose `failures=` and `errors=` add up to more than its failing testcases (an
+error outside any test) fails `<its file or name>::<collection>` too. `passing_files` lists the
+files of the passing tests, "" for a passing test the report gives no file: the ratchet lets a
+failing file's `<collection>` go only when a test of that file passes.
 """
 
 from __future__ import annotations
@@ -33,7 +46,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ralph.isolation.files import walk
-from ralph.verdict.pytest_results import REPORT_MAX_BYTES, TestResults, _regular_file, fold
+from ralph.verdict.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, _regular_file, fold
 
 OUTCOMES = ("failure", "error", "skipped", "passed")  # the first found of a testcase's is its outcome
 ROOTS = ("testsuites", "testsuite")
@@ -106,7 +119,9 @@ def read(files: list[Path], root: Path | None = None) -> TestResults | None:
         text = _text(data, shown)
         del data  # only the text is held while it is parsed
         report.parse(text, shown)
-    return fold(report.outcomes)
+    results = fold(report.outcomes)
+    passing = {report.files.get(test, "") for test in results.passed_ids if not test.endswith(COLLECTION)}
+    return results.model_copy(update={"passing_files": sorted(passing)})
 
 
 def _contents(path: Path, shown: str) -> bytes:
@@ -166,9 +181,10 @@ class _Report:
         folders = [str(root), os.path.realpath(root)] if root else []
         self.prefixes = {folder.rstrip("/") + "/" for folder in folders}
         self.outcomes: dict[str, set[str]] = {}
+        self.files: dict[str, str] = {}  # test id: its file, by the report's structure
         self.id_chars = 0
         self.open: list[str] = []  # the elements open, by tag
-        self.suites: list[tuple[str, str]] = []  # the testsuites open: name, file
+        self.suites: list[_Suite] = []  # the testsuites open
         self.cases: list[list[str]] = []  # the testcases open: id, outcome
         self.first = ""  # the root element's tag
         self.seen = False  # a testsuite or testcase
@@ -207,10 +223,15 @@ class _Report:
             self.seen = True
             if len(self.suites) == MAX_DEPTH:
                 raise _Refused(f"testsuites nested over {MAX_DEPTH} deep")
-            self.suites.append((attrs.get("name", ""), attrs.get("file") or self._suite_file()))
+            name, file = attrs.get("name", ""), attrs.get("file") or self._suite_file()
+            self.suites.append(_Suite(name, file, _count(attrs, "failures") + _count(attrs, "errors")))
         elif tag == "testcase":
             self.seen = True
-            self.cases.append([self._id(attrs), "passed"])
+            test, file = self._id(attrs), self._file(attrs)
+            if self._is_whole_file(attrs, file):
+                test = f"{self.relative(attrs['name'])}::{COLLECTION}"
+            self.files[test] = self.relative(file)
+            self.cases.append([test, "passed"])
         elif parent == "testcase" and tag in OUTCOMES:
             case = self.cases[-1]
             case[1] = min(case[1], tag, key=OUTCOMES.index)
@@ -218,14 +239,25 @@ class _Report:
     def end(self, tag: str) -> None:
         closed = self.open.pop()
         if closed == "testsuite":
-            self.suites.pop()
+            suite = self.suites.pop()
+            if suite.claimed > suite.failing:  # its own count says something failed outside its testcases
+                where = [suite.file, *(outer.name for outer in self.suites), suite.name]
+                self._add(self._joined(where) + f"::{COLLECTION}", "error")
+                for outer in self.suites:  # counted once, where it was found
+                    outer.failing += suite.claimed - suite.failing
         elif closed == "testcase":
             test, outcome = self.cases.pop()
-            if test not in self.outcomes:
-                self.id_chars += len(test)
-                if self.id_chars > REPORT_MAX_BYTES:
-                    raise _Refused(f"its test ids add up to over {REPORT_MAX_BYTES} characters")
-            self.outcomes.setdefault(test, set()).add(outcome)
+            if outcome in ("failure", "error"):
+                for suite in self.suites:
+                    suite.failing += 1
+            self._add(test, outcome)
+
+    def _add(self, test: str, outcome: str) -> None:
+        if test not in self.outcomes:
+            self.id_chars += len(test)
+            if self.id_chars > REPORT_MAX_BYTES:
+                raise _Refused(f"its test ids add up to over {REPORT_MAX_BYTES} characters")
+        self.outcomes.setdefault(test, set()).add(outcome)
 
     def doctype(self, name: str, pubid: str | None, system: str | None) -> None:
         raise _Refused("declares a DTD (<!DOCTYPE>), which ralph refuses")  # _declares_dtd saw it first
@@ -234,20 +266,51 @@ class _Report:
         return None
 
     def _suite_file(self) -> str:
-        return self.suites[-1][1] if self.suites else ""
+        return self.suites[-1].file if self.suites else ""
+
+    def _file(self, attrs: dict[str, str]) -> str:
+        """The testcase's file as the report's structure gives it: a `file` attribute, else the
+        classname of a testcase in a testsuite of that name (vitest's suite per file); never a name."""
+        classname = attrs.get("classname", "")
+        in_suite_named = bool(self.suites) and classname == self.suites[-1].name
+        return attrs.get("file") or self._suite_file() or (classname if in_suite_named else "")
+
+    def _is_whole_file(self, attrs: dict[str, str], file: str) -> bool:
+        """Does the testcase stand for its whole file (one that did not load, or ran no test)?"""
+        name = attrs.get("name", "")
+        if file:
+            return bool(name) and self.relative(name) == self.relative(file)
+        return not self.suites and self.relative(name) != name  # node 20: a path inside the root
 
     def _id(self, attrs: dict[str, str]) -> str:
-        suites = [name for name, _ in self.suites]
+        suites = [suite.name for suite in self.suites]
         parts = [attrs.get("file") or self._suite_file(), *suites, attrs.get("classname", ""), attrs.get("name", "")]
         if sum(map(len, parts)) > ID_MAX:
             raise _Refused(f"a test id over {ID_MAX} characters")
+        test = self._joined(parts)
+        if not test:
+            raise _Refused("a <testcase> with no name, classname or file")
+        return test
+
+    def _joined(self, parts: list[str]) -> str:
         kept: list[str] = []
         for part in map(self.relative, parts):
             if part and part != (kept[-1] if kept else None):
                 kept.append(part)
-        if not kept:
-            raise _Refused("a <testcase> with no name, classname or file")
         return "::".join(kept)
+
+
+class _Suite:
+    """A testsuite open: its name, its file, the failing tests its counts claim and those found."""
+
+    def __init__(self, name: str, file: str, claimed: int) -> None:
+        self.name, self.file, self.claimed, self.failing = name, file, claimed, 0
+
+
+def _count(attrs: dict[str, str], key: str) -> int:
+    """A testsuite's count; 0 where it is missing or not a number (mocha writes skipped="-1")."""
+    value = attrs.get(key, "").strip()
+    return int(value) if value.isdigit() else 0
 
 
 class _Refused(Exception):

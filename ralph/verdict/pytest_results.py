@@ -62,6 +62,9 @@ class TestResults(BaseModel):
     skipped_modules: list[str] = []  # files whose collection was skipped (a module-level skip)
     plugin_errors: list[str] = []  # ralph's plugin failed inside the session: the results cannot be trusted
     setup: PytestSetup | None = None  # None: an older note's, or a session that died before its end
+    # A JUnit report's files with a passing test, by its structure ("": a test it gives no file);
+    # None for the readers whose ids start with the test's file.
+    passing_files: list[str] | None = None
 
 
 # The outcomes a runner's results give a test, worst first: an id found more than once (two

@@ -8,17 +8,14 @@ unless a TODO item of the user's names what changed).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ralph.verdict.checks import CheckResult
 from ralph.verdict.guard import GuardReport
-from ralph.verdict.pytest_results import COLLECTION, PytestSetup, file_of
+from ralph.verdict.pytest_results import COLLECTION, PytestSetup, TestResults, file_of
 
 SHOWN = 5  # test ids named in a reason before "and N more"
-# The id of the testcase node's, vitest's or jest's runner reports for a test file it could not load.
-_LOAD_FAILURE = re.compile(r"::(?:[^:\[\]]*/)?[^:/\[\]]+\.(?:test|spec)\.[cm]?[jt]sx?$")
 
 
 @dataclass
@@ -78,30 +75,24 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     old, new = before.tests, now.tests
     assert old is not None and new is not None  # compared only where both ran pytest
     # An id that passes in one place and fails in another (two tests claiming one id) is failing;
-    # a test file a JUnit runner reports as one passing testcase ran none of its tests (its code
-    # exited as it loaded): nothing passed. Sets and one look per test: a lap's judging grows
-    # with its tests as n log n (their sorting), never as the product of two lists.
+    # a file's `<collection>` passing (a JUnit runner's testcase for a file that ran no test) is
+    # no test passing. Any test that passed must pass still: a file's entry that passed, too,
+    # may go (its file runs tests now) but not fail. Sets and one look per test: a lap's judging
+    # grows with its tests as n log n (their sorting), never as the product of two lists.
     failing_now = set(new.failing_ids)
-    now_passing = {test for test in new.passed_ids if not _LOAD_FAILURE.search(test)} - failing_now
-    lost = [test for test in old.passed_ids if test not in now_passing and not _LOAD_FAILURE.search(test)]
+    now_passing = passing(new)
+    lost = [
+        test
+        for test in old.passed_ids
+        if test not in now_passing and (test in failing_now or not test.endswith(COLLECTION))
+    ]
     broken = [test for test in lost if test in failing_now]
     gone = [test for test in lost if test not in failing_now]
     allowed = [test for test in gone if granted(file_of(test))]
     missing = [test for test in gone if not granted(file_of(test))]
-    # A failing test goes away only by passing, grant or none; a module that failed to import,
-    # only when its file now collects and something in it passes (not by a module-level skip);
-    # a file a JUnit runner could not load (its testcase named by the file's path), only when
-    # some test passes that did not before.
     newly_passing = sorted(now_passing.difference(old.passed_ids))
-    collecting = _folders_and_files({file_of(test) for test in now_passing})
-    vanished = [
-        test
-        for test in old.failing_ids
-        if test not in now_passing
-        and test not in failing_now
-        and not (test.endswith(COLLECTION) and file_of(test) in collecting)
-        and not (_LOAD_FAILURE.search(test) and newly_passing)
-    ]
+    turned = turned_passing(old, new)
+    vanished = [test for test in old.failing_ids if test not in failing_now and test not in turned]
     result.newly_failing += broken
     result.newly_passing += newly_passing
     if broken:
@@ -116,6 +107,34 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
         was, now_count = getattr(old.counts, kind), getattr(new.counts, kind)
         if now_count > was:
             result.problems.append(f"{kind} tests rose {was} → {now_count}")
+
+
+def passing(results: TestResults) -> set[str]:
+    """The tests that pass: an id also failing is failing, and a `<collection>` is no test."""
+    return {test for test in results.passed_ids if not test.endswith(COLLECTION)} - set(results.failing_ids)
+
+
+def turned_passing(old: TestResults, new: TestResults) -> set[str]:
+    """The failing tests of `old` that pass in `new` (the one rule, for the ratchet and best-of).
+    A failing test goes away only by passing; a module that failed to import, or a test file a
+    JUnit runner could not load (`<file>::<collection>`), only when a test of that file passes
+    now — by the report's structure where it names files (`passing_files`), by the test's id
+    where the id starts with its file. A report that names no file (node 20) cannot say which
+    file a test is in: there, only an entry that is gone (its file reported tests) goes, and only
+    when a test passes that did not before; an entry that passes (its file ran none) never does."""
+    now_passing = passing(new)
+    if new.passing_files is None:
+        collecting = _folders_and_files({file_of(test) for test in now_passing})
+    else:
+        collecting = _folders_and_files(set(new.passing_files) - {""})
+    unnamed = "" in (new.passing_files or ()) and bool(now_passing.difference(old.passed_ids))
+    reported = set(new.passed_ids) | set(new.failing_ids)
+    return {
+        test
+        for test in old.failing_ids
+        if test in now_passing
+        or (test.endswith(COLLECTION) and (file_of(test) in collecting or (unnamed and test not in reported)))
+    }
 
 
 def _folders_and_files(files: set[str]) -> set[str]:

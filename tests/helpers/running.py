@@ -8,6 +8,7 @@ import ctypes
 import hashlib
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -110,3 +111,22 @@ def lap_notes(repo: Path, run: str) -> list[dict]:
         return []
     listing = git(repo, "log", "--no-walk=unsorted", "--notes=ralph", "--format=%N%x1e", *(sha for _, sha in ordered))
     return [json.loads(note) for note in listing.split("\x1e") if note.strip()]
+
+
+def ralph_on_a_terminal(cwd: Path, *args: str, typed: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`ralph ARGS` as a real process whose stdin is a terminal (a pseudo-terminal), `typed` being
+    what the user types there, a line an answer; its output captured."""
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, typed.encode())
+        return subprocess.run(
+            [sys.executable, "-m", "ralph", *args],
+            cwd=cwd,
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
