@@ -67,7 +67,7 @@ def run_lap(
         "Implement mul in calc.py.",
         timeout,
         log_dir,
-        proc.clean_env(secrets=("OPENAI_API_KEY",)),
+        proc.lap_env(),
         check=check,
     )
     return OpenAIAgent(agent_config, sleep=Sleeps() if sleeps is None else sleeps).run_lap(task)

@@ -26,6 +26,9 @@ SECRETS = {
     "MY_DB_PASSWORD": "hunter2",  # nobody's credential: no agent gets it
 }
 
+# mini-swe-agent's settings for the real one's lap: its model's address, offline prices, one try.
+MINI_SETTINGS = ("OPENAI_BASE_URL", "LITELLM_LOCAL_MODEL_COST_MAP", "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT")
+
 # The stand-in: records its call, does the lap's work (or not), prints what the real tool would.
 STAND_IN = r"""#!PYTHON
 import json, os, pathlib, re, sys
@@ -88,7 +91,13 @@ def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off",
         "agent": {"kind": "command", **agent},
         "checks": ["true"],
         "limits": {"stagnation": 5, **limits},
-        "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "calls")]},
+        # Laps are given nothing else of the test's environment, and see no file of it but these.
+        "env": {"pass": ["STAND_IN_CALLS", "STAND_IN_SCRIPT", *MINI_SETTINGS]},
+        "sandbox": {
+            "mode": sandbox,
+            "writable": [str(tmp_path / "calls")],
+            "readable": [str(tmp_path / "script.json")],
+        },
     }
     return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])
 
@@ -252,7 +261,7 @@ def test_a_command_agent_that_fails_while_secrets_were_kept_from_it_is_told_whic
     (lap,) = lap_notes(repo, "h")
     assert lap["status"] == "red" and lap["reason"] == "agent exited with code 3"
     assert (
-        "ralph kept these variables from the agent, as it keeps every variable named like a secret: "
+        "ralph gives the agent only the variables docs/sandbox.md lists, not these of yours: "
         "ANTHROPIC_API_KEY, CODEX_API_KEY, GEMINI_API_KEY, MY_DB_PASSWORD, OPENAI_API_KEY — if the agent needs "
         "one to log in, let it through with `env: {pass: [ANTHROPIC_API_KEY]}`" in lap["output_tail"]
     )

@@ -210,7 +210,8 @@ pathlib.Path("PLAN.md").write_text("Weighed: fix in place, or rewrite.\\nRecomme
 def test_the_agent_cli_plans_sandboxed_in_a_scratch_workspace_at_head(tmp_path: Path):
     repo = tmp_path / "repo"
     agent = python_agent(tmp_path / "planner.py", CLI_PLANNER.replace("USER_REPO", repr(str(repo))))
-    repo = repo_with(tmp_path, agent, sandbox={"mode": "required", "writable": [str(tmp_path / "saw")]})
+    sandbox = {"mode": "required", "writable": [str(tmp_path / "saw")]}
+    repo = repo_with(tmp_path, agent, sandbox=sandbox, env={"pass": ["PLANNER_SAW"]})
     (tmp_path / "saw").mkdir()
     result = ralph(repo, "plan", "--yes", env={"PLANNER_SAW": str(tmp_path / "saw" / "prompt")})
     assert result.returncode == 0, result.stdout + result.stderr

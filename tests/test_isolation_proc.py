@@ -318,15 +318,34 @@ def test_clean_env_drops_secrets_and_git_redirection(monkeypatch):
     monkeypatch.setenv("PAGER", "less")
     monkeypatch.setenv("GIT_PAGER", "delta")
 
-    env = proc.clean_env(allow=("DEPLOY_KEY_PATH",), secrets=("LLM_CREDS",))
+    env = proc.clean_env(allow=("DEPLOY_KEY_PATH",))
 
-    assert [name for name in SECRET_LOOKING + GIT_REDIRECTION + ["LLM_CREDS"] if name in env] == []
+    assert [name for name in SECRET_LOOKING + GIT_REDIRECTION if name in env] == []
     assert env["DEPLOY_KEY_PATH"] == "value-of-DEPLOY_KEY_PATH"  # allowed although secret-looking
     assert env["MY_ORDINARY_SETTING"] == "ordinary" and env["TOX_TESTENV_PASSENV"] == "OPENBLAS_*"
     assert env["PATH"] == os.environ["PATH"] and env["HOME"] == os.environ["HOME"]
     assert env["GIT_AUTHOR_NAME"] == os.environ["GIT_AUTHOR_NAME"]
     assert (env["PAGER"], env["GIT_PAGER"]) == ("cat", "cat")
     assert proc.clean_env(extra={"PAGER": "more", "X": "1"})["PAGER"] == "more"
+
+
+def test_a_laps_environment_is_built_from_a_list_not_filtered(monkeypatch):
+    monkeypatch.setenv("MY_ORDINARY_SETTING", "ordinary")
+    monkeypatch.setenv("DATABASE_URL", "postgres://host/db?password=s3cret")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "s3cret")
+    monkeypatch.setenv("LC_TIME", "C")
+    monkeypatch.setenv("CARGO_HOME", "/opt/cargo")
+    monkeypatch.setenv("GOPROXY", "https://me:s3cret@proxy.example")  # a toolchain's variable with a login
+    monkeypatch.setenv("DEPLOY_KEY_PATH", "/keys/deploy")
+
+    env = proc.lap_env(("DEPLOY_KEY_PATH",), extra={"X": "1"})
+
+    given = {"PATH", "HOME", "LANG", "LC_TIME", "CARGO_HOME", "DEPLOY_KEY_PATH", "X"} & set(os.environ) | {"X"}
+    assert given <= set(env)
+    assert not {"MY_ORDINARY_SETTING", "DATABASE_URL", "GIT_CONFIG_COUNT", "GIT_CONFIG_VALUE_0", "GOPROXY"} & set(env)
+    assert "s3cret" not in "".join(env.values())
+    assert (env["GIT_CONFIG_NOSYSTEM"], env["GIT_CONFIG_GLOBAL"], env["PAGER"]) == ("1", os.devnull, "cat")
 
 
 def test_clean_env_drops_every_variable_git_calls_local(monkeypatch):
@@ -355,7 +374,7 @@ def test_a_child_with_the_clean_env_never_sees_the_canary(tmp_path, monkeypatch)
     monkeypatch.setenv("RALPH_TEST_API_KEY", canary)
     monkeypatch.setenv("SOME_SERVICE_TOKEN", canary)
     monkeypatch.setenv("ODDLY_NAMED", canary)
-    done = proc.run("env", tmp_path, env=proc.clean_env(secrets=("ODDLY_NAMED",)), timeout=30)
+    done = proc.run("env", tmp_path, env=proc.lap_env(), timeout=30)
     assert done.exit_code == 0 and "PAGER=cat" in done.output
     assert canary not in done.output
 

@@ -84,7 +84,7 @@ def test_no_lap_leaves_a_stub_in_the_hook_cache_nor_lands_through_a_local_hook(t
         "agent": {"kind": "command", "command": f"{PY} {agent}"},
         "checks": ["true"],
         "limits": {"max_laps": 5},
-        "sandbox": {"mode": "required"},
+        "sandbox": {"mode": "required", "readable": [str(hooks)]},  # a local hook repository, outside the repository
     }
     pre_commit = (
         f"repos:\n- repo: {hooks}\n  rev: {git(hooks, 'rev-parse', 'HEAD')}\n  hooks: [{{id: no-fixme}}]\n"

@@ -42,6 +42,7 @@ def job(
         "agent": {"kind": "command", "command": f"{PY} {agent}"},
         "checks": list(checks),
         "limits": {"max_laps": max_laps},
+        "env": {"pass": ["MARK"]},  # laps are given nothing else of the test's
         "sandbox": {"mode": sandbox, "writable": [str(tmp_path / "out")]},
     }
     files = dict(FILES, **{"ralph.yaml": json.dumps(config)})

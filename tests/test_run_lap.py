@@ -215,7 +215,7 @@ def test_sigkill_mid_lap_then_resume_reaches_the_same_end(calc_repo: Path, tmp_p
 
     (tmp_path / "out").mkdir()
     with (calc_repo / "ralph.yaml").open("a") as yaml:
-        yaml.write(f"sandbox: {{mode: {sandbox}, writable: [{tmp_path / 'out'}]}}\n")
+        yaml.write(f"sandbox: {{mode: {sandbox}, writable: [{tmp_path / 'out'}]}}\nenv: {{pass: [HANG_ONCE_MARKER]}}\n")
     git(calc_repo, "commit", "-qam", "sandbox setting")
     before = snapshot(calc_repo)
     marker = tmp_path / "out" / "hanging"

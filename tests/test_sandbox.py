@@ -144,6 +144,7 @@ def hostile(
         "agent": {"kind": "command", "command": f"{PY} {agent}"},
         "checks": [{"run": check, "expect_red": True}],
         "limits": {"max_laps": 2},
+        "env": {"pass": ["OUT", "ATTACKS", "USERS_HOME", "INCLUDED"]},  # the lap is given nothing else of the test's
         "sandbox": {"mode": sandbox, "writable": [str(out)]},
     }
     todo = "".join(f"- [ ] item {n}\n" for n in range(items))
@@ -636,7 +637,7 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
 
 def test_a_gitlink_that_leads_nowhere_is_a_red_lap_not_the_end_of_the_run(tmp_path: Path):
     agent = (
-        "if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x commit -q --allow-empty -m own && "
+        "if [ $RALPH_LAP = 1 ]; then git init -q vendor/x && git -C vendor/x -c user.name=a -c user.email=a@b commit -q --allow-empty -m own && "
         "printf '[submodule \"x\"]\\n\\tpath = vendor/x\\n\\turl = /nonexistent\\n' > .gitmodules; "
         "else touch work.txt; fi && sed -i 's/\\[ \\]/[x]/' TODO.md && printf 'summary with a NUL \\0 and an escape \\033[31m in it\\n'"
     )

@@ -190,8 +190,8 @@ def test_the_allow_list_never_holds_home_or_a_private_folder_whole(tmp_path: Pat
 def test_the_users_virtualenv_is_not_the_laps(monkeypatch):
     monkeypatch.setenv("VIRTUAL_ENV", "/somewhere/.venv")
     monkeypatch.setenv("VIRTUAL_ENV_PROMPT", "(proj)")
-    assert "VIRTUAL_ENV" not in proc.clean_env() and "VIRTUAL_ENV_PROMPT" not in proc.clean_env()
-    assert proc.clean_env(allow=("VIRTUAL_ENV",))["VIRTUAL_ENV"] == "/somewhere/.venv"
+    assert "VIRTUAL_ENV" not in proc.lap_env() and "VIRTUAL_ENV_PROMPT" not in proc.lap_env()
+    assert proc.lap_env(("VIRTUAL_ENV",))["VIRTUAL_ENV"] == "/somewhere/.venv"
 
 
 @needs_bwrap
@@ -243,7 +243,10 @@ def test_go_builds_offline_from_the_users_module_cache_which_stays_read_only(tmp
         "app.go": 'package app\n\nimport "example.com/hello"\n\nvar Said = hello.Hi\n',
     }
     cache = home / "go" / "pkg" / "mod"
-    checks = ["go build ./... && go env GOMODCACHE | grep -qx /tmp/go/pkg/mod", f"! touch {cache}/planted"]
+    checks = [
+        "go build ./... && go env GOMODCACHE | grep -qx /tmp/go/pkg/mod",
+        f"! touch {cache}/cache/download/planted",
+    ]
     config = {"goal": "g", "agent": {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && touch done.txt"}}
     config |= {"checks": checks, "sandbox": {"mode": "required", "network": False}}
     repo = make_repo(tmp_path / "repo", files, config=config, todo=["x"])

@@ -4,6 +4,7 @@ reason naming the effect, while honest laps on the same repository go green."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -216,16 +217,10 @@ def test_protect_empty_turns_path_protection_off_but_not_the_test_ratchet(tmp_pa
 
 
 def test_a_flaky_check_is_retried_and_recorded(tmp_path: Path):
-    counter = tmp_path / "state" / "attempts"  # the check keeps its count where it may write
-    counter.parent.mkdir(parents=True)
-    flaky = f"{PY} -c \"import pathlib,sys; p=pathlib.Path(r'{counter}'); n=int(p.read_text() if p.exists() else 0)+1; p.write_text(str(n)); sys.exit(0 if n % 2 == 0 else 1)\""
-    repo = make(
-        tmp_path,
-        HONEST,
-        max_laps=3,
-        extra_checks=[{"run": flaky, "retries": 1}],
-        sandbox={"writable": [str(counter.parent)]},
-    )
+    # The check keeps its count in its /tmp (the checks' phase's own, sandboxed): nothing else is writable to checks.
+    counter = f"attempts-{uuid.uuid4().hex}"
+    flaky = f"{PY} -c \"import pathlib,sys,tempfile; p=pathlib.Path(tempfile.gettempdir(), '{counter}'); n=int(p.read_text() if p.exists() else 0)+1; p.write_text(str(n)); sys.exit(0 if n % 2 == 0 else 1)\""
+    repo = make(tmp_path, HONEST, max_laps=3, extra_checks=[{"run": flaky, "retries": 1}])
     result = ralph(repo, "run", "--name", "t")
     assert result.returncode == 0, result.stdout + result.stderr
     first = laps(repo)[0]

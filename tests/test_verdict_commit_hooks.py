@@ -51,6 +51,7 @@ def setup(tmp_path: Path, hook: str, verify: bool = True) -> Path:
         "checks": ["true"],
         "commit": {"verify": verify},
         "limits": {"max_laps": 3},
+        "env": {"pass": ["PROMPTS", "HOOK_MARKER"]},  # laps are given nothing else of the test's
         "sandbox": {"writable": [str(tmp_path / "prompts")]},
     }  # where the agent leaves its prompts
     repo = make_repo(tmp_path / "repo", config=config, todo=["write mod.py"])

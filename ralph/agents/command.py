@@ -117,7 +117,7 @@ def _withheld_hint(env: dict[str, str]) -> str:
         return ""
     names = ", ".join(withheld[:8]) + (", …" if len(withheld) > 8 else "")
     return (
-        f"\nralph kept these variables from the agent, as it keeps every variable named like a secret: {names} — "
+        f"\nralph gives the agent only the variables docs/sandbox.md lists, not these of yours: {names} — "
         f"if the agent needs one to log in, let it through with `env: {{pass: [{withheld[0]}]}}` in ralph.yaml "
         "(or use a preset, which passes its tool's own)"
     )

@@ -165,7 +165,7 @@ def _planned(repo: git.RepoInfo, cfg: config_module.Config, goal: str, folder: P
 def _scratch(repo: git.RepoInfo, cfg: config_module.Config, folder: Path, cleanup: contextlib.ExitStack) -> RunContext:
     """What the planner runs with, as a lap's agent would: the sandbox, the agent checked, the MCP
     servers, a workspace of its own (removed with `cleanup`)."""
-    env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables)
+    env = proc.lap_env(tuple(cfg.env.pass_))
     endpoint = cfg.role_endpoint(cfg.roles.planner)
     agents = () if endpoint is not None else (_agent(cfg),)
     mcp = McpTools.start(cfg.mcp, repo.top, env, folder) if cfg.mcp.offered_to("planner") else None

@@ -78,7 +78,9 @@ class EnvConfig(Section):
     pass_: list[str] = Field(
         default_factory=list,
         alias="pass",
-        description="Variables let through to agents and checks although named like secrets.",
+        description="Variables of your environment laps are given (agent, setup, hooks, checks) besides the "
+        "built list: PATH, HOME, TMPDIR, USER, LOGNAME, LANG, LANGUAGE, LC_*, TERM, TZ and the toolchains' "
+        "(docs/sandbox.md).",
     )
 
 
@@ -99,13 +101,13 @@ class SandboxConfig(Section):
     )
     writable: list[str] = Field(
         default_factory=list,
-        description="More existing paths laps may write, in every phase (agent, setup, hooks, checks), and what "
-        "they write there stays: never one that anything outside the sandbox runs (docs/sandbox.md); ~ expanded.",
+        description="More existing paths the agent may write, and what it writes there stays: never one that "
+        "anything outside the sandbox runs (docs/sandbox.md); setup, hooks and checks only read them; ~ expanded.",
     )
     readable: list[str] = Field(
         default_factory=list,
-        description="Paths under /tmp, /var/tmp or /run that laps may read (the sandbox empties those "
-        "folders): a local hook repository, a tool installed there; ~ expanded.",
+        description="More paths laps may read: the sandbox shows the system, the repository and the toolchains "
+        "only (a local hook repository, a tool it did not find, a file a check reads); ~ expanded.",
     )
     home: str | None = Field(
         None,
@@ -116,8 +118,7 @@ class SandboxConfig(Section):
     sockets: list[str] = Field(
         default_factory=list,
         description="Unix sockets laps may connect to (a socket, or a folder whose sockets all are); ~ expanded. "
-        "Every other socket under HOME and the runtime dir, and every one the environment or ssh's config "
-        "names, is out of their reach.",
+        "No other socket of the machine is there.",
     )
 
     @field_validator("mode", mode="before")

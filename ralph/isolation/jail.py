@@ -1,30 +1,33 @@
-"""Where a lap's code runs: inside bubblewrap, which makes the user's repository unreachable.
+"""Where a lap's code runs: inside bubblewrap, which shows it an allow-list of the machine.
 
-Everything on the machine stays readable but /tmp, /var/tmp and /run, where sockets live
-(only what the lap needs is bound back there, the toolchains of ralph/isolation/toolchains.py
-among it), and what `hide` names (git's credentials, and every other socket of the user's:
-ralph/isolation/sockets.py); what is writable is exactly the lap's work tree, its own git
-dir, a private /tmp and HOME, and what the user lists. A private PID namespace hides every
-process outside it (ralph's /proc included) and takes every process inside it down when its
-first one ends or when ralph dies. Capabilities are dropped, so root inside cannot remount
-what is read-only.
+Read-only: the system (SYSTEM: /usr, /bin, /lib*, /etc with its secrets read as empty or
+absent) and what a phase is to `keep` (the repository and its git dir, the toolchains of
+ralph/isolation/toolchains.py, ralph's own package and Python's prefixes, `sandbox.readable`);
+read-write: the lap's work tree, its own git dir, a private /tmp and HOME, and what the user
+lists. Nothing else of the machine is there: not the user's HOME, other homes, /root, /srv,
+/mnt, /media, /run (but the DNS configuration) nor /var (but an empty /var/tmp), so neither
+are their files nor their sockets (an ssh- or gpg-agent's, the user's D-Bus, docker's). A
+private PID namespace hides every process outside it (ralph's /proc included) and takes every
+process inside it down when its first one ends or when ralph dies. Capabilities are dropped,
+so root inside cannot remount what is read-only.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 BWRAP = "bwrap"
-PRIVATE = (Path("/tmp"), Path("/var/tmp"), Path("/run"))  # empty in the sandbox but for what a lap needs
-FRESH = (Path("/dev"), Path("/proc"))  # made anew in the sandbox: nothing of the machine's shows there
+# The system, read-only: /nix holds a NixOS machine's every program.
+SYSTEM = tuple(map(Path, ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix")))
+# What of /etc reads as empty or absent: logins' hashes, sudo's rules, ssh's host keys.
+ETC_SECRETS = ("/etc/shadow*", "/etc/gshadow*", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh/*_key", "/etc/security/*")
+PRIVATE = (Path("/tmp"), Path("/var/tmp"))  # the phase's own, empty at its start
 # /proc and /dev are fresh per sandbox; the PID namespace makes /proc show only its own.
 BASE = [
-    "--ro-bind",
-    "/",
-    "/",
     "--dev",
     "/dev",
     "--proc",
@@ -37,6 +40,8 @@ BASE = [
     "--cap-drop",
     "ALL",
 ]
+# Git inside reads no config of the user's, whatever the environment or the HOME: only the lap's own.
+GIT_CONFIG = (("GIT_CONFIG_NOSYSTEM", "1"), ("GIT_CONFIG_GLOBAL", os.devnull))
 
 
 @dataclass(frozen=True)
@@ -48,63 +53,80 @@ class Jail:
     home: Path  # the phase's HOME (writable only if it is among `writable`)
     network: bool = True
     chdir: Path | None = None
-    keep: tuple[Path, ...] = ()  # paths that stay readable though in a private folder: the repository, a script
-    hide: tuple[Path, ...] = ()  # paths made empty: git's credentials, the user's sockets (or their folders)
+    keep: tuple[Path, ...] = ()  # bound read-only at the same path: the repository, the toolchains, a script
+    hide: tuple[Path, ...] = ()  # paths in what is bound made empty: git's credentials
     blank: Path | None = None  # an empty file, read-only here: what a hidden file reads as
     setenv: tuple[tuple[str, str], ...] = ()  # set inside: the toolchains' homes (ralph/isolation/toolchains.py)
+    sockets: tuple[Path, ...] = ()  # sockets (or folders of them) the user lets laps connect to
 
     def argv(self, command: str | list[str]) -> list[str]:
         """`command` (a shell string or an argv) wrapped to run inside the sandbox."""
         inner = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-        args = [bwrap(), *BASE]
+        args = [bwrap(), *system(), "--bind", str(self.tmp), "/tmp", "--tmpfs", "/var/tmp"]
         if not self.network:
             args.append("--unshare-net")
-        # Private /tmp, /var/tmp and /run: where sockets live (an ssh- or gpg-agent's, the user's
-        # D-Bus, docker's), and a socket on a read-only mount still takes connections. What the
-        # lap needs from them (the repository, the workspace, a virtualenv, a script its commands
-        # name, the DNS configuration) is bound back read-only: from /tmp the top folder holding
-        # it (a script beside the repository), from /var/tmp and /run that path alone.
-        for private in _private_folders():
-            args += ["--bind", str(self.tmp), "/tmp"] if private == Path("/tmp") else ["--tmpfs", str(private)]
-            for entry in _tops(private, (*self.keep, _dns_config())):
-                args += ["--ro-bind-try", entry, entry]
-        for path in self.writable:
+        keep = _outermost((*self.keep, *self.sockets, _dns_config()))
+        for path in keep:
+            args += ["--ro-bind-try", str(path), str(path)]
+        for path in sorted(self.writable, key=lambda path: len(path.parts)):
             args += ["--bind", str(path), str(path)]
-        for path in self.hide:
+        bound = (*SYSTEM, *keep, *self.writable)
+        for path in (*self.hide, *_sockets_inside(bound, self.sockets)):
             # A link's target (bubblewrap cannot mount over a link: ~/.ssh linked to a dotfiles
-            # folder); a stale one is nothing to hide, and no mount point can be made for it.
+            # folder); one outside what is bound is not there to hide.
             real = Path(os.path.realpath(path))
-            if real.exists():
-                # A file reads as empty (not as /dev/null, which cannot be opened here: git fails on it).
-                blank = str(self.blank or "/dev/null")
-                args += ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", blank, str(real)]
-        for name, value in self.setenv:
+            if _inside(real, bound) and os.path.lexists(real):
+                # A file reads as empty (not as /dev/null, which cannot be opened through a bind: git fails on it).
+                args += (
+                    ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", str(self.blank or os.devnull), str(real)]
+                )
+        for name, value in (*self.setenv, *GIT_CONFIG, ("TMPDIR", "/tmp"), ("HOME", str(self.home))):
             args += ["--setenv", name, value]
-        args += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", str(self.home)]
-        args += ["--unsetenv", "SSH_AUTH_SOCK"]
+        args += ["--remount-ro", "/"]  # the root bubblewrap made: no file a lap writes outside what it may
         if self.chdir is not None:
             args += ["--chdir", str(self.chdir)]
         return [*args, "--", *inner]
 
 
-def _private_folders() -> list[Path]:
-    return [private for private in PRIVATE if private.is_dir() and not private.is_symlink()]
+def system() -> list[str]:
+    """bubblewrap's arguments for the system part of every sandbox: its namespaces, a fresh /dev
+    and /proc, the system folders read-only (a link such as /bin -> usr/bin made as a link) and
+    /etc's secrets read as absent."""
+    args = list(BASE)
+    for top in SYSTEM:
+        if top.is_symlink():
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    for secret in sorted({path for pattern in ETC_SECRETS for path in glob.glob(pattern)}):
+        args += ["--tmpfs", secret] if os.path.isdir(secret) else ["--ro-bind", os.devnull, secret]
+    return args
 
 
-def shown_of_private(keep: tuple[Path, ...]) -> list[Path]:
-    """What the sandbox binds back of its private folders for a lap that needs `keep`."""
-    return [Path(entry) for private in _private_folders() for entry in _tops(private, (*keep, _dns_config()))]
+def _outermost(paths: tuple[Path, ...]) -> list[Path]:
+    """Each path not bound already (by the system or by another of `paths`), parents first;
+    not / nor /tmp or /var/tmp whole (the phase's own)."""
+    given = {Path(os.path.abspath(path)) for path in paths if path.is_absolute()}
+    given -= {Path("/"), *PRIVATE}
+    return sorted(path for path in given if not _inside(path, (*SYSTEM, *(other for other in given if other != path))))
 
 
-def _tops(private: Path, paths: tuple[Path, ...]) -> list[str]:
-    """What to bind back of `private` for `paths`: in /tmp the top folder holding each, elsewhere
-    each path itself (a folder on PATH under /run/user must not bring back the user's D-Bus),
-    but none inside another: bound with it already (binding a venv's `bin/python3`, a link,
-    again inside the venv's folder makes bubblewrap fail)."""
-    inside = {path for path in paths if private in path.parents}
-    if private == Path("/tmp"):
-        inside = {private / path.relative_to(private).parts[0] for path in inside}
-    return sorted(str(path) for path in inside if not any(other in path.parents for other in inside))
+def _sockets_inside(bound: tuple[Path, ...], allowed: tuple[Path, ...]) -> list[Path]:
+    """The sockets bound on this machine (the kernel's list, whoever bound them) that lie in what
+    the sandbox binds, but those the user lets through: a socket on a read-only mount still
+    takes connections (a socket in a folder on PATH, in a folder the user lists)."""
+    try:
+        lines = Path("/proc/net/unix").read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return []
+    named = {fields[7] for fields in (line.split(None, 7) for line in lines) if len(fields) == 8}
+    real = [Path(os.path.realpath(path)) for path in named if path.startswith("/")]
+    allowed = tuple(Path(os.path.realpath(path)) for path in allowed)
+    return [path for path in real if _inside(path, bound) and not _inside(path, allowed)]
+
+
+def _inside(path: Path, tops: tuple[Path, ...] | list[Path]) -> bool:
+    return any(top == path or top in path.parents for top in tops)
 
 
 def _dns_config() -> Path:

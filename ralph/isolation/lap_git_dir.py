@@ -1,6 +1,7 @@
 """A lap's own git dir (git/), made anew before every phase: HEAD detached at the lap's start,
 the repository's tags, objects borrowed read-only from the repository (alternates), a config
-with no credential helper. The agent's commits, stash, branches, hooks and config land here
+with no credential helper: the only config git reads in a lap (no system or global one, nor
+their includes: jail.GIT_CONFIG). The agent's commits, stash, branches, hooks and config land here
 and die here; whatever one phase planted (hooks, config, a rewritten .git file) never reaches
 the next, nor ralph.
 """

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from ralph.isolation import orphans
+from ralph.isolation import orphans, toolchains
 from ralph.isolation.capped_output import CappedOutput
 from ralph.isolation.files import walk
-from ralph.isolation.jail import Jail
+from ralph.isolation.jail import GIT_CONFIG, Jail
 
 OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
 KILL_GRACE = 2.0  # seconds between TERM and KILL
@@ -50,35 +50,47 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS(?!ENV$)|_PWD$|CREDENTIAL|ASKPA
 # https://user:token@host (a push credential), redis://:password@host (a password, no user),
 # https://token@github.com and a Sentry DSN (a token as the user): any URL with a user in it.
 _URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
-# The user's activated virtualenv is not the lap's: uv warns in every check that VIRTUAL_ENV does
-# not match the project's .venv, and a tool that trusts it installs into (or reads) the user's own.
-# Its bin/ stays on PATH, read-only: a `pytest` check finds what the user's shell finds.
-USER_VENV_VARS = frozenset({"VIRTUAL_ENV", "VIRTUAL_ENV_PROMPT"})
+# What a lap is given of ralph's environment, besides the toolchains' variables, LC_* and
+# `env.pass` (docs/sandbox.md); the sandbox sets HOME and TMPDIR anew. Who commits: git reads
+# no global config in a lap, and a check that commits in a repository of its own needs a name.
+LAP_VARIABLES = (
+    *("PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "EMAIL"),
+    *("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"),
+    *("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"),  # switches, no path: how Python writes, not what it runs
+)
+# Git in a lap reads no config of the user's (system, global and what they include): the lap's own only.
+LAP_GIT = dict(GIT_CONFIG)
+_QUIET = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 
 
 def is_secret(name: str, value: str = "") -> bool:
-    """Whether a variable is kept from what ralph runs: by its name, or by its value (a URL with
-    a user or password in it, whatever the variable is called)."""
+    """Whether a variable is kept from ralph's own commands (git, gh) and from ralph's own
+    environment block: by its name, or by its value (a URL with a user or password in it)."""
     return bool(_SECRET_NAME.search(name)) or name == "SSH_AUTH_SOCK" or bool(_URL_WITH_PASSWORD.search(value))
 
 
-def clean_env(
-    allow: tuple[str, ...] = (), secrets: tuple[str, ...] = (), extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The environment for anything ralph starts: no secrets, no GIT_* redirection, no pager, not
-    the user's activated virtualenv.
-
-    `secrets` names more variables to drop (the API key's, whatever it is called);
-    `allow` names variables the user explicitly lets through.
-    """
+def clean_env(allow: tuple[str, ...] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for ralph's own commands (git, gh): no secrets, no GIT_* redirection, no
+    pager. `allow` names variables let through all the same.
+    What a lap runs gets `lap_env`."""
     env = {}
     for name, value in os.environ.items():
-        secret = is_secret(name, value) or name in secrets
-        if name in allow or not (secret or name in GIT_LOCAL_VARS or name in USER_VENV_VARS):
+        if name in allow or not (is_secret(name, value) or name in GIT_LOCAL_VARS):
             env[name] = value
-    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
-    env.update(extra or {})
-    return env
+    return env | _QUIET | (extra or {})
+
+
+def lap_env(passed: tuple[str, ...] = (), extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of everything a lap runs (agent, setup, hooks, checks), built from a list:
+    LAP_VARIABLES, LC_*, the toolchains' variables (none with a login in a URL) and what `passed`
+    (`env.pass`) names. Nothing else of the user's: no token, no GIT_CONFIG_*, no DATABASE_URL."""
+    listed = (*LAP_VARIABLES, *toolchains.VARIABLES)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in passed or ((name in listed or name.startswith("LC_")) and not _URL_WITH_PASSWORD.search(value))
+    }
+    return env | _QUIET | LAP_GIT | (extra or {})
 
 
 @dataclass

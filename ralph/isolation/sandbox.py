@@ -18,16 +18,19 @@ from pathlib import Path
 
 from ralph.errors import RalphError
 from ralph.isolation import proc, toolchains
-from ralph.isolation.jail import BASE, BWRAP, Jail, bwrap
+from ralph.isolation.jail import BWRAP, Jail, bwrap, system
 
 
 def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:
     """What a sandboxed command needs to see: the given paths, the absolute paths its commands
     name, the toolchains (the folders on PATH and the programs the commands start, resolved, and
-    the tools' homes: ralph/isolation/toolchains.py), Python's prefixes, ralph's own package (its
+    the tools' homes: ralph/isolation/toolchains.py), Python's prefixes and ralph's own package (its
     pytest plugin, which every check loads, lies there: outside the venv when ralph is installed
-    editable) and HOME."""
+    editable). Never HOME: a phase has its own."""
+    # A program named by its path anywhere in a command (`mkdir -p out && /x/node_modules/.bin/jest`)
+    # brings what it needs: its real file, its prefix or node_modules.
     named = [Path(word) for command in commands for word in words(command) if word.startswith("/")]
+    named += [need for path in named for need in toolchains.program_needs(shlex.quote(str(path)), os.environ)]
     found = [
         *paths,
         *named,
@@ -36,7 +39,6 @@ def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Pa
         Path(sys.prefix),
         Path(sys.base_prefix),
         Path(__file__).parents[1],
-        Path.home(),
     ]
     return tuple(dict.fromkeys(Path(os.path.abspath(path)) for path in found if path.is_absolute()))
 
@@ -54,7 +56,7 @@ def why_unavailable() -> str | None:
     if shutil.which(BWRAP) is None:
         return "bubblewrap (`bwrap`) is not installed — apt/dnf install bubblewrap"
     try:
-        done = proc.run([bwrap(), *BASE, "--", "/bin/true"], "/", timeout=30, sweep=False)
+        done = proc.run([bwrap(), *system(), "--", "/bin/true"], "/", timeout=30, sweep=False)
     except OSError as exc:
         return f"bubblewrap did not start: {exc}"
     if not done.ok:

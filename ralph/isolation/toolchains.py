@@ -1,12 +1,12 @@
 """The toolchains a lap needs from where the user installed them: read-only, found by name.
 
-The sandbox shows the machine read-only, but for /tmp, /var/tmp and /run, and gives each phase a
-private HOME. A toolchain under HOME is still on disk, but its launcher looks for its home under the
-private HOME (rustup's proxies: "could not choose a version of cargo to run"); one under /tmp,
-/var/tmp or /run is not there at all (an agent CLI in an npm prefix passed the start check and was
-"not found" inside). So this module names, as an allow-list, what to bind back read-only: the
+The sandbox shows the system and what it is told to (ralph/isolation/jail.py), and gives each
+phase a private HOME: a toolchain under HOME, /opt, /tmp or /run is not there unless named here
+(an agent CLI in an npm prefix passed the start check and was "not found" inside), and its
+launcher looks for its home under the private HOME (rustup's proxies: "could not choose a version
+of cargo to run"). So this module names, as an allow-list, what to bind read-only: the
 folders on PATH as written and resolved, the programs the commands start (their real file, the
-interpreter of their `#!` line, the prefix, virtualenv or npm package they belong to) and each tool's
+interpreter of their `#!` line, the prefix, virtualenv or node_modules they belong to) and each tool's
 home, from its variable or its documented default under HOME, which is then set inside so the
 launcher finds it. Never HOME as a whole, and never a private folder as a whole. Files in them that
 hold a registry login read as empty.
@@ -20,8 +20,6 @@ import shlex
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-
-from ralph.isolation.jail import PRIVATE
 
 # A tool's home: its variable, and where the tool looks when it is unset (relative to HOME, or to
 # XDG_DATA_HOME / XDG_CONFIG_HOME where the tool follows them; an absolute one as it is).
@@ -43,8 +41,19 @@ HOMES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("HOMEBREW_PREFIX", ("/home/linuxbrew/.linuxbrew", ".linuxbrew")),
 )
 # Named by the user only: no default under HOME to set (GOPATH's ~/go is read through GOPROXY below).
-NAMED = ("GOROOT", "GOPATH", "GOMODCACHE", "NPM_CONFIG_PREFIX", "VIRTUAL_ENV")
+NAMED = ("GOROOT", "GOPATH", "GOMODCACHE", "NPM_CONFIG_PREFIX", "JAVA_HOME", "VIRTUAL_ENV")
 GO_DEFAULT_PROXY = "https://proxy.golang.org,direct"
+# The variables a lap is given of the user's, for its toolchains to find themselves (proc.lap_env).
+VARIABLES = (
+    *(variable for variable, _ in HOMES),
+    # The user's activated virtualenv is not the lap's: uv warns in every check that VIRTUAL_ENV does
+    # not match the project's .venv, and a tool that trusts it installs into (or reads) the user's
+    # own. Its bin/ stays on PATH, read-only: a `pytest` check finds what the user's shell finds.
+    *(variable for variable in NAMED if variable != "VIRTUAL_ENV"),
+    *("GOFLAGS", "GOPROXY", "GOPRIVATE", "GONOPROXY", "GONOSUMDB", "GOSUMDB", "GOTOOLCHAIN"),
+    *("RUSTUP_TOOLCHAIN", "PYENV_VERSION"),
+)
+NEVER_WHOLE = (Path("/"), Path("/tmp"), Path("/var/tmp"), Path("/run"))  # what holds everyone's files and sockets
 GO_MODULES_INSIDE = "/tmp/go/pkg/mod"  # the phase's own module cache: /tmp is private and writable
 # An npmrc or yarnrc line that holds a login (a token, a password, a client key).
 _LOGIN = re.compile(r"^\s*[^#;\s]*(_auth|_authToken|_password|certfile|keyfile|npmAuthToken|npmAuthIdent)\s*[=:]", re.M)
@@ -79,13 +88,16 @@ def _default(default: str, env: Mapping[str, str]) -> Path | None:
 
 def readable(env: Mapping[str, str], commands: Iterable[str] = ()) -> tuple[Path, ...]:
     """What a lap must read of the toolchains: each PATH entry as written and resolved (with its
-    install prefix), each program the commands start, and each tool home that exists."""
+    install prefix), each program the commands start, each tool home that exists and Go's downloads."""
     entries = _path_entries(env)
     homes = [home_of(variable, env) for variable, _ in HOMES]
     named = [Path(env[variable]) for variable in NAMED if env.get(variable, "").startswith("/")]
     gopath = [Path(entry) for entry in env.get("GOPATH", "").split(os.pathsep) if entry.startswith("/")]
     programs = [path for command in commands for path in program_needs(command, env)]
+    modules = _go_module_cache(env)  # the first GOPROXY of a phase's own module cache (go_modules)
+    downloads = [modules / "cache" / "download"] if modules is not None else []
     found = [*_with_prefixes(entries), *[home for home in homes if home is not None], *named, *gopath, *programs]
+    found += [path for path in downloads if path.is_dir()]
     return tuple(dict.fromkeys(path for path in found if _may_bind(path, env)))
 
 
@@ -101,21 +113,21 @@ def _with_prefixes(entries: Iterable[Path]) -> list[Path]:
 
 def _prefix(folder: Path) -> Path | None:
     parent = folder.parent
-    if folder.name not in ("bin", "sbin") or parent in (Path("/"), *PRIVATE):
+    if folder.name not in ("bin", "sbin") or parent in NEVER_WHOLE:
         return None
     return parent if (parent / "pyvenv.cfg").exists() or (parent / "lib").is_dir() else None
 
 
 def _may_bind(path: Path, env: Mapping[str, str]) -> bool:
-    """Not HOME or a folder holding it, not a private folder as a whole (its sockets), not `/`."""
+    """Not HOME or a folder holding it, not /tmp, /var/tmp or /run as a whole, not `/`."""
     home = Path(os.path.realpath(env.get("HOME", "/")))
     real = Path(os.path.realpath(path))
-    return path.is_absolute() and real != home and real not in home.parents and real not in (*PRIVATE, Path("/"))
+    return path.is_absolute() and real != home and real not in home.parents and real not in NEVER_WHOLE
 
 
 def program_needs(command: str, env: Mapping[str, str]) -> list[Path]:
     """What the program `command` starts needs to be there: its path, its real file, the
-    interpreter its `#!` line names (found the same way), and the prefix or npm package of each."""
+    interpreter its `#!` line names (found the same way), and the prefix or node_modules of each."""
     program = first_program(command)
     found = shutil.which(program, path=env.get("PATH")) if program else None
     needs: list[Path] = []
@@ -162,13 +174,12 @@ def _interpreter(program: Path) -> str | None:
 
 
 def _package(real: Path) -> Path | None:
-    """The npm package a program's real file lies in (a global install's bin/ links into it)."""
+    """The node_modules folder a program's real file lies in (a global install's bin/ links into
+    it), the outermost: the package needs its dependencies, which npm hoists beside it."""
     parts = real.parts
     if "node_modules" not in parts:
         return None
-    at = len(parts) - 1 - parts[::-1].index("node_modules")
-    size = 3 if at + 1 < len(parts) and parts[at + 1].startswith("@") else 2
-    return Path(*parts[: at + size]) if at + size <= len(parts) else None
+    return Path(*parts[: parts.index("node_modules") + 1])
 
 
 def variables(env: Mapping[str, str]) -> dict[str, str]:

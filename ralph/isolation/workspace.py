@@ -304,11 +304,12 @@ class Workspace:
         home: Path | None = None,
         keep: tuple[Path, ...] = (),
         hide: tuple[Path, ...] = (),
+        sockets: tuple[Path, ...] = (),
     ) -> Jail:
         """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
         `home` names a HOME of the user's choosing, which stays read-only but for `writable`).
         The toolchains' homes are set inside (the private HOME has none of them), and the files
-        of theirs that hold a registry login read as empty."""
+        of theirs that hold a registry login read as empty. `sockets`: those laps may connect to."""
         self.verify()
         self.unchecked = True
         scratch = self.root / "scratch" / phase
@@ -327,6 +328,7 @@ class Workspace:
             hide=(*hide, *toolchains.logins(os.environ)),
             blank=scratch / "blank",
             setenv=tuple(toolchains.variables(os.environ).items()),
+            sockets=sockets,
         )
 
 

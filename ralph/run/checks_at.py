@@ -19,7 +19,7 @@ from ralph.verdict.checks import CheckResult
 
 def checks_at(repo: git.RepoInfo, cfg: Config, commit: str, name: str, sandboxed: bool) -> list[CheckResult]:
     """Each check's result on `commit`; raises SetupFailed when setup fails there."""
-    env = proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables)
+    env = proc.lap_env(tuple(cfg.env.pass_))
     workspace = Workspace.create(repo.top, repo.common_dir, f"{name}-{os.getpid()}")
     try:
         with tempfile.TemporaryDirectory(prefix=f"ralph-{name}-") as folder:

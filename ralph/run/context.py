@@ -19,8 +19,7 @@ from ralph.git.remote import Remote
 from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
 from ralph.isolation.sandbox import needed
-from ralph.isolation.sockets import unreachable
-from ralph.isolation.workspace import Workspace, workspaces_root
+from ralph.isolation.workspace import Workspace
 from ralph.show import events, ui
 from ralph.verdict.checks import CheckResult, run_checks
 from ralph.verdict.judge import Judge
@@ -51,24 +50,22 @@ class RunContext:
         return self.repo.top
 
     def jail(self, phase: str, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
-        """The sandbox for one phase of a lap; None when laps are not sandboxed."""
+        """The sandbox for one phase of a lap; None when laps are not sandboxed. What
+        `sandbox.writable` lists is writable to the agent phase only; setup, the hooks and the
+        checks read it: a test the checks run plants nothing there (a hook in ~/.claude)."""
         if not self.sandboxed:
             self.workspace.unchecked = True  # (Workspace.jail says so itself)
             return None
         sandbox = self.config.sandbox
-        writable = (*sandbox.writable_paths(), *writable)
-        allowed = tuple(sandbox.socket_paths())
-        keep = (*self.keep, *allowed)  # a listed socket in /run or /tmp is bound back there
-        # The kernel's list is read anew each phase (a socket bound since the last one is hidden
-        # too). ralph's own folder (the laps' workspaces, the hooks' cache) holds none of the user's.
-        skip = (workspaces_root().parent, self.workspace.root, *self.credentials)
+        listed = tuple(sandbox.writable_paths())
         return self.workspace.jail(
             phase,
             network=network,
-            writable=writable,
+            writable=(*listed, *writable) if phase == "agent" else writable,
             home=sandbox.home_path(),
-            keep=keep,
-            hide=(*self.credentials, *self.hidden, *unreachable(keep, writable, allowed, skip)),
+            keep=self.keep if phase == "agent" else (*self.keep, *listed),
+            hide=(*self.credentials, *self.hidden),
+            sockets=tuple(sandbox.socket_paths()),
         )
 
     @cached_property

@@ -24,7 +24,9 @@ def fire(hooks: LifecycleHooks, event: str, top: Path, env: dict[str, str], **fa
     # A reason can hold what a model or a lap wrote: no NUL (no environment can hold one) and
     # not so long that the kernel refuses to start the hook.
     told = {f"RALPH_{name.upper()}": str(value).replace("\0", "")[:VALUE_CAP] for name, value in facts.items()}
-    done = proc.run(command, top, env=dict(env, **told), timeout=hooks.timeout)
+    # Your own command, not a lap's: your environment as ralph's git gets it, your git config too.
+    yours = proc.clean_env() | {name: value for name, value in env.items() if name not in proc.LAP_GIT}
+    done = proc.run(command, top, env=yours | told, timeout=hooks.timeout)
     if not done.ok:
         why = f"timed out after {hooks.timeout:g}s" if done.timed_out else f"exit {done.exit_code}"
         ui.warn(f"hooks.{event} `{command}` failed ({why}): {ui.one_line(done.tail(300), 200)}")

@@ -143,7 +143,7 @@ def _after_an_earlier_ralph(repo: git.RepoInfo, cfg: config_module.Config, name:
         ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
     if slot is None:
         _restore_after_crash(repo, name)
-    return proc.clean_env(allow=tuple(cfg.env.pass_), secrets=cfg.key_variables, extra={RUN_MARK: mark})
+    return proc.lap_env(tuple(cfg.env.pass_), extra={RUN_MARK: mark})
 
 
 def _context(
