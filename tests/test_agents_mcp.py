@@ -367,7 +367,10 @@ def test_a_lap_that_adds_a_file_servers_come_from_is_red(tmp_path: Path):
         assert "mcp.from: tools/mcp.json is not there" in " ".join(result.stderr.split())
     (lap,) = lap_notes(repo, "p")
     assert lap["status"] == "red"
-    assert "protected files changed: .mcp.json (added), tools/mcp.json (added)" in lap["reason"]
+    assert (
+        "never in scope (what runs, installs or configures the code and its checks): .mcp.json (added), tools/mcp.json (added)"
+        in lap["reason"]
+    )
 
 
 @pytest.mark.parametrize(

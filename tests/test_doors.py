@@ -102,7 +102,8 @@ def test_the_laps_gitattributes_cannot_name_a_filter_of_the_users(tmp_path: Path
         "printf '* filter=mine diff=mine\\n' > .gitattributes && echo changed > main.txt && "
         "sed -i 's/\\[ \\]/[x]/' TODO.md"
     )
-    repo = one_lap(tmp_path / "repo", agent, {"main.txt": "\n"}, setup=["true"], sandbox="required", protect=[])
+    files = {"main.txt": "\n", "TODO.md": "- [ ] x (may change: .gitattributes)\n"}  # the user's grant
+    repo = one_lap(tmp_path / "repo", agent, files, setup=["true"], sandbox="required", protect=[])
     git(repo, "config", "filter.mine.clean", "./clean.sh")
     git(repo, "config", "filter.mine.smudge", f"sh -c 'touch {out}/smudge; cat'")
     git(repo, "config", "diff.mine.textconv", f"sh -c 'touch {out}/textconv; cat'")

@@ -71,7 +71,7 @@ def test_setup_runs_once_and_again_only_after_a_lap_changes_a_setup_input(tmp_pa
     repo = make_repo(
         tmp_path / "repo",
         {
-            "TODO.md": TODO,
+            "TODO.md": TODO.replace("Second", "Second (may change: requirements.txt)"),  # the user's grant
             "PROGRESS.md": "",
             "requirements.txt": "one\n",
             ".gitignore": ".made-by-setup\n",
@@ -143,7 +143,7 @@ def test_copied_files_reach_every_lap_as_the_user_has_them_and_are_never_committ
     repo = make_repo(
         tmp_path / "repo",
         {
-            "TODO.md": TODO,
+            "TODO.md": TODO.replace("Second", "Second (may change: .gitignore)"),  # the user's grant
             ".gitignore": ".env\n",
             "ralph.yaml": config(
                 agent,
@@ -572,7 +572,7 @@ def test_what_the_laps_own_ignore_rules_hide_is_in_no_commit_and_not_judged(tmp_
     repo = make_repo(
         tmp_path / "repo",
         {
-            "TODO.md": "- [ ] a\n- [ ] b\n",
+            "TODO.md": "- [ ] a (may change: .gitignore, docs/.gitignore)\n- [ ] b\n",
             ".gitignore": "*.log\n",
             "tests/test_app.py": "def test_app():\n    import app\n    assert app.double(2) == 4\n",
             "app.py": "raise SystemExit('not yet')\n",
@@ -617,7 +617,7 @@ def test_an_honest_laps_own_ignore_rules_keep_what_they_let_in(tmp_path: Path):
     repo = make_repo(
         tmp_path / "repo",
         {
-            "TODO.md": "- [ ] a\n",
+            "TODO.md": "- [ ] a (may change: .gitignore, plugins/.gitignore)\n",
             ".gitignore": "*.log\n",
             "ralph.yaml": config(agent, [expected_red(check)], limits={"max_laps": 1}),
         },

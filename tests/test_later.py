@@ -103,7 +103,7 @@ def test_no_lap_leaves_a_stub_in_the_hook_cache_nor_lands_through_a_local_hook(t
     assert result.returncode == 0, result.stdout + result.stderr
     laps = lap_notes(repo, "r")
     assert [lap["status"] for lap in laps] == ["red", "green", "red", "green"], [lap["reason"] for lap in laps]
-    assert laps[0]["reason"].startswith("protected files changed")  # its hooks, from its own cache, passed
+    assert laps[0]["reason"].startswith("never in scope")  # its hooks, from its own cache, passed
     assert laps[2]["reason"] == "the repository's commit hooks rejected the lap: no-fixme failed"
     cached = list((Path.home() / ".cache" / "ralph" / "pre-commit").glob("*/repo*/no-fixme.sh"))
     assert cached and all(copy.read_text() == HOOK_REPO["no-fixme.sh"] for copy in cached)

@@ -149,8 +149,8 @@ def test_a_new_conftest_that_drops_failing_tests_is_not_green(tmp_path: Path):
     conftest = 'def pytest_collection_modifyitems(items):\\n    items[:] = [i for i in items if "sub" not in i.name]\\n'
     repo = job(tmp_path, f"pathlib.Path('tests/conftest.py').write_text('{conftest}')\n" + TICK)
     reason = only_red_lap(repo)["reason"]
-    assert "protected files changed: tests/conftest.py (added)" in reason
-    assert "failing tests are gone: tests/test_calc.py::test_sub" in reason
+    # A new test file: judged, not refused; the old tests are judged without it (test_sub still fails).
+    assert "pytest plugins changed: tests/conftest.py (added)" in reason
 
 
 def test_a_lap_cannot_grant_itself_permission(tmp_path: Path):

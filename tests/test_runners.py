@@ -403,7 +403,7 @@ def test_a_file_that_changes_how_the_runner_runs_is_protected(tmp_path: Path, na
     repo = _repo(tmp_path, runner, runner.check, {"1": [[path, None, text] for path, text in files.items()]})
     ralph(repo, "run", "--name", "r", env=env, timeout=600)
     (note,) = lap_notes(repo, "r")
-    assert note["status"] == "red" and "protected files changed" in note["reason"], note["reason"]
+    assert note["status"] == "red" and "never in scope" in note["reason"], note["reason"]
     assert next(iter(files)) in note["reason"], note["reason"]
 
 

@@ -397,7 +397,11 @@ def test_land_refuses_to_delete_an_ignored_file_where_a_landed_folder_goes(tmp_p
             "sed -i 's/\\[ \\]/[x]/' TODO.md && echo > .gitignore",
         },
     }
-    files = {"ralph.yaml": json.dumps(config), "TODO.md": "- [ ] folder\n", ".gitignore": "local.cfg\n"}
+    files = {
+        "ralph.yaml": json.dumps(config),
+        "TODO.md": "- [ ] folder (may change: .gitignore)\n",
+        ".gitignore": "local.cfg\n",
+    }
     repo = make_repo(tmp_path / "repo", files)
     assert ralph(repo, "run", "--name", "r").returncode == 0
     (repo / "local.cfg").write_text("PRECIOUS")  # the user's own, ignored
@@ -624,9 +628,8 @@ def test_a_gitmodules_path_outside_the_tree_is_never_touched(tmp_path: Path, pat
         "agent": {"kind": "command", "command": agent},
         "checks": ["true"],
         "sandbox": "off",
-        "protect": [],
-    }  # (adding a .gitmodules needs a grant otherwise)
-    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
+    }
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x (may change: .gitmodules)"])
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert (victim / "keep.txt").read_text() == "mine"
@@ -731,9 +734,9 @@ def test_a_folder_a_check_leaves_where_its_report_goes_is_no_crash(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    "item, status", [("Use the library", "red"), ("Add the library as a submodule (.gitmodules)", "green")]
+    "item, status", [("Use the library", "red"), ("Add the library (may change: .gitmodules, vendor/lib)", "green")]
 )
-def test_adding_a_submodule_needs_an_item_that_names_gitmodules(tmp_path: Path, item: str, status: str):
+def test_adding_a_submodule_needs_a_grant_of_gitmodules(tmp_path: Path, item: str, status: str):
     library = make_repo(tmp_path / "library", {"lib.txt": "library\n"})
     agent = (
         f"git -c protocol.file.allow=always submodule add -q {library} vendor/lib && sed -i 's/\\[ \\]/[x]/' TODO.md"
@@ -749,7 +752,10 @@ def test_adding_a_submodule_needs_an_item_that_names_gitmodules(tmp_path: Path, 
     (lap,) = lap_notes(repo, "r")
     assert lap["status"] == status, lap["reason"]
     if status == "red":
-        assert "protected files changed: .gitmodules (added)" in lap["reason"]
+        assert (
+            "never in scope (what runs, installs or configures the code and its checks): .gitmodules (added)"
+            in lap["reason"]
+        )
 
 
 @needs_bwrap

@@ -1,4 +1,4 @@
-"""`protect:` patterns mean what they mean in a .gitignore."""
+"""`protect:` patterns mean what they mean in a .gitignore; `file#table` ones protect the file."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.repos import make_repo
+from helpers.repos import git, make_repo
 from helpers.running import ralph
 
-from ralph.verdict.guard import matches
+from ralph.git import changes
+from ralph.verdict.guard import check_lap, matches
 
 
 @pytest.mark.parametrize(
@@ -45,3 +46,15 @@ def test_a_pattern_that_matches_no_file_is_named_at_the_start(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "protect: 'features/**' matches no file at the run's start" in result.stderr
     assert "'spec/'" not in result.stderr and "'/conftest.py'" not in result.stderr
+
+
+def test_a_table_pattern_other_than_rusts_tests_protects_its_whole_file(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] x\n", "app.toml": "[db]\nurl = 'a'\n\n[ui]\ntheme = 'x'\n"})
+    green = git(repo, "rev-parse", "HEAD")
+    (repo / "app.toml").write_text("[db]\nurl = 'a'\n\n[ui]\ntheme = 'y'\n")
+    git(repo, "commit", "-qam", "lap")
+    commit = git(repo, "rev-parse", "HEAD")
+    report = check_lap(
+        repo, green, commit, changes(repo, green, commit), ["app.toml#db"], "TODO.md", "PROGRESS.md", green
+    )
+    assert report.protected_touched == ["app.toml"]

@@ -311,19 +311,16 @@ NEW_TEST = [
     "    #[test]\n    fn subs() {",
     "    #[test]\n    fn subs_to_zero() {\n        assert_eq!(super::sub(3, 3), 0);\n    }\n\n    #[test]\n    fn subs() {",
 ]
-STEPS = {
-    "1": {"edits": [[SUBS, "        assert!(true);"]], "ticks": ["Make sub subtract"]},  # weakened: red
-    "2": {"edits": [FIX, NEW_TEST], "ticks": ["Make sub subtract"]},  # fixed, a test added: green
-    "3": {
-        "edits": [[SUBS, "        assert_eq!(super::sub(7, 3), 4);"]],
-        "ticks": ["Rewrite the subs test in src/lib.rs"],
-    },
+GRANT = "Rewrite the subs test in src/lib.rs (may change: src/lib.rs)"
+STEPS = {  # a weakened test without a grant is red: test_a_lap_may_change_the_code_and_add_tests_but_not_change_a_test
+    "1": {"edits": [FIX, NEW_TEST], "ticks": ["Make sub subtract"]},  # fixed, a test added: green
+    "2": {"edits": [[SUBS, "        assert_eq!(super::sub(7, 3), 4);"]], "ticks": [GRANT]},  # granted: green
 }
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed (.ci/run installs it)")
-def test_a_lap_that_weakens_a_rust_unit_test_is_red_unless_an_item_asks_for_it(tmp_path: Path):
+def test_a_rust_unit_test_a_users_item_grants_may_be_rewritten(tmp_path: Path):
     agent = python_agent(tmp_path / "agent" / "agent.py", AGENT)
     (tmp_path / "agent" / "steps.json").write_text(json.dumps(STEPS))
     agent["command"] += f" {tmp_path / 'agent' / 'steps.json'}"
@@ -331,16 +328,14 @@ def test_a_lap_that_weakens_a_rust_unit_test_is_red_unless_an_item_asks_for_it(t
         "goal": "Make sub subtract",
         "agent": agent,
         "checks": ["cargo test --no-fail-fast"],  # `protect` left out: the default protects Rust's tests
-        "limits": {"max_laps": 3, "stagnation": 10, "check_timeout": 300},
+        "limits": {"max_laps": 2, "stagnation": 10, "check_timeout": 300},
     }
-    items = ["Make sub subtract", "Rewrite the subs test in src/lib.rs"]
-    repo = make_repo(tmp_path / "repo", RUST.files, config=config, todo=items)
+    repo = make_repo(tmp_path / "repo", RUST.files, config=config, todo=["Make sub subtract", GRANT])
     result = ralph(repo, "run", "--name", "r", env=_rust_env(), timeout=600)
     notes = lap_notes(repo, "r")
     reasons = [note["reason"] for note in notes]
-    assert [note["status"] for note in notes] == ["red", "green", "green"], (reasons, result.stdout + result.stderr)
-    assert "protected files changed: src/lib.rs (modified)" in reasons[0], reasons[0]
-    assert notes[2]["granted"] == ["src/lib.rs"], notes[2]
+    assert [note["status"] for note in notes] == ["green", "green"], (reasons, result.stdout + result.stderr)
+    assert notes[1]["granted"] == ["src/lib.rs"], notes[1]
     assert result.returncode == 0, result.stdout + result.stderr
     lib = git(repo, "show", "ralph/r:src/lib.rs")
     assert "fn subs_to_zero()" in lib and "sub(7, 3), 4" in lib

@@ -82,7 +82,7 @@ def _say_outcome(record: LapRecord, on_line: bool) -> None:
     if record.protected_touched or record.granted:
         ui.say(
             f"protected   {ui.safe(', '.join(record.protected_touched)) or 'none touched'}"
-            + (f"; allowed by a ticked item: {ui.safe(', '.join(record.granted))}" if record.granted else "")
+            + (f"; granted by your TODO: {ui.safe(', '.join(record.granted))}" if record.granted else "")
         )
     if record.flaky:
         ui.say(f"flaky   {ui.safe(', '.join(record.flaky))}")

@@ -30,8 +30,9 @@ from ralph.verdict import check_files
 CONFIG_FILE = "ralph.yaml"
 CONFIG_MAX_CHARS = 1 << 20  # a ralph.yaml is a page or two; one past this is not one
 
-# What a lap may add to but not modify or delete: the tests, their configuration, CI and
-# ralph's own config. `file#table` protects one table (pyproject) or section (setup.cfg).
+# What a lap may add to but not modify or delete: the test files of every runner ralph reads.
+# Test configuration, CI and ralph's own config are never in a lap's scope (ralph/verdict/scope.py).
+# `*.rs#tests` protects the test functions of Rust files, not the rest of them.
 DEFAULT_PROTECT = [
     "**/tests/**",
     "**/test/**",
@@ -45,26 +46,6 @@ DEFAULT_PROTECT = [
     "*.test.*",
     "*.spec.*",
     "*.rs#tests",
-    "conftest.py",
-    "pytest.ini",
-    ".pytest.ini",
-    "pytest.toml",
-    ".pytest.toml",
-    "tox.ini",
-    "noxfile.py",
-    "pyproject.toml#tool.pytest",
-    "setup.cfg#tool:pytest",
-    "ralph.yaml",
-    ".github/**",
-    ".gitlab-ci.yml",
-    ".circleci/**",
-    ".ci/**",
-    ".pre-commit-config.yaml",
-    ".githooks/**",
-    ".husky/**",
-    ".gitattributes",
-    ".gitmodules",
-    ".mcp.json",
 ]
 
 
@@ -260,10 +241,9 @@ class Config(Section):
 
     @property
     def protected(self) -> list[str]:
-        """What a lap may not change: `protect`; the files that define how the checks run (their
-        Makefile, scripts, `package.json` scripts: ralph/verdict/check_files.py); and the file MCP servers
-        are loaded from (a lap that could add one would choose the programs the next run starts
-        outside the sandbox). The last two whatever `protect` says."""
+        """What the lap's prompt names as not its to change: `protect`; the files that define how
+        the checks run (their Makefile, scripts, `package.json` scripts: ralph/verdict/check_files.py)
+        and the file MCP servers are loaded from, both never in scope (ralph/verdict/scope.py)."""
         return [
             *self.protect,
             *check_files.patterns(self.check_commands),

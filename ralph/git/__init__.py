@@ -251,27 +251,6 @@ def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
     return found
 
 
-def changes_beyond_whitespace(cwd: Path, old: str, new: str, leaving_out: list[str]) -> bool:
-    """Whether anything but whitespace and blank lines changed, outside `leaving_out`."""
-    result = run(
-        cwd,
-        "diff",
-        "--quiet",
-        "--no-renames",
-        "-w",
-        "--ignore-blank-lines",
-        old,
-        new,
-        "--",
-        ".",
-        *(f":(exclude,literal){path}" for path in leaving_out),
-        check=False,
-    )
-    if result.exit_code not in (0, 1):
-        raise GitFailed(["diff", "--quiet", old, new], result)
-    return result.exit_code == 1
-
-
 def hooks_path(cwd: Path) -> str | None:
     """core.hooksPath as the user set it (None: the repository's hooks folder)."""
     configured = run(cwd, "config", "--get", "core.hooksPath", check=False).output.strip()

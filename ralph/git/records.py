@@ -139,7 +139,7 @@ class LapRecord(BaseModel):
     done: bool = False  # every check passes and no TODO item is open
     output_tail: str = ""  # the output that explains a red verdict (check, hook or agent)
     protected_touched: list[str] = []  # protected files the lap modified or deleted
-    granted: list[str] = []  # protected files a ticked TODO item named, so allowed
+    granted: list[str] = []  # paths not the lap's to change that a grant of the user's TODO opened
     tests: TestChanges | None = None  # where a check ran pytest
     flaky: list[str] = []  # checks that failed, then passed on a retry
     removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted

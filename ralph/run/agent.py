@@ -6,13 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ralph import git, todo
+from ralph import git
 from ralph.agents.base import AgentResult, LapTask
 from ralph.git import ledger
 from ralph.git.ledger import RunState
 from ralph.git.records import LapStatus
 from ralph.isolation import crashpoint
-from ralph.isolation.files import regular_text
 from ralph.run import prompt
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.prepare import Prepared
@@ -80,9 +79,6 @@ def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, t
     )
 
 
-TODO_CAP = 4 * 1024 * 1024  # bytes of TODO.md read for the in-lap check; a bigger one grants nothing there
-
-
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """What is left on the agent's uncommitted work when it says it is done, for agents that fix
     red checks in the lap: no change at all, a check that regressed or could not run, a check
@@ -105,15 +101,10 @@ def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     )
 
 
-def _grants_now(ctx: RunContext, state: RunState) -> list[str]:
-    """The items the agent has ticked so far that may grant changes, as the lap's verdict will
-    read them (open when the run started): a test file an item asks to rewrite may lose its old
-    test names, here as there (a migration's tests move out of their classes)."""
-    name = ctx.config.files.todo
-    after = todo.parse(regular_text(ctx.workspace.tree / name, TODO_CAP))  # the agent's own file, as it left it
-    ticked = todo.newly_ticked(todo.parse(git.show_file(ctx.top, state.green, name)), after)
-    users_items = {item.text for item in todo.parse(git.show_file(ctx.top, state.record.base, name)) if not item.done}
-    return [item for item in ticked if item in users_items]
+def _grants_now(ctx: RunContext, state: RunState) -> tuple[str, ...]:
+    """What the user's items grant, as the lap's verdict will read them: a test file a grant
+    names may lose its old test names, here as there (a migration's tests move out of their classes)."""
+    return guard_module.base_grants(ctx.top, state.record.base, ctx.config.files.todo)
 
 
 def _failing_tests(check: CheckResult) -> str:

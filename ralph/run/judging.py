@@ -18,6 +18,7 @@ from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult, all_pass, passing_tests
 from ralph.verdict.judge import material, next_lap_text, signals
+from ralph.verdict.scope import Scope
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,9 +43,14 @@ def judge(ctx: RunContext, state: RunState, lap: LapCommit, agent: AgentResult, 
     known = _before_checks(ctx, lap, agent)
     if known is not None:
         return known
-    files = ctx.config.files
+    config, files = ctx.config, ctx.config.files
+    scope = Scope(
+        tuple(config.scope) if config.scope is not None else None,
+        tuple(config.check_commands),
+        (config.mcp.from_,) if config.mcp.from_ else (),
+    )
     report = guard_module.check_lap(
-        ctx.top, lap.parent, lap.sha, lap.changes, ctx.config.protected, files.todo, files.progress, state.record.base
+        ctx.top, lap.parent, lap.sha, lap.changes, config.protect, files.todo, files.progress, state.record.base, scope
     )
     try:
         checked = checking.checks_on(ctx, lap, number, log_dir)

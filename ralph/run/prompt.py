@@ -24,7 +24,10 @@ Rules for this lap:
   you may add new ones.{handoff}
 - Do not weaken, skip or delete tests unless a TODO item says so.
 - Protected files may gain new files beside them but may not be modified or deleted,
-  unless the item you tick names the file: {protect}
+  unless the user's TODO item grants it with `(may change: PATH)`: {protect}
+- Tool, runner, CI and agent configuration, dependency manifests and lockfiles, .env files,
+  installed code and paths outside `scope:` in ralph.yaml are not yours to change either, unless
+  the user's TODO item grants them so.
 - Your edits are committed when you stop; then the repository's checks decide whether
   the lap is kept: every test and check that passed before must still pass. Checks: {checks}
 """

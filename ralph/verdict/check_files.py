@@ -1,13 +1,15 @@
-"""The files that define how a check runs, read off its command: a lap that rewrites them
-changes the judge rather than the code (a Makefile that forges the report, a `package.json`
-script that no longer runs the tests, an `ignore_errors = true` for mypy), so they are protected
-like test configuration."""
+"""The files that define how a check runs, read off its command (and off the `repo: local` hooks
+of a pre-commit it runs): a lap that rewrites them changes the judge rather than the code (a
+Makefile that forges the report, a `package.json` script that no longer runs the tests, an
+`ignore_errors = true` for mypy), so they are never in a lap's scope (ralph/verdict/scope.py)."""
 
 from __future__ import annotations
 
 import re
 import shlex
 from pathlib import PurePosixPath
+
+import yaml
 
 from ralph.isolation.sandbox import words
 
@@ -202,6 +204,44 @@ def _of_segment(words: list[str]) -> list[str]:
         if script and _SCRIPT.search(script) and _in_tree(script):
             found.append(_anchored(script))
     return found
+
+
+def pre_commit_configs(commands: list[str]) -> list[str]:
+    """The configuration files of the pre-commit runs the commands make (`-c`/`--config`, else
+    .pre-commit-config.yaml): their `repo: local` hooks run scripts of the tree."""
+    found: list[str] = []
+    for segment in (segment for command in commands for segment in _segments(command)):
+        words = _command(segment)
+        name = words[0].rsplit("/", 1)[-1] if words else ""
+        if name in _SHELLS and "-c" in words[1:-1]:
+            found += pre_commit_configs([words[words.index("-c") + 1]])
+        elif (_module(words) if _PYTHON.match(name) else name) in ("pre-commit", "pre_commit"):
+            named = [words[at + 1] for at, word in enumerate(words[:-1]) if word in ("-c", "--config")]
+            named += [word.partition("=")[2] for word in words if word.startswith("--config=")]
+            found += [path for path in named if _in_tree(path)] or [".pre-commit-config.yaml"]
+    return list(dict.fromkeys(found))
+
+
+def local_hook_files(config: str | None) -> list[str]:
+    """What the `repo: local` hooks of a pre-commit configuration run from the tree, as patterns:
+    a `script` hook's file, and what a check's command would (a script it names, a Makefile)."""
+    try:
+        data = yaml.safe_load(config or "")
+    except (yaml.YAMLError, RecursionError):
+        return []
+    repos = data.get("repos") if isinstance(data, dict) else None
+    found: list[str] = []
+    for repo in repos if isinstance(repos, list) else []:
+        hooks = repo.get("hooks") if isinstance(repo, dict) and repo.get("repo") == "local" else None
+        for hook in hooks if isinstance(hooks, list) else []:
+            if not isinstance(hook, dict):
+                continue
+            args = hook["args"] if isinstance(hook.get("args"), list) else []
+            command = words(str(hook.get("entry", ""))) + [str(arg) for arg in args]
+            if hook.get("language") in ("script", "unsupported_script") and command and _in_tree(command[0]):
+                found.append(_anchored(command[0]))
+            found += _of_segment(command)
+    return list(dict.fromkeys(found))
 
 
 def _command(words: list[str]) -> list[str]:

@@ -1,114 +1,46 @@
-"""What a lap may not do, whatever its checks say: touch protected files, rewrite the TODO.
+"""What a lap may not do, whatever its checks say: change what is not its to change, rewrite the TODO.
 
-Protected paths: a lap may add files there but not modify or delete existing ones,
-unless an item it ticks names the file (its path or its file name) and that item was
-already in the TODO when the run started (the user's word, not a lap's), or the user
-set `protect: []`. Adding a test-configuration file (conftest.py, pytest.ini, …) where
-a pattern protects it counts as a change too: a new one can deselect or skip tests.
-`file#table` entries protect one table of a TOML file (pyproject.toml) or one section of an
-INI file (setup.cfg), so the rest of the file stays editable; `file#prefix*` every one whose name
-starts so (`setup.cfg#mypy*`: [mypy] and each [mypy-module]). `*.rs#tests` protects the test
+A lap may add, modify or delete a path only where the run's scope allows it and the path is not
+one of those never in scope (ralph/verdict/scope.py), unless a grant names it: an item of the
+run's base TODO.md ending in `(may change: PATH …)` (ralph/verdict/grants.py), the user's own
+words as committed, which hold for every lap. Protected paths (`protect`, the existing tests) may
+be added to, not modified or deleted, unless a grant names them; `*.rs#tests` protects the test
 functions of Rust files (ralph/verdict/inline_tests.py): a lap may add one, not change or remove
-one the last green commit had. Whatever `protect` says, a new
-module may not shadow what the checks import (ralph/verdict/shadowing.py), nor a new stub hide
-its module from a type checker, unless an item names it.
+one the last green commit had. Whatever `protect` says, a new module may not shadow what the
+checks import (ralph/verdict/shadowing.py), nor a new stub hide its module from a type checker,
+unless granted.
 """
 
 from __future__ import annotations
 
-import configparser
-import fnmatch
-import json
-import re
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 import pathspec
 
 from ralph import git, todo
-from ralph.verdict import check_files, inline_tests, shadowing
+from ralph.verdict import grants, inline_tests, shadowing
+from ralph.verdict.scope import Scope
 
-_SETUP_WORDS = re.compile(r"\b(pytest|plugins?|conftest|config(uration)?)\b", re.IGNORECASE)
-# An item grants changing a file only when its own words ask for a change to it: in one clause,
-# a word that asks for a change and the file's name, and nothing that says to leave it be. A
-# file it names as the goal of the work ("… so tests/test_calc.py::test_sub passes", "make
-# test_x pass", with what follows it in parentheses), for reference ("see tests/test_x.py") or to
-# keep ("do not edit …", "keeping … as it is") is not one.
-_CHANGE_WORDS = re.compile(
-    r"\b(?:(?:rewrit|delet|remov|renam|mov|updat|chang|replac|migrat|merg|restructur|regenerat|upgrad|writ)"
-    r"(?:e|es|ed|ing|ten)|wrote|drop(?:s|ped|ping)?|modif(?:y|ies|ied|ying)|edit(?:s|ed|ing)?|port(?:s|ed|ing)?"
-    r"|convert(?:s|ed|ing)?|split(?:s|ting)?|refactor(?:s|ed|ing)?|add(?:s|ed|ing)?|extend(?:s|ed|ing)?"
-    r"|adjust(?:s|ed|ing)?|tid(?:y|ies|ied|ying)|bump(?:s|ed|ing)?|reformat(?:s|ted|ting)?)\b",
-    re.IGNORECASE,
-)
-_LEAVE_BE = re.compile(
-    r"\b(?:not|never|without|don'?t|keep|keeping|kept|leave|leaving|unchanged|untouched|intact|as (?:it )?is|see|cf)\b",
-    re.IGNORECASE,
-)
-_GOAL_CLAUSES = re.compile(
-    r"(?:\b(so( that)?|make|makes|making|until|till|get|getting|let|letting)\b[^.;]*?\bpass(es|ing)?\b"
-    r"|[\w./:\[\]-]+\s+(?:(?:should|must|will|to|now)\s+)?(?:passes|pass|passing)\b)(?:\s*\([^)]*\))?",
-    re.IGNORECASE,
-)
-_CLAUSE_BREAKS = re.compile(r"[;,]|:\s|\.\s|\s[—–-]\s")
-# Files that make pytest pass over a folder (it takes one holding pyvenv.cfg for a virtualenv).
-COLLECTION_BLINDERS = frozenset({"pyvenv.cfg"})
+_WHAT = {"A": "added", "D": "deleted"}
+EVERY_PATH = Scope()
+SHOWN = 5
 
 
 @dataclass
 class GuardReport:
     problems: list[str] = field(default_factory=list)
     protected_touched: list[str] = field(default_factory=list)  # modified or deleted, not granted
-    granted: list[str] = field(default_factory=list)  # protected, but a ticked item named them
-    grants: list[str] = field(default_factory=list)  # the ticked items that may grant: the user's
-    idle_ticks: str = ""  # items ticked with nothing but whitespace changed: red unless a test now passes
+    out_of_scope: list[str] = field(default_factory=list)  # added, modified or deleted, not granted
+    granted: list[str] = field(default_factory=list)  # not the lap's to change, but a grant names them
+    grants: tuple[str, ...] = ()  # what the items of the run's base TODO.md grant
+    idle_ticks: str = ""  # items ticked with nothing changed: red unless a test or check now passes
 
-    def allows(self, name: str) -> bool:
-        """Does an item this lap ticked, open since the run started, ask for a change to this file?"""
-        return _named_in(name, self._asking[0])
-
-    def allows_setup(self, name: str) -> bool:
-        """A change to how pytest runs needs an item that names the file and says what it is
-        (a plugin, a conftest, pytest's configuration), not one that names it in passing."""
-        return _named_in(name, self._asking[1])
-
-    @cached_property
-    def _asking(self) -> tuple[frozenset[str], frozenset[str]]:
-        """The words of the grants' clauses that ask for a change, of them all and of those that
-        name pytest's set-up: asked once per file, so a lap that ticks many items and changes
-        many files costs their sum, not their product. `grants` is set before the first question."""
-        asking = {item: _asking_words(item) for item in self.grants}
-        setup = [words for item, words in asking.items() if _SETUP_WORDS.search(item)]
-        return frozenset().union(*asking.values()), frozenset().union(*setup)
-
-
-# .gitattributes: an encoding, ident or eol attribute changes what a checkout of a file holds,
-# a test file's included, without changing its blob. .gitmodules: a submodule is code from
-# elsewhere that the checks then run.
-CONFIG_NAMES = frozenset(
-    {
-        "conftest.py",
-        "pytest.ini",
-        ".pytest.ini",
-        "pytest.toml",
-        ".pytest.toml",
-        "tox.ini",
-        "setup.cfg",
-        "noxfile.py",
-        "pyproject.toml",
-        "ralph.yaml",
-        ".pre-commit-config.yaml",
-        ".gitattributes",
-        ".gitmodules",
-        ".mcp.json",
-    }
-)
-# And what a check's program reads to know what to run and how to judge (check_files.py): a new
-# one takes over, GNUmakefile beside a Makefile, mypy.ini beside pyproject.toml.
-CONFIG_GLOBS = check_files.FILE_NAMES
+    def allows(self, path: str) -> bool:
+        """Does a grant of the user's name this path?"""
+        return bool(path) and grants.allows(self.grants, path)
 
 
 def check_lap(
@@ -120,49 +52,81 @@ def check_lap(
     todo_name: str,
     progress_name: str,
     base: str,
+    scope: Scope = EVERY_PATH,
 ) -> GuardReport:
     """Everything a lap did between the last green commit and its own commit (`changes`:
     the changed paths, as git.changes gives them) that it may not."""
     statuses = {path: status for path, (status, _) in changes.items()}
-    report = GuardReport()
+    notes = [todo_name, progress_name]
+    report = GuardReport(grants=base_grants(cwd, base, todo_name))
     before = todo.parse(git.show_file(cwd, green, todo_name))
     after = todo.parse(git.show_file(cwd, commit, todo_name))
     ticked = todo.newly_ticked(before, after)
-    # Only items open when the run started grant: not one a lap added, nor one the user had
-    # already ticked (a lap could untick it, then tick it again).
-    users_items = {item.text for item in todo.parse(git.show_file(cwd, base, todo_name)) if not item.done}
-    report.grants = [item for item in ticked if item in users_items]
-    report.problems += _not_files(changes, [todo_name, progress_name])
+    report.problems += _not_files(changes, notes)
     report.problems += todo_problems(before, after)
-    if ticked and not _did_work(cwd, green, commit, statuses, [todo_name, progress_name]):
+    if ticked and not any(path not in notes for path in statuses):
         report.idle_ticks = (
-            f"ticked without work: {len(ticked)} item(s) ticked, nothing but whitespace "
-            f"changed outside {todo_name} and {progress_name}, and no test or check went from failing to passing"
+            f"ticked without work: {len(ticked)} item(s) ticked, nothing changed outside {todo_name} and "
+            f"{progress_name}, and no test or check went from failing to passing"
         )
-    blinders = [
-        path
-        for path, status in statuses.items()
-        if status != "D" and path.rsplit("/", 1)[-1] in COLLECTION_BLINDERS and not report.allows(path)
-    ]
-    if blinders:
-        report.problems.append(f"files that make pytest skip their folder: {', '.join(sorted(blinders)[:5])}")
+    runs = scope.run_files(lambda path: git.show_file(cwd, green, path))
+    report.problems += _scope_problems(statuses, protect, scope, runs, notes, report)
     report.problems += _shadowing_problems(cwd, green, commit, changes, report)
     report.problems += _stub_problems(cwd, commit, changes, report)
     links = [path for path, (_, mode) in changes.items() if mode == "120000"]
-    report.problems += _symlink_problems(cwd, green, commit, links, protect, [todo_name, progress_name])
+    report.problems += _symlink_problems(cwd, green, commit, links, protect, notes)
+    judged = set(report.out_of_scope) | set(report.granted)
     for path, status in statuses.items():
-        added_freely = status == "A" and not is_config(path.rsplit("/", 1)[-1]) and path not in protect
-        if added_freely or not _is_protected(cwd, green, commit, path, protect):
+        if status == "A" or path in judged or not _is_protected(cwd, green, commit, path, protect):
             continue
-        if report.allows(path):
-            report.granted.append(path)
-        else:
-            report.protected_touched.append(path)
+        (report.granted if report.allows(path) else report.protected_touched).append(path)
     if report.protected_touched:
-        what = {"A": "added", "D": "deleted"}
-        verb = ", ".join(f"{path} ({what.get(statuses[path], 'modified')})" for path in report.protected_touched)
+        verb = ", ".join(f"{path} ({_WHAT.get(statuses[path], 'modified')})" for path in report.protected_touched)
         report.problems.append(f"protected files changed: {verb}")
     return report
+
+
+def base_grants(cwd: Path, base: str, todo_name: str) -> tuple[str, ...]:
+    """What the items of the run's base TODO.md grant, ticked or not: the user's words as
+    committed. An item a lap, a split, the planner or an issue added grants nothing."""
+    return grants.all_of(item.text for item in todo.parse(git.show_file(cwd, base, todo_name)))
+
+
+def _scope_problems(
+    statuses: dict[str, str],
+    protect: list[str],
+    scope: Scope,
+    runs: tuple[str, ...],
+    notes: list[str],
+    report: GuardReport,
+) -> list[str]:
+    """The paths the lap changed that are outside the run's scope or never in any, and not granted."""
+    found: dict[str, list[str]] = {"outside": [], "never": []}
+    for path in sorted(statuses):
+        why = "" if path in notes else scope.why_not(path, runs, protect)
+        if why and report.allows(path):
+            report.granted.append(path)
+        elif why:
+            report.out_of_scope.append(path)
+            found[why].append(path)
+    problems = []
+    for why, paths in found.items():
+        if not paths:
+            continue
+        listed = _listed([f"{path} ({_WHAT.get(statuses[path], 'modified')})" for path in paths])
+        grant = f'grant it with "(may change: {", ".join(paths[:SHOWN])})" at the end of a TODO item of yours'
+        if why == "outside":
+            problems.append(f"outside the run's scope: {listed} — {grant}, or widen scope: in ralph.yaml")
+        else:
+            problems.append(
+                f"never in scope (what runs, installs or configures the code and its checks): {listed} — {grant}"
+            )
+    return problems
+
+
+def _listed(entries: list[str]) -> str:
+    shown = ", ".join(entries[:SHOWN])
+    return shown + (f" and {len(entries) - SHOWN} more" if len(entries) > SHOWN else "")
 
 
 def _not_files(changes: dict[str, tuple[str, str]], names: list[str]) -> list[str]:
@@ -176,20 +140,6 @@ def _not_files(changes: dict[str, tuple[str, str]], names: list[str]) -> list[st
         if kind:
             problems.append(f"{name} is {kind} in the lap's commit, not a file: ralph reads and writes it as one")
     return problems
-
-
-def is_config(name: str) -> bool:
-    """A file name that decides how a check runs or what it sees, wherever it is added."""
-    return name in CONFIG_NAMES or any(fnmatch.fnmatchcase(name, glob) for glob in CONFIG_GLOBS)
-
-
-def _did_work(cwd: Path, green: str, commit: str, statuses: dict[str, str], notes: list[str]) -> bool:
-    """A file added or deleted (an empty __init__.py is work), or a change that is more than
-    whitespace and blank lines, outside the TODO and PROGRESS files."""
-    elsewhere = {path: status for path, status in statuses.items() if path not in notes}
-    return any(status != "M" for status in elsewhere.values()) or (
-        bool(elsewhere) and git.changes_beyond_whitespace(cwd, green, commit, notes)
-    )
 
 
 def _shadowing_problems(
@@ -263,22 +213,16 @@ def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
 
 
 def _is_protected(cwd: Path, green: str, commit: str, path: str, protect: list[str]) -> bool:
-    """Whole-file patterns are read together, in order (so `!` excludes); a `file#table` one
-    protects that table of the files it matches, and `*.rs#tests` the test functions of Rust
-    files (unit tests live in the code's own files)."""
-    if matches([pattern for pattern in protect if "#" not in pattern], path):
+    """Whole-file patterns are read together, in order (so `!` excludes); `*.rs#tests` protects
+    the test functions of Rust files (unit tests live in the code's own files). Any other
+    `file#table` protects its whole file: the tables it once meant were configuration files',
+    now never in scope whole (ralph/verdict/scope.py)."""
+    if matches([pattern.partition("#")[0] for pattern in protect if not pattern.endswith("#tests")], path):
         return True
-    for pattern in protect:
-        file_pattern, _, table = pattern.partition("#")
-        if not table or not matches([file_pattern], path):
-            continue
-        old, new = git.show_file(cwd, green, path), git.show_file(cwd, commit, path)
-        if table == "tests" and path.endswith(".rs"):
-            if _tests_changed(old, new):
-                return True
-        elif _table(old, path, table) != _table(new, path, table):
-            return True
-    return False
+    rust = [pattern.partition("#")[0] for pattern in protect if pattern.endswith("#tests")]
+    if not path.endswith(".rs") or not matches(rust, path):
+        return False
+    return _tests_changed(git.show_file(cwd, green, path), git.show_file(cwd, commit, path))
 
 
 def _tests_changed(old: str | None, new: str | None) -> bool:
@@ -289,52 +233,6 @@ def _tests_changed(old: str | None, new: str | None) -> bool:
         return False
     after = inline_tests.rust_tests(new or "")
     return any(after.get(key) != text for key, text in inline_tests.rust_tests(old).items())
-
-
-def _table(text: str | None, path: str, name: str) -> object:
-    """One table (TOML, dotted prefix) or section (INI) of a file, or all those a name ending in
-    `*` starts (by name); None when absent, "unreadable" when the file is."""
-    if text is None:
-        return None
-    if path.endswith((".toml", ".json")):
-        try:
-            data = tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
-        except (tomllib.TOMLDecodeError, ValueError, RecursionError):
-            return "unreadable"
-        *parents, last = name.split(".")
-        found: object = data
-        for key in parents:
-            found = found.get(key) if isinstance(found, dict) else None
-        return _entry(found, last)
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return "unreadable"
-    return _entry({section: dict(parser[section]) for section in parser.sections()}, name)
-
-
-def _entry(table: object, key: str) -> object:
-    """`table[key]`, or for `prefix*` the entries whose keys start so (None for none: a file
-    without them and no file read the same)."""
-    if not isinstance(table, dict):
-        return None
-    if not key.endswith("*"):
-        return table.get(key)
-    return {name: value for name, value in table.items() if name.startswith(key[:-1])} or None
-
-
-def _asking_words(item: str) -> set[str]:
-    """The words (paths, file names) of the item's clauses, goal clauses aside, that have a word
-    asking for a change and none saying to leave it be: the files it asks to change."""
-    clauses = _CLAUSE_BREAKS.split(_GOAL_CLAUSES.sub(" ", item))
-    asking = [clause for clause in clauses if _CHANGE_WORDS.search(clause) and not _LEAVE_BE.search(clause)]
-    return {word for clause in asking for word in re.findall(r"[\w./-]+", clause)}
-
-
-def _named_in(path: str, words: frozenset[str]) -> bool:
-    """Is the file named among these words, by its path or its file name?"""
-    return bool(path) and (path in words or path.rsplit("/", 1)[-1] in words)
 
 
 def spec_of(patterns: list[str]) -> pathspec.GitIgnoreSpec:

@@ -60,7 +60,7 @@ def compare(last_green: list[CheckResult], now: list[CheckResult], grants: Guard
             result.problems.append(f"check regressed: `{check.command}` ({what})")
         if before.tests and check.tests:
             _compare_tests(before, check, grants.allows, result)
-            result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows_setup)
+            result.problems += _setup_changes(before.tests.setup, check.tests.setup, grants.allows)
         elif before.tests and before.tests.counts.passed:
             result.problems.append(
                 f"`{check.command}` timed out before it gave its per-test results: "

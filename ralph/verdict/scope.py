@@ -1,0 +1,100 @@
+"""What a lap may change: the run's scope, less the paths that are never in it.
+
+`scope:` in ralph.yaml lists globs from the repository's root (absent: every path); TODO.md and
+PROGRESS.md are always in it. Some paths are never in scope, wherever they sit and whatever glob
+covers them: what a runtime, a package manager, a test runner, a CI service or an agent reads by
+its name alone, and what the checks' own commands run. The list is fixed by the languages and
+their tools, not by guesses about attacks; only a grant that names the path opens one
+(ralph/verdict/grants.py, in the user's own TODO.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pathspec
+
+from ralph.verdict import check_files
+from ralph.verdict.paths import anchored
+
+# Gitignore patterns without a slash match a name in any folder; `name/` a folder and all in it.
+NEVER = (
+    # What an interpreter or a shell runs or reads by its name alone: Python at start-up, a .env
+    # that make, direnv, docker compose or a dotenv loader reads, pytest's folder blinder.
+    *"sitecustomize.py usercustomize.py *.pth .env .env.* *.env .envrc pyvenv.cfg".split(),
+    # Installed code: what package managers put there runs in place of the project's.
+    *"node_modules/ .venv/ venv/ vendor/ __pypackages__/ site-packages/ .tox/ .nox/ .cargo/ .yarn/ .pnp.*".split(),
+    *".mvn/ gradle/wrapper/ gradlew mvnw".split(),
+    # Test runners, build tools, type checkers and linters read these to know what to run and how
+    # to judge (check_files.FILE_NAMES adds those a check's program reads).
+    *"pytest.ini .pytest.ini pytest.toml .pytest.toml setup.cfg .coveragerc tsconfig*.json jsconfig*.json".split(),
+    *".eslintrc* eslint.config.* karma.conf.* cypress.config.* deno.json deno.jsonc CMakeLists.txt *.cmake".split(),
+    ".config/nextest.toml",
+    # Dependency manifests and lockfiles (a change of dependencies is the user's decision), and
+    # the toolchain pins that choose the interpreter or compiler.
+    *"requirements*.txt requirements/ constraints*.txt Pipfile Pipfile.lock poetry.lock uv.lock pdm.lock".split(),
+    *"pixi.toml pixi.lock environment.yml setup.py package.json package-lock.json npm-shrinkwrap.json".split(),
+    *"yarn.lock pnpm-lock.yaml pnpm-workspace.yaml bun.lock bun.lockb go.mod go.sum go.work go.work.sum".split(),
+    *"Cargo.toml Cargo.lock Gemfile Gemfile.lock *.gemspec composer.json composer.lock pom.xml".split(),
+    *"build.gradle build.gradle.kts settings.gradle settings.gradle.kts gradle.properties".split(),
+    *".python-version .tool-versions mise.toml .mise.toml .nvmrc .node-version .ruby-version .java-version".split(),
+    # git and the hooks it runs, CI, and ralph's own configuration.
+    *".gitattributes .gitmodules .gitignore .githooks/ .husky/ .pre-commit-config.yaml .pre-commit-hooks.yaml".split(),
+    *".github/ .gitlab-ci.yml .gitlab/ .circleci/ .ci/ .travis.yml .buildkite/ azure-pipelines.yml".split(),
+    *"appveyor.yml bitbucket-pipelines.yml Jenkinsfile .woodpecker.yml .woodpecker/ ralph.yaml".split(),
+    # What coding agents load from the project: settings with hooks, MCP servers, instructions.
+    *".claude/ CLAUDE.md CLAUDE.local.md AGENTS.md .mcp.json .codex/ .gemini/ GEMINI.md .opencode/".split(),
+    *"opencode.json opencode.jsonc .goosehints .aider* .cursor/ .cursorrules".split(),
+    *check_files.FILE_NAMES,
+)
+_NEVER = pathspec.GitIgnoreSpec.from_lines(NEVER)
+# A name in no folder `protect` covers whole: a conftest.py is in a test folder when it is.
+_PROBE = ".ralph-probe"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The run's scope (`globs`, None: every path) and what its configuration puts out of any: the
+    files its checks' commands run, and paths it names (the MCP servers' file)."""
+
+    globs: tuple[str, ...] | None = None
+    commands: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
+
+    def run_files(self, read: Callable[[str], str | None]) -> tuple[str, ...]:
+        """The files the checks run, as whole-file patterns (`package.json#scripts` is package.json),
+        the scripts of pre-commit's `repo: local` hooks included; `read` gives a file as the last
+        green commit has it."""
+        commands = list(self.commands)
+        hooks = [
+            pattern
+            for config in check_files.pre_commit_configs(commands)
+            for pattern in check_files.local_hook_files(read(config))
+        ]
+        named = ["/" + path for path in self.named]
+        return tuple(dict.fromkeys(p.partition("#")[0] for p in [*check_files.patterns(commands), *hooks, *named]))
+
+    def why_not(self, path: str, runs: tuple[str, ...], protect: Iterable[str]) -> str:
+        """Why a lap may not change the path without a grant: "never" (in scope), "outside" (the
+        run's scope), or "" when it may."""
+        if never(path, runs, tuple(protect)):
+            return "never"
+        if self.globs is not None and not anchored(self.globs).match_file(path):
+            return "outside"
+        return ""
+
+
+def never(path: str, runs: tuple[str, ...], protect: tuple[str, ...]) -> bool:
+    """Never in scope: a name of the fixed list, a file the checks run, a conftest.py outside the
+    folders `protect` covers whole (a new one inside is a new test file; it sets up every test)."""
+    if path.rsplit("/", 1)[-1] == "conftest.py":
+        folder = path.rpartition("/")[0]
+        return not folder or not _spec(tuple(p for p in protect if "#" not in p)).match_file(f"{folder}/{_PROBE}")
+    return _NEVER.match_file(path) or _spec(runs).match_file(path)
+
+
+@lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
