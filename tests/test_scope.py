@@ -246,3 +246,18 @@ def test_what_a_local_hook_runs_is_never_in_scope():
 def test_what_is_never_in_scope_wherever_it_sits(path: str, why: str):
     assert Scope().why_not(path, (), tuple(DEFAULT_PROTECT)) == why
     assert Scope(globs=("**",)).why_not(path, (), tuple(DEFAULT_PROTECT)) == why  # no glob opens one
+
+
+def test_a_manifest_that_breaks_setup_is_named_before_the_setup_it_broke(tmp_path: Path):
+    """The checks cannot run when setup fails on the lap's manifest: the reason says first what
+    the lap may not change, the cause, not only that setup failed."""
+    cheat = edited("requirements.txt", "pytest\n", "pytest\nno-such-package\n") + TICK_MUL
+    repo = attacks(tmp_path, [cheat], TICK_MUL.lstrip())
+    write(repo, {"requirements.txt": "pytest\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "requirements")
+    refuse = "import sys; sys.exit('no-such-package' in open('requirements.txt').read())"
+    reconfigure(repo, setup=[f'{PY} -c "{refuse}"'])
+    ralph(repo, "run", "--name", "t")
+    (reason,) = red_reasons(repo, 1)
+    assert reason.startswith(NEVER + "requirements.txt (modified)") and "setup: " in reason, reason

@@ -162,7 +162,7 @@ def test_a_gitignored_module_cannot_pass_the_checks_in_strict_mode(tmp_path: Pat
     # calc.py no longer imports, so test_add cannot even be collected.
     assert "tests that passed are gone: tests/test_calc.py::test_add" in lap["reason"]
     assert "passing tests dropped 1 → 0" in lap["reason"]
-    assert "strict: ignored files were deleted before the checks: _generated.py" in lap["reason"]
+    assert "files the commit lacks were deleted before the checks: _generated.py" in lap["reason"]
     assert lap["removed_before_checks"] == ["_generated.py"]
     # Without strict, the ignored module is still in the worktree when the checks run: the
     # reason strict exists.

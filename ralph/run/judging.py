@@ -54,10 +54,9 @@ def judge(ctx: RunContext, state: RunState, lap: LapCommit, agent: AgentResult, 
     )
     try:
         checked = checking.checks_on(ctx, lap, number, log_dir)
-    except checking.CannotCheck as cannot:
-        return Judged(
-            status=LapStatus.RED, reason=cannot.reason, output_tail=cannot.detail, files_changed=len(lap.changes)
-        )
+    except checking.CannotCheck as cannot:  # what the lap may not change first: often the cause (a manifest)
+        reason = "; ".join([*report.problems, cannot.reason])
+        return Judged(status=LapStatus.RED, reason=reason, output_tail=cannot.detail, files_changed=len(lap.changes))
     return _after_checks(ctx, state, lap, agent, report, checked, log_dir)
 
 
@@ -121,7 +120,7 @@ def _after_checks(
     if report.idle_ticks and not _made_something_pass(state.green_checks(), results, comparison):
         problems.append(report.idle_ticks)
     if problems and removed and ctx.config.strict:
-        problems.append(f"strict: ignored files were deleted before the checks: {', '.join(removed[:5])}")
+        problems.append(f"files the commit lacks were deleted before the checks: {', '.join(removed[:5])}")
     green = Judged(
         status=LapStatus.GREEN,
         reason=ratchet.green_reason(results),
