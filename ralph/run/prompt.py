@@ -21,7 +21,8 @@ RULES = """\
 Rules for this lap:
 {scope}
 - Tick (`- [x]`) only the items you really finished. Do not delete or reword items;
-  you may add new ones.{handoff}
+  you may add new ones. An item with steps under it is done only when its own words are
+  met, not when its steps are ticked.{handoff}
 - Do not weaken, skip or delete tests unless a TODO item says so.
 - Protected files may gain new files beside them but may not be modified or deleted,
   unless the user's TODO item grants it with `(may change: PATH)`: {protect}
