@@ -261,3 +261,16 @@ def test_a_manifest_that_breaks_setup_is_named_before_the_setup_it_broke(tmp_pat
     ralph(repo, "run", "--name", "t")
     (reason,) = red_reasons(repo, 1)
     assert reason.startswith(NEVER + "requirements.txt (modified)") and "setup: " in reason, reason
+
+
+def test_a_report_the_agent_left_by_running_the_checks_itself_is_no_part_of_its_commit(tmp_path: Path):
+    """Agents run the repository's checks before they stop: the report a check writes into the
+    tree (`junit:`) is the check's, so it is never committed, and never outside the lap's scope."""
+    check = f"mkdir -p reports && {PY} -m pytest -q -p no:cacheprovider --junitxml=reports/junit.xml"
+    run_it = f"\nimport subprocess\nsubprocess.run({check!r}, shell=True)"
+    repo = attacks(tmp_path, [], TICK_MUL.lstrip() + run_it)
+    reconfigure(repo, checks=[{"run": check, "junit": "reports/junit.xml"}], scope=["calc.py", "tests/"])
+    ralph(repo, "run", "--name", "t")
+    (lap,) = laps(repo)
+    assert lap["status"] == "green", lap["reason"]
+    assert "reports/junit.xml" not in git(repo, "ls-tree", "-r", "--name-only", "ralph/t")

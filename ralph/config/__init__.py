@@ -254,6 +254,11 @@ class Config(Section):
     def check_commands(self) -> list[str]:
         return [check.run for check in self.checks]
 
+    @property
+    def check_reports(self) -> tuple[str, ...]:
+        """The reports the checks write into the tree (`junit:`, `jest:`): theirs, never a lap's work."""
+        return tuple(path for check in self.checks for path in (check.junit, check.jest) if path)
+
 
 def load(path: Path) -> Config:
     """Read and validate a config file; every problem becomes one RalphError line."""

@@ -78,6 +78,9 @@ class Workspace:
     tags: str = ""
     # Code of a lap's may have run in tree/ since ralph last made it safe for its own git.
     unchecked: bool = True
+    # The reports the checks write into the tree (globs): an agent that ran the checks itself
+    # leaves them, and they are no part of its work, so no lap commit holds them.
+    reports: tuple[str, ...] = ()
     own: OwnGit = field(init=False)  # ralph's own git on tree/
     provision: Provision = field(init=False)  # the untracked files that are the user's or setup's
 
@@ -201,6 +204,7 @@ class Workspace:
         submodules = submodule_heads(self.tree, self.lap_git, own.gitlinks())
         spared = [*own.unignored(self.provision.kept), *submodules]
         left_out = [f":(exclude,literal){path}" for path in spared]
+        left_out += [f":(exclude,glob){pattern}" for pattern in self.reports]
         staged = own.run(*git.DURABLE, "add", "-A", "--", ".", *left_out, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
