@@ -78,9 +78,6 @@ class Workspace:
     tags: str = ""
     # Code of a lap's may have run in tree/ since ralph last made it safe for its own git.
     unchecked: bool = True
-    # The reports the checks write into the tree (globs): an agent that ran the checks itself
-    # leaves them, and they are no part of its work, so no lap commit holds them.
-    reports: tuple[str, ...] = ()
     own: OwnGit = field(init=False)  # ralph's own git on tree/
     provision: Provision = field(init=False)  # the untracked files that are the user's or setup's
 
@@ -114,6 +111,14 @@ class Workspace:
         make_git_dir(workspace.own.git_dir, top, common_dir, workspace.identity)
         workspace.tags = "".join(f"{sha} {ref}\n" for ref, sha in sorted(git.refs(top, "refs/tags/").items()))
         return workspace
+
+    def never_stage(self, patterns: tuple[str, ...]) -> None:
+        """Paths (globs from the tree's top) no lap commit holds: the reports the checks write
+        into the tree, which an agent that ran the checks itself leaves behind. Ignore rules of
+        ralph's own git, not pathspecs: git refuses an exclude pathspec inside an ignored folder."""
+        lines = [f"/{pattern}\n" for pattern in patterns if "\n" not in pattern]
+        with (self.own.git_dir / "info" / "exclude").open("a", encoding="utf-8") as exclude:
+            exclude.write("\n" + "".join(lines))
 
     def remove(self) -> None:
         remove_path(self.root)
@@ -204,7 +209,6 @@ class Workspace:
         submodules = submodule_heads(self.tree, self.lap_git, own.gitlinks())
         spared = [*own.unignored(self.provision.kept), *submodules]
         left_out = [f":(exclude,literal){path}" for path in spared]
-        left_out += [f":(exclude,glob){pattern}" for pattern in self.reports]
         staged = own.run(*git.DURABLE, "add", "-A", "--", ".", *left_out, timeout=timeout, check=False)
         crashpoint.reached("add")
         refusal = None
