@@ -49,7 +49,9 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS(?!ENV$)|_PWD$|CREDENTIAL|ASKPA
 
 # https://user:token@host (a push credential), redis://:password@host (a password, no user),
 # https://token@github.com and a Sentry DSN (a token as the user): any URL with a user in it.
-_URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@")
+# And a proxy's login written without a scheme (`alice:pass@proxy:3128`), which curl and urllib
+# take as well.
+_URL_WITH_PASSWORD = re.compile(r"://[^/@\s]+@|^[^/@\s:]+:[^/@\s]*@")
 # What a lap is given of ralph's environment, besides the toolchains' variables, LC_* and
 # `env.pass` (docs/sandbox.md); the sandbox sets HOME and TMPDIR anew. Who commits: git reads
 # no global config in a lap, and a check that commits in a repository of its own needs a name.

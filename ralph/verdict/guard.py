@@ -22,7 +22,7 @@ import pathspec
 
 from ralph import git, todo
 from ralph.verdict import grants, inline_tests, shadowing
-from ralph.verdict.scope import Scope
+from ralph.verdict.scope import Scope, never_itself
 
 _WHAT = {"A": "added", "D": "deleted"}
 EVERY_PATH = Scope()
@@ -64,16 +64,17 @@ def check_lap(
     ticked = todo.newly_ticked(before, after)
     report.problems += _not_files(changes, notes)
     report.problems += todo_problems(before, after)
+    report.problems += _lap_grants(before, after)
     if ticked and not any(path not in notes for path in statuses):
         report.idle_ticks = (
             f"ticked without work: {len(ticked)} item(s) ticked, nothing changed outside {todo_name} and "
             f"{progress_name}, and no test or check went from failing to passing"
         )
     runs = scope.run_files(lambda path: git.show_file(cwd, green, path))
-    report.problems += _scope_problems(statuses, protect, scope, runs, notes, report)
+    links = [path for path, (_, mode) in changes.items() if mode == "120000"]
+    report.problems += _scope_problems(statuses, protect, scope, runs, notes, report, frozenset(links))
     report.problems += _shadowing_problems(cwd, green, commit, changes, report)
     report.problems += _stub_problems(cwd, commit, changes, report)
-    links = [path for path, (_, mode) in changes.items() if mode == "120000"]
     report.problems += _symlink_problems(cwd, green, commit, links, protect, notes)
     judged = set(report.out_of_scope) | set(report.granted)
     for path, status in statuses.items():
@@ -99,12 +100,19 @@ def _scope_problems(
     runs: tuple[str, ...],
     notes: list[str],
     report: GuardReport,
+    links: frozenset[str],
 ) -> list[str]:
-    """The paths the lap changed that are outside the run's scope or never in any, and not granted."""
+    """The paths the lap changed that are outside the run's scope or never in any, and not granted.
+    What is never in scope opens only to a grant that names it: the path itself, or a folder that
+    is never in scope itself (`.github/`), never a folder that merely holds it (`src/` and
+    src/conftest.py)."""
     found: dict[str, list[str]] = {"outside": [], "never": []}
     for path in sorted(statuses):
-        why = "" if path in notes else scope.why_not(path, runs, protect)
-        if why and report.allows(path):
+        why = "" if path in notes else scope.why_not(path, runs, protect, link=path in links)
+        opens = [grant for grant in report.grants if grants.allows((grant,), path)]
+        if why == "never":
+            opens = [grant for grant in opens if grant == path or never_itself(grant, runs, tuple(protect))]
+        if why and opens:
             report.granted.append(path)
         elif why:
             report.out_of_scope.append(path)
@@ -192,6 +200,21 @@ def _leaves_repository(path: str, target: str) -> bool:
         if depth < 0:
             return True
     return False
+
+
+def _lap_grants(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
+    """An item the lap added may not carry a grant: it would grant nothing in this run, but once
+    landed it would read as the user's own in the next run's base TODO.md."""
+    remaining = Counter(item.text for item in before)
+    written = []
+    for item in after:
+        if remaining[item.text] > 0:
+            remaining[item.text] -= 1
+        elif grants.of(item.text):
+            written.append(item.text)
+    if not written:
+        return []
+    return [f"items the lap added carry a grant, which only you write: '{written[0]}' — drop its (may change: …)"]
 
 
 def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:

@@ -46,10 +46,18 @@ NEVER = (
     *"appveyor.yml bitbucket-pipelines.yml Jenkinsfile .woodpecker.yml .woodpecker/ ralph.yaml".split(),
     # What coding agents load from the project: settings with hooks, MCP servers, instructions.
     *".claude/ CLAUDE.md CLAUDE.local.md AGENTS.md .mcp.json .codex/ .gemini/ GEMINI.md .opencode/".split(),
-    *"opencode.json opencode.jsonc .goosehints .aider* .cursor/ .cursorrules".split(),
+    *"opencode.json opencode.jsonc .goosehints .aider* .cursor/ .cursorrules .windsurfrules .windsurf/".split(),
+    *".clinerules .roo/ .continue/ .kiro/ .junie/".split(),
+    # What editors, dev containers, git hook managers and shells run when the user next opens the
+    # folder, commits or enters it: outside any sandbox.
+    *".vscode/ .idea/ .devcontainer/ .devcontainer.json lefthook.yml .lefthook.yml lefthook-local.yml".split(),
+    *".overcommit.yml .lintstagedrc* lint-staged.config.* commitlint.config.* .commitlintrc* .pdbrc".split(),
+    *".mise/ mise.local.toml .mise.local.toml .config/mise.toml .config/mise/".split(),
     *check_files.FILE_NAMES,
 )
-_NEVER = pathspec.GitIgnoreSpec.from_lines(NEVER)
+# Matched without regard to case: macOS and Windows file systems, and the tools on them, read
+# `Conftest.py` as conftest.py and `.ENV` as .env.
+_NEVER = pathspec.GitIgnoreSpec.from_lines([pattern.lower() for pattern in NEVER])
 # A name in no folder `protect` covers whole: a conftest.py is in a test folder when it is.
 _PROBE = ".ralph-probe"
 
@@ -76,23 +84,32 @@ class Scope:
         named = ["/" + path for path in self.named]
         return tuple(dict.fromkeys(p.partition("#")[0] for p in [*check_files.patterns(commands), *hooks, *named]))
 
-    def why_not(self, path: str, runs: tuple[str, ...], protect: Iterable[str]) -> str:
+    def why_not(self, path: str, runs: tuple[str, ...], protect: Iterable[str], link: bool = False) -> str:
         """Why a lap may not change the path without a grant: "never" (in scope), "outside" (the
-        run's scope), or "" when it may."""
-        if never(path, runs, tuple(protect)):
+        run's scope), or "" when it may. A `link` is also the folder it may stand for: every tool
+        follows `.claude` → cfg/ into `.claude/settings.json`."""
+        if never(path, runs, tuple(protect)) or (link and never(f"{path}/{_PROBE}", runs, tuple(protect))):
             return "never"
         if self.globs is not None and not anchored(self.globs).match_file(path):
             return "outside"
         return ""
 
 
+def never_itself(pattern: str, runs: tuple[str, ...], protect: tuple[str, ...]) -> bool:
+    """Is a grant's pattern itself a path never in scope (`.github/`, `.env`), so that it names
+    what it opens, rather than a folder that merely holds such a path (`src/`)?"""
+    bare = pattern.strip("/")
+    return never(bare, runs, protect) or never(f"{bare}/{_PROBE}", runs, protect)
+
+
 def never(path: str, runs: tuple[str, ...], protect: tuple[str, ...]) -> bool:
     """Never in scope: a name of the fixed list, a file the checks run, a conftest.py outside the
     folders `protect` covers whole (a new one inside is a new test file; it sets up every test)."""
-    if path.rsplit("/", 1)[-1] == "conftest.py":
+    folded = path.lower()
+    if folded.rsplit("/", 1)[-1] == "conftest.py":
         folder = path.rpartition("/")[0]
         return not folder or not _spec(tuple(p for p in protect if "#" not in p)).match_file(f"{folder}/{_PROBE}")
-    return _NEVER.match_file(path) or _spec(runs).match_file(path)
+    return _NEVER.match_file(folded) or _spec(tuple(run.lower() for run in runs)).match_file(folded)
 
 
 @lru_cache(maxsize=64)
