@@ -140,7 +140,8 @@ def _cut(job: Job, originals: dict[str, str]) -> tuple[dict[str, str], list[Item
     if job.kind == "migrate":
         items = [
             ItemAnswer(
-                text=f"Migrate {path} from unittest.TestCase classes to plain pytest test functions (may change: {path})",
+                text=f"Migrate {path} from unittest.TestCase classes to plain pytest test functions "
+                f"(may change: {path})",
                 edits=[{"path": path, "old": None, "new": migrate.to_pytest(originals[path])}],
             )
             for (path,) in job.groups
