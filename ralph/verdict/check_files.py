@@ -114,6 +114,9 @@ FILE_NAMES = tuple(
 # tool's when they name one (`mypy --config-file pyproject.toml` reads [tool.mypy] only).
 _PYRIGHT_TABLES = ("tool.pyright", "tool.basedpyright")
 _CONFIG_OPTIONS: dict[str, tuple[set[str], tuple[str, ...], tuple[str, ...]]] = {
+    # make -f build/ci.make: the makefile it names, whatever its name.
+    "make": ({"-f", "--file", "--makefile"}, (), ()),
+    "gmake": ({"-f", "--file", "--makefile"}, (), ()),
     "mypy": ({"--config-file"}, ("tool.mypy",), ("mypy*",)),
     "dmypy": ({"--config-file"}, ("tool.mypy",), ("mypy*",)),
     "ruff": ({"--config"}, ("tool.ruff",), ()),
@@ -147,6 +150,9 @@ _INTERPRETERS = re.compile(r"^(sh|bash|dash|zsh|python[0-9.]*|node|ruby|perl)$")
 _PYTHON = re.compile(r"^python[0-9.]*$")
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
 _SCRIPT = re.compile(r"\.(sh|bash|py|js|mjs|cjs|ts|rb|pl)$")
+# An interpreter's options that take the next word as their value, not as the script
+# (`bash -o pipefail x.sh`, `python -X dev x.py`, `python -W error x.py`).
+_VALUED = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file", "-X", "-W", "-r", "--require"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # Python's flags that may share a word with -m (`-Im mypy`, `-mmypy`); -X and -W take a value.
 _MODULE_FLAG = re.compile(r"^-[bBdEiIOPqRsSuvx]*m(.*)$")
@@ -200,10 +206,22 @@ def _of_segment(words: list[str]) -> list[str]:
     if _in_tree(words[0]) and "/" in words[0]:  # ./run-tests, scripts/test.sh
         found.append(_anchored(words[0]))
     if _INTERPRETERS.match(name) and module is None:
-        script = next((word for word in words[1:] if not word.startswith("-")), None)
-        if script and _SCRIPT.search(script) and _in_tree(script):
+        script = _script(words[1:])
+        # A script by its extension, or by its folder (`sh scripts/test`: none needed).
+        if script and (_SCRIPT.search(script) or "/" in script) and _in_tree(script):
             found.append(_anchored(script))
     return found
+
+
+def _script(arguments: list[str]) -> str | None:
+    """The script an interpreter runs: its first word that is neither an option nor an option's value."""
+    words = iter(arguments)
+    for word in words:
+        if word in _VALUED:
+            next(words, None)
+        elif not word.startswith(("-", "+")):
+            return word
+    return None
 
 
 def pre_commit_configs(commands: list[str]) -> list[str]:
