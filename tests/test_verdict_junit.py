@@ -652,6 +652,14 @@ def test_a_passing_test_named_like_a_test_file_may_not_start_failing(tmp_path: P
 # --- which file a test is in: the report's structure, never a name -----------------------------
 
 
+def runner_check(project: Path, command: list[str]) -> CheckResult:
+    """A node runner run for real in `project`, read as ralph reads a check with `junit: reports/*.xml`."""
+    junit.remove(project, "reports/*.xml")
+    done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
+    results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
+    return CheckResult(command=Path(command[0]).name, exit_code=done.returncode, duration_s=0, tests=results)
+
+
 def test_mocha_a_passing_test_named_like_a_file_that_fails_is_a_test_that_now_fails(tmp_path: Path):
     """mocha's xunit reporter, for real: the lap breaks `handles foo.test.js` and adds a test of
     its own, so that as many pass as before; main took the test for a file and saw nothing."""
@@ -663,11 +671,9 @@ def test_mocha_a_passing_test_named_like_a_file_that_fails_is_a_test_that_now_fa
     project = write(tmp_path, {"test/lib.test.js": spec, "lib.js": "exports.a = () => 1;\n"})
 
     def run() -> CheckResult:
-        junit.remove(project, "reports/*.xml")
-        command = [str(mocha), "--reporter", "xunit", "--reporter-option", "output=reports/junit.xml"]
-        done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
-        results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
-        return CheckResult(command="mocha", exit_code=done.returncode, duration_s=0, tests=results)
+        return runner_check(
+            project, [str(mocha), "--reporter", "xunit", "--reporter-option", "output=reports/junit.xml"]
+        )
 
     (project / "reports").mkdir()
     green = run()
@@ -698,11 +704,9 @@ def test_vitest_a_file_that_did_not_load_goes_when_its_own_tests_pass(tmp_path: 
     )
 
     def run() -> CheckResult:
-        junit.remove(project, "reports/*.xml")
-        command = [str(vitest), "run", "--globals", "--reporter=junit", "--outputFile.junit=reports/junit.xml"]
-        done = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300)
-        results = junit.read(junit.matching(project, "reports/*.xml"), root=project)
-        return CheckResult(command="vitest", exit_code=done.returncode, duration_s=0, tests=results)
+        return runner_check(
+            project, [str(vitest), "run", "--globals", "--reporter=junit", "--outputFile.junit=reports/junit.xml"]
+        )
 
     base = run()
     assert base.tests is not None and base.tests.failing_ids == ["test/more.test.js::<collection>"]
