@@ -7,7 +7,7 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from ralph.agents import reports
+from ralph.agents import logins, reports
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.limited import limit_hit, reset_at
 from ralph.agents.presets import ENDPOINTS, PRESETS
@@ -37,6 +37,8 @@ class CommandAgent:
         """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
+        if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
+            logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
         env = self.environment(task, prompt_file)
@@ -56,7 +58,7 @@ class CommandAgent:
         report = reports.read_log(self.preset.reports, task.log_dir / "agent.log") if self.preset else reports.Report()
         outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
-            detail += _withheld_hint(env)
+            detail += _withheld_hint(env) + self._unsandboxed_hint(task)
         tail = done.tail(2000)
         lines = [line for line in tail.splitlines() if line.strip()]
         summary = report.summary if report.summary is not None else (lines[-1] if lines else "")
@@ -78,13 +80,26 @@ class CommandAgent:
             for name in ((*self.preset.credentials, *ENDPOINTS) if self.preset else ())
             if name in os.environ and name not in self.withheld
         }
+        sandboxed = dict(self.preset.sandboxed) if self.preset and task.jail is not None else {}
         return dict(
             task.env,
             **credentials,
+            **sandboxed,
             RALPH_RUN=task.run,
             RALPH_LAP=str(task.lap),
             RALPH_WORKTREE=str(task.worktree),
             RALPH_PROMPT_FILE=str(prompt_file),
+        )
+
+    def _unsandboxed_hint(self, task: LapTask) -> str:
+        """Why a tool that must be told it is sandboxed may have refused, when the lap was not."""
+        if not (self.preset and self.preset.sandboxed and task.jail is None and os.geteuid() == 0):
+            return ""
+        told = " ".join(f"{name}={value}" for name, value in self.preset.sandboxed)
+        return (
+            f"\nas root, {self.preset.executable} skips its permission prompts only when told by {told} that it "
+            "runs in a sandbox: ralph says so inside bubblewrap, and this lap ran without it — install bubblewrap "
+            f"(sandbox: auto), or, on a machine that is itself a sandbox, export {told} and list it in env.pass"
         )
 
     def outcome(

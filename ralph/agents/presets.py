@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ralph.agents.logins import LoginFile
+
 # The model-provider keys of tools that talk to many providers (through LiteLLM or their own).
 PROVIDER_KEYS = (
     "OPENAI_API_KEY",
@@ -48,7 +50,11 @@ class Preset:
     limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
     reports: Literal["text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text"]
     written_for: str
-    login: str = ""  # how to log the tool in without the user's HOME, when more than a key of `credentials`
+    login: str = ""  # the long-lived way to log the tool in, when more than a key of `credentials`
+    login_files: tuple[LoginFile, ...] = ()  # copied into a sandboxed lap's private HOME (ralph/agents/logins.py)
+    # Set in the tool's environment when it runs in bubblewrap: how it is told it is sandboxed,
+    # where it refuses to skip its permission prompts as root otherwise.
+    sandboxed: tuple[tuple[str, str], ...] = ()
 
 
 COSTED = ("claude-json", "opencode-jsonl", "aider-text")  # the outputs that tell a lap's cost
@@ -76,6 +82,9 @@ PRESETS = {
             "claude-json",
             "Claude Code 2.1",
             "CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
+            # A subscription login's refresh token is single-use: the copy goes without it.
+            (LoginFile(".claude/.credentials.json", ("CLAUDE_CONFIG_DIR", ".credentials.json"), ("refreshToken",)),),
+            (("IS_SANDBOX", "1"),),
         ),
         Preset(
             "codex",
@@ -86,6 +95,8 @@ PRESETS = {
             (r"you've hit your usage limit", r"quota exceeded", r"429 Too Many Requests", *RATE_LIMITED),
             "codex-jsonl",
             "Codex CLI 0.169",
+            "CODEX_API_KEY",
+            (LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), ("refresh_token",)),),
         ),
         Preset(
             "aider",
@@ -96,6 +107,7 @@ PRESETS = {
             (r"RateLimitError", r"has rate limited you", *RATE_LIMITED),
             "aider-text",
             "aider 0.86",
+            login_files=(LoginFile(".aider.conf.yml"),),
         ),
         Preset(
             "gemini",
@@ -108,6 +120,12 @@ PRESETS = {
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
             "Gemini CLI 0.61",
+            # Google's refresh tokens are not single-use: the copy keeps it. Of the settings, only how it logs in.
+            login_files=(
+                LoginFile(".gemini/oauth_creds.json"),
+                LoginFile(".gemini/google_accounts.json"),
+                LoginFile(".gemini/settings.json", only=("security.auth.selectedType", "selectedAuthType")),
+            ),
         ),
         Preset(
             "opencode",
@@ -117,6 +135,10 @@ PRESETS = {
             RATE_LIMITED,
             "opencode-jsonl",
             "opencode 1.18",
+            # Its providers' keys, and their OAuth logins, whose refresh tokens the copy goes without.
+            login_files=(
+                LoginFile(".local/share/opencode/auth.json", ("XDG_DATA_HOME", "opencode/auth.json"), ("refresh",)),
+            ),
         ),
         Preset(
             "goose",

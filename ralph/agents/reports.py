@@ -69,26 +69,39 @@ def _count(mapping: object, *names: str) -> int:
     return sum(value for name in names if is_count(value := mapping.get(name)))
 
 
-def _cost(value: object) -> float | None:
-    """A cost as reported: a finite number of dollars, not negative; anything else is unknown."""
+def _cost(value: object, tokens: int = 0) -> float | None:
+    """A cost as reported: a finite number of dollars, not negative; anything else is unknown. So
+    is $0 for tokens spent: what a tool says of a model it has no price for (opencode, a provider
+    of the user's), and a max_cost_usd must never take it for free."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
         return None
-    return float(value)
+    return None if value == 0 and tokens > 0 else float(value)
 
 
 def _claude(output: str) -> Report:
-    """`claude -p --output-format json`: one result object at the end."""
+    """`claude -p --output-format json`: one result object at the end. Its `modelUsage` counts every
+    model the lap called (the small one that titles the session too); `usage`, the main loop's only."""
     result = next((found for found in reversed(list(_objects(output))) if found.get("type") == "result"), None)
     if result is None:
         return Report()
-    usage = result.get("usage")
+    models = result.get("modelUsage")
+    models = [model for model in models.values() if isinstance(model, dict)] if isinstance(models, dict) else []
+    if models:
+        prompt = sum(
+            _count(model, "inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens") for model in models
+        )
+        completion = sum(_count(model, "outputTokens") for model in models)
+    else:
+        usage = result.get("usage")
+        prompt = _count(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        completion = _count(usage, "output_tokens")
     turns = result.get("num_turns")
     return Report(
         Usage(
             requests=turns if isinstance(turns, int) and turns > 0 else 1,
-            prompt_tokens=_count(usage, "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
-            completion_tokens=_count(usage, "output_tokens"),
-            cost_usd=_cost(result.get("total_cost_usd")),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost_usd=_cost(result.get("total_cost_usd"), prompt + completion),
         ),
         str(result.get("result") or ""),
         result.get("is_error") is True,
@@ -110,13 +123,10 @@ def _codex(output: str) -> Report:
 
 
 def _gemini(output: str) -> Report:
-    """`gemini --output-format json`: one object, {response, stats: {models: {…: {tokens, api}}}}."""
-    start = output.find("{")
-    try:
-        result = json.loads(output[start:]) if start >= 0 else None
-    except (ValueError, RecursionError):
-        result = None
-    if not isinstance(result, dict):
+    """`gemini --output-format json`: one object, {response, stats: {models: {…: {tokens, api}}}},
+    printed whole over many lines, among whatever else the log holds (its stderr is merged in)."""
+    result = _last_object(output, ("response", "stats", "error"))
+    if result is None:
         return Report()
     usage = Usage()
     stats = result.get("stats")
@@ -129,6 +139,26 @@ def _gemini(output: str) -> Report:
     return Report(usage, str(result.get("response") or ""), isinstance(result.get("error"), dict))
 
 
+_OBJECT_START = re.compile(r"^[ \t]*\{", re.M)
+
+
+def _last_object(output: str, keys: tuple[str, ...]) -> dict | None:
+    """The last JSON object that starts a line, spans one line or many, and has one of `keys`.
+    Objects nested in one already read are skipped, not read again."""
+    decoder, found, at = json.JSONDecoder(), None, 0
+    while (start := _OBJECT_START.search(output, at)) is not None:
+        brace = start.end() - 1
+        try:
+            value, end = decoder.raw_decode(output, brace)
+        except (ValueError, RecursionError):
+            at = brace + 1
+            continue
+        if isinstance(value, dict) and any(key in value for key in keys):
+            found = value
+        at = end
+    return found
+
+
 def _opencode(output: str) -> Report:
     """`opencode run --format json`: a `step_finish` event a step, with its tokens and cost."""
     usage, summary, costs = Usage(), None, []
@@ -139,9 +169,10 @@ def _opencode(output: str) -> Report:
             tokens = part.get("tokens")
             cache = tokens.get("cache") if isinstance(tokens, dict) else None
             usage.requests += 1
+            spent = _count(tokens, "input", "output", "reasoning") + _count(cache, "read", "write")
             usage.prompt_tokens += _count(tokens, "input") + _count(cache, "read", "write")
             usage.completion_tokens += _count(tokens, "output", "reasoning")
-            costs.append(_cost(part.get("cost")))
+            costs.append(_cost(part.get("cost"), spent))
         elif event.get("type") == "text" and part.get("text"):
             summary = str(part["text"])
     known = [cost for cost in costs if cost is not None]
