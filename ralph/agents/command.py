@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from datetime import datetime
@@ -34,9 +35,13 @@ class CommandAgent:
             )
 
     def run_lap(self, task: LapTask) -> AgentResult:
-        """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
+        """The prompt goes into the file named by RALPH_PROMPT_FILE, and on stdin unless the preset's
+        tool reads it from a file (a tool that appends stdin to its prompt would read it twice)."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
+        channel = self.preset.prompt if self.preset else "stdin"
+        if channel == "task-config":  # JSON is YAML
+            Path(f"{prompt_file}.yaml").write_text(json.dumps({"run": {"task": task.prompt}}), encoding="utf-8")
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
             logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
@@ -47,7 +52,7 @@ class CommandAgent:
             task.worktree,
             env=env,
             timeout=task.timeout,
-            input=task.prompt,
+            input=task.prompt if channel == "stdin" else None,
             spill=task.log_dir / "agent.log",
             jail=task.jail,
             on_output=said,
@@ -56,6 +61,9 @@ class CommandAgent:
         said.finish()
         # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
         report = reports.read_log(self.preset.reports, task.log_dir / "agent.log") if self.preset else reports.Report()
+        if report.session and self.preset and self.preset.reports == "codex-jsonl":
+            home = task.jail.home / ".codex" if task.jail else Path(os.environ.get("CODEX_HOME", "~/.codex"))
+            report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
         outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
             detail += _withheld_hint(env) + self._unsandboxed_hint(task)

@@ -2,8 +2,11 @@
 runs non-interactively in the lap's work tree, the credential variables it is given, how it
 says it hit a usage or rate limit, and how it reports tokens and cost.
 
-Each command reads the lap's prompt from stdin or from $RALPH_PROMPT_FILE, as the tool takes
-it. `written_for` is the version of the tool whose documentation the preset follows.
+Each tool gets the lap's prompt once, by the one channel it reads whole (`prompt`): stdin, or a
+file it is named by a flag. Never as an argument: one argv word holds 128 KiB at most, and the
+prompt holds all of TODO.md and PROGRESS.md. Two of the tools append stdin to an argument, so
+stdin is closed for those that read a file. `written_for` is the version of the tool its
+command was last checked against, run for real (tests/test_agent_clis.py).
 
 A tool logs in by its variables, not by the user's HOME: each phase of a lap gets a private
 HOME, and what a lap writes to the user's (a hook in ~/.claude/settings.json, an MCP server in
@@ -50,6 +53,9 @@ class Preset:
     limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
     reports: Literal["text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text"]
     written_for: str
+    # stdin; file: $RALPH_PROMPT_FILE, named by a flag; task-config: $RALPH_PROMPT_FILE.yaml, a config
+    # file that holds it as {run: {task: …}} (mini-swe-agent's `-c`, which has no task-file flag)
+    prompt: Literal["stdin", "file", "task-config"] = "stdin"
     login: str = ""  # the long-lived way to log the tool in, when more than a key of `credentials`
     login_files: tuple[LoginFile, ...] = ()  # copied into a sandboxed lap's private HOME (ralph/agents/logins.py)
     # Set in the tool's environment when it runs in bubblewrap: how it is told it is sandboxed,
@@ -81,22 +87,24 @@ PRESETS = {
             ),
             "claude-json",
             "Claude Code 2.1",
-            "CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
+            login="CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
             # A subscription login's refresh token is single-use: the copy goes without it.
-            (LoginFile(".claude/.credentials.json", ("CLAUDE_CONFIG_DIR", ".credentials.json"), ("refreshToken",)),),
-            (("IS_SANDBOX", "1"),),
+            login_files=(
+                LoginFile(".claude/.credentials.json", ("CLAUDE_CONFIG_DIR", ".credentials.json"), ("refreshToken",)),
+            ),
+            sandboxed=(("IS_SANDBOX", "1"),),
         ),
         Preset(
             "codex",
             "codex",
             # Skips $CODEX_HOME/config.toml (MCP servers, hooks, profiles); the login in CODEX_HOME still counts.
             "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --ignore-user-config -",
-            ("CODEX_API_KEY", "OPENAI_API_KEY"),
+            ("CODEX_API_KEY", "CODEX_ACCESS_TOKEN", "OPENAI_API_KEY"),
             (r"you've hit your usage limit", r"quota exceeded", r"429 Too Many Requests", *RATE_LIMITED),
             "codex-jsonl",
             "Codex CLI 0.169",
-            "CODEX_API_KEY",
-            (LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), ("refresh_token",)),),
+            login="CODEX_API_KEY (an API key) or CODEX_ACCESS_TOKEN",
+            login_files=(LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), ("refresh_token",)),),
         ),
         Preset(
             "aider",
@@ -107,6 +115,7 @@ PRESETS = {
             (r"RateLimitError", r"has rate limited you", *RATE_LIMITED),
             "aider-text",
             "aider 0.86",
+            "file",
             login_files=(LoginFile(".aider.conf.yml"),),
         ),
         Preset(
@@ -114,8 +123,7 @@ PRESETS = {
             "gemini",
             # Extensions (installed in ~/.gemini/extensions) bring MCP servers and context; no switch
             # documented keeps out the hooks and MCP servers of ~/.gemini/settings.json.
-            "gemini --approval-mode yolo --skip-trust --extensions none --output-format json "
-            '-p "$(cat "$RALPH_PROMPT_FILE")"',
+            "gemini --approval-mode yolo --skip-trust --extensions none --output-format json",
             ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
@@ -130,7 +138,7 @@ PRESETS = {
         Preset(
             "opencode",
             "opencode",
-            'opencode run --format json --dangerously-skip-permissions "$(cat "$RALPH_PROMPT_FILE")"',
+            "opencode run --format json --dangerously-skip-permissions",
             PROVIDER_KEYS,
             RATE_LIMITED,
             "opencode-jsonl",
@@ -148,17 +156,19 @@ PRESETS = {
             RATE_LIMITED,
             "text",
             "goose 1.x",
+            "file",
         ),
         Preset(
             "mini-swe-agent",
             "mini",
             "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1 "
-            'mini --yolo --exit-immediately --task "$(cat "$RALPH_PROMPT_FILE")" '
-            '--output "${TMPDIR:-/tmp}/ralph-mini-$RALPH_LAP.traj.json" </dev/null',
+            'mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_PROMPT_FILE.yaml" '
+            '--output "${TMPDIR:-/tmp}/ralph-mini-$RALPH_LAP.traj.json"',
             PROVIDER_KEYS,
             (r"RateLimitError", *RATE_LIMITED),
             "text",
             "mini-swe-agent 2.4",
+            "task-config",
         ),
     )
 }

@@ -20,6 +20,7 @@ class Report:
     usage: Usage = field(default_factory=Usage)
     summary: str | None = None  # None: the output's last line says it
     failed: bool = False  # the tool said it failed (Claude Code's is_error) whatever its exit code
+    session: str | None = None  # the tool's id for the lap's session (codex's thread), where it keeps its own log
 
 
 LOG_CAP = 32 << 20  # bytes of an agent's log read for its report: the end, where the tools put it
@@ -109,9 +110,12 @@ def _claude(output: str) -> Report:
 
 
 def _codex(output: str) -> Report:
-    """`codex exec --json`: a `turn.completed` event with the turn's usage; no cost."""
-    usage, summary = Usage(), None
+    """`codex exec --json`: `turn.completed` with the turn's usage, the sum over its requests; no
+    cost. How many requests: codex_requests, from the session's own log."""
+    usage, summary, session = Usage(), None, None
     for event in _objects(output):
+        if event.get("type") == "thread.started" and isinstance(event.get("thread_id"), str):
+            session = event["thread_id"]
         if event.get("type") == "turn.completed":
             usage.requests += 1
             usage.prompt_tokens += _count(event.get("usage"), "input_tokens")  # cached ones are among them
@@ -119,7 +123,26 @@ def _codex(output: str) -> Report:
         item = event.get("item")
         if event.get("type") == "item.completed" and isinstance(item, dict) and item.get("type") == "agent_message":
             summary = str(item.get("text") or "")
-    return Report(usage, summary)
+    return Report(usage, summary, session=session)
+
+
+_THREAD = re.compile(r"[0-9a-f-]{8,64}")
+
+
+def codex_requests(codex_home: Path, thread: str) -> int | None:
+    """The model requests of codex's session `thread`: one `token_usage_record` line each in its
+    rollout file ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread>.jsonl). None: no such file."""
+    if not _THREAD.fullmatch(thread):
+        return None
+    found = sorted((codex_home / "sessions").glob(f"*/*/*/rollout-*-{thread}.jsonl"))
+    if not found:
+        return None
+    try:
+        with open(found[0], encoding="utf-8", errors="replace") as rollout:
+            lines = rollout.read(LOG_CAP)
+    except OSError:
+        return None
+    return sum(1 for record in _objects(lines) if record.get("type") == "token_usage_record")
 
 
 def _gemini(output: str) -> Report:
