@@ -143,9 +143,11 @@ def test_a_preset_with_a_read_only_home_is_refused_at_start_in_one_line(tmp_path
     repo = repo_for(tmp_path, {"preset": preset}, {"mode": "auto", "home": "~"})
     result = ralph(repo, "run")
     assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and (
-        f"sandbox.home: the {preset} preset's tool writes to its HOME, which sandbox.home makes read-only"
-    ) in result.stderr
+    assert (
+        result.stderr.count("\n") == 1
+        and (f"sandbox.home: the {preset} preset's tool writes to its HOME, which sandbox.home makes read-only")
+        in result.stderr
+    )
     assert "ralph/" not in git(repo, "branch", "--list", "ralph/*")
 
 
@@ -167,7 +169,7 @@ def test_doctor_names_the_agents_version_and_login_and_asks_it_one_tiny_request(
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     result = ralph(repo, "doctor", "--agent", env=env)
     out = result.stdout
-    assert "version 9.0.1 — warning: the preset was written for Claude Code 2.1; a newer version" in out, out
+    assert "version 9.0.1 — warning: the preset was written for Claude Code 2.1.332; a newer version" in out, out
     assert f"login        by its login file {Path.home() / '.claude' / '.credentials.json'}" in out
     assert "asked        it answered: READY (1 request, 0 tokens)" in out
     (Path.home() / ".claude" / ".credentials.json").unlink()

@@ -16,7 +16,7 @@ from helpers.repos import PY, git, make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph
 
 from ralph.agents.presets import PRESETS
-from ralph.agents.scripted import ScriptedServer, Step, call, tool_call, tool_calls
+from ralph.agents.scripted import Reply, ScriptedServer, Step, call, tool_call, tool_calls
 
 SECRETS = {
     "ANTHROPIC_API_KEY": "sk-ant-canary",
@@ -238,7 +238,7 @@ def test_max_cost_usd_without_a_known_cost_is_refused_at_start(tmp_path: Path):
     result = ralph(repo, "run", env=env)
     assert result.returncode == 1 and result.stderr == (
         "ralph: limits.max_cost_usd needs every lap's cost, but the preset codex reports no cost "
-        "(presets that do: aider, claude, opencode) — add prices or drop the fuse\n"
+        "(presets that do: aider, claude, mini-swe-agent, opencode) — add prices or drop the fuse\n"
     )
 
 
@@ -361,6 +361,9 @@ def test_the_real_mini_swe_agent_does_a_lap_through_its_preset(tmp_path: Path):
     assert len(sent) == 2 and "- [ ] item 1" in json.dumps(sent[0]["messages"])  # the lap's prompt, as its task
     (lap,) = lap_notes(repo, "mini")
     assert lap["status"] == "green" and lap["done"] is True and lap["agent"]["name"] == "mini-swe-agent"
+    usage = lap["agent"]["usage"]  # from its trajectory, as the server answered
+    written = sum(max(1, len(json.dumps(step.message)) // 4) for step in script if isinstance(step, Reply))
+    assert (usage["requests"], usage["completion_tokens"]) == (2, written) and usage["prompt_tokens"] > 0, usage
     assert git(repo, "show", "ralph/mini:notes.txt") == "hi"
     assert server.requests[0].headers["authorization"] == "Bearer sk-mini-canary"
 

@@ -178,3 +178,33 @@ def test_codex_requests_are_counted_in_its_sessions_own_log(tmp_path):
     assert reports.codex_requests(tmp_path, thread) == 2
     assert reports.codex_requests(tmp_path, "0199a0c2-0000-0000-0000-000000000000") is None
     assert reports.codex_requests(tmp_path, "../../etc") is None  # an id is no path
+
+
+def test_aiders_analytics_log_gives_each_answers_tokens_and_a_rate_limit_it_gave_up_on_failed_it():
+    said = {"prompt_tokens": 52940, "completion_tokens": 7, "cost": 0.01}
+    sent = {"event": "message_send", "properties": said}
+    report = read("aider-text", "Tokens: 53k sent, 7 received.\n", lines({"event": "launched"}, sent, sent))
+    assert (report.usage.requests, report.usage.prompt_tokens, report.usage.completion_tokens) == (2, 105880, 14)
+    assert report.usage.cost_usd == 0.02 and not report.failed
+    unpriced = {"event": "message_send", "properties": dict(said, cost=0)}
+    assert read("aider-text", "", lines(unpriced)).usage.cost_usd is None
+    gave_up = "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached\nRetrying in 32.0 seconds\n"
+    assert read("aider-text", "Tokens: 1k sent, 3 received.\n" + gave_up).failed  # exited 0 all the same
+    assert not read("aider-text", gave_up + "Tokens: 1k sent, 3 received.\nApplied edit to x.py\n").failed
+
+
+def test_mini_swe_agents_trajectory_gives_its_requests_tokens_and_cost():
+    trajectory = {
+        "info": {"model_stats": {"api_calls": 2, "instance_cost": 0.5}, "submission": "ticked it"},
+        "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "extra": {"response": {"usage": {"prompt_tokens": 100, "completion_tokens": 5}}}},
+            {"role": "assistant", "extra": {"response": {"usage": {"prompt_tokens": 120, "completion_tokens": 6}}}},
+        ],
+    }
+    report = read("mini-trajectory", "whatever it printed", json.dumps(trajectory))
+    assert (report.usage.requests, report.usage.prompt_tokens, report.usage.completion_tokens) == (2, 220, 11)
+    assert (report.usage.cost_usd, report.summary) == (0.5, "ticked it")
+    unpriced = dict(trajectory, info={"model_stats": {"api_calls": 2, "instance_cost": 0.0}})
+    assert read("mini-trajectory", "", json.dumps(unpriced)).usage.cost_usd is None
+    assert read("mini-trajectory", "", "[1, 2") == reports.Report()

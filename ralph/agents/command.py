@@ -46,7 +46,9 @@ class CommandAgent:
             logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
-        env = self.environment(task, prompt_file)
+        # The tool's own report file, where ralph reads it after the lap and the tool writes it inside.
+        kept = (task.jail.tmp if task.jail else task.log_dir) / "agent-report"
+        env = self.environment(task, prompt_file, Path("/tmp/agent-report") if task.jail else kept)
         done = proc.run(
             self.command,
             task.worktree,
@@ -60,7 +62,8 @@ class CommandAgent:
         )
         said.finish()
         # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
-        report = reports.read_log(self.preset.reports, task.log_dir / "agent.log") if self.preset else reports.Report()
+        log = task.log_dir / "agent.log"
+        report = reports.read_log(self.preset.reports, log, kept) if self.preset else reports.Report()
         if report.session and self.preset and self.preset.reports == "codex-jsonl":
             home = task.jail.home / ".codex" if task.jail else Path(os.environ.get("CODEX_HOME", "~/.codex"))
             report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
@@ -81,7 +84,7 @@ class CommandAgent:
             limited_until=until.timestamp() if until else None,
         )
 
-    def environment(self, task: LapTask, prompt_file: Path) -> dict[str, str]:
+    def environment(self, task: LapTask, prompt_file: Path, report_file: Path) -> dict[str, str]:
         """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""
         credentials = {
             name: os.environ[name]
@@ -97,6 +100,7 @@ class CommandAgent:
             RALPH_LAP=str(task.lap),
             RALPH_WORKTREE=str(task.worktree),
             RALPH_PROMPT_FILE=str(prompt_file),
+            RALPH_REPORT_FILE=str(report_file),
         )
 
     def _unsandboxed_hint(self, task: LapTask) -> str:

@@ -44,6 +44,12 @@ ENDPOINTS = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE
 RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate limit (exceeded|reached)", r"rate limited you")
 
 
+# How the tool reports a lap (ralph/agents/reports.py): in its output, or in its report file.
+Reports = Literal[
+    "text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text", "mini-trajectory"
+]
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
@@ -51,7 +57,7 @@ class Preset:
     command: str  # through the shell, in the lap's work tree
     credentials: tuple[str, ...]  # the only secret-named variables the tool is given
     limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
-    reports: Literal["text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text"]
+    reports: Reports
     written_for: str
     # stdin; file: $RALPH_PROMPT_FILE, named by a flag; task-config: $RALPH_PROMPT_FILE.yaml, a config
     # file that holds it as {run: {task: …}} (mini-swe-agent's `-c`, which has no task-file flag)
@@ -61,9 +67,10 @@ class Preset:
     # Set in the tool's environment when it runs in bubblewrap: how it is told it is sandboxed,
     # where it refuses to skip its permission prompts as root otherwise.
     sandboxed: tuple[tuple[str, str], ...] = ()
+    leaves: tuple[str, ...] = ()  # what the tool writes in the work tree for itself (globs): never committed
 
 
-COSTED = ("claude-json", "opencode-jsonl", "aider-text")  # the outputs that tell a lap's cost
+COSTED = ("claude-json", "opencode-jsonl", "aider-text", "mini-trajectory")  # the outputs that tell a lap's cost
 
 PRESETS = {
     preset.name: preset
@@ -86,7 +93,7 @@ PRESETS = {
                 *RATE_LIMITED,
             ),
             "claude-json",
-            "Claude Code 2.1",
+            "Claude Code 2.1.332",
             login="CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
             # A subscription login's refresh token is single-use: the copy goes without it.
             login_files=(
@@ -102,21 +109,26 @@ PRESETS = {
             ("CODEX_API_KEY", "CODEX_ACCESS_TOKEN", "OPENAI_API_KEY"),
             (r"you've hit your usage limit", r"quota exceeded", r"429 Too Many Requests", *RATE_LIMITED),
             "codex-jsonl",
-            "Codex CLI 0.169",
+            "Codex CLI 0.171.0",
             login="CODEX_API_KEY (an API key) or CODEX_ACCESS_TOKEN",
             login_files=(LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), ("refresh_token",)),),
         ),
         Preset(
             "aider",
             "aider",
+            # --no-gitignore: .gitignore is no lap's to change. Its analytics log (written with analytics
+            # off) has each answer's exact tokens; a chat history over --max-chat-history-tokens would be
+            # summarized as it exits, in requests cut off unreported.
             'aider --yes-always --message-file "$RALPH_PROMPT_FILE" --no-auto-commits --no-check-update '
-            "--no-show-release-notes --analytics-disable --no-pretty --no-stream --no-fancy-input",
+            "--no-show-release-notes --analytics-disable --no-pretty --no-stream --no-fancy-input --no-gitignore "
+            '--analytics-log "$RALPH_REPORT_FILE" --max-chat-history-tokens 1000000000',
             PROVIDER_KEYS,
             (r"RateLimitError", r"has rate limited you", *RATE_LIMITED),
             "aider-text",
-            "aider 0.86",
+            "aider 0.86.2",
             "file",
             login_files=(LoginFile(".aider.conf.yml"),),
+            leaves=(".aider*",),  # its chat and input histories, its repository map's cache
         ),
         Preset(
             "gemini",
@@ -127,7 +139,7 @@ PRESETS = {
             ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
-            "Gemini CLI 0.61",
+            "Gemini CLI 0.61.0",
             # Google's refresh tokens are not single-use: the copy keeps it. Of the settings, only how it logs in.
             login_files=(
                 LoginFile(".gemini/oauth_creds.json"),
@@ -142,7 +154,7 @@ PRESETS = {
             PROVIDER_KEYS,
             RATE_LIMITED,
             "opencode-jsonl",
-            "opencode 1.18",
+            "opencode 1.18.33",
             # Its providers' keys, and their OAuth logins, whose refresh tokens the copy goes without.
             login_files=(
                 LoginFile(".local/share/opencode/auth.json", ("XDG_DATA_HOME", "opencode/auth.json"), ("refresh",)),
@@ -163,11 +175,11 @@ PRESETS = {
             "mini",
             "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1 "
             'mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_PROMPT_FILE.yaml" '
-            '--output "${TMPDIR:-/tmp}/ralph-mini-$RALPH_LAP.traj.json"',
+            '--output "$RALPH_REPORT_FILE"',
             PROVIDER_KEYS,
             (r"RateLimitError", *RATE_LIMITED),
-            "text",
-            "mini-swe-agent 2.4",
+            "mini-trajectory",
+            "mini-swe-agent 2.4.6",
             "task-config",
         ),
     )

@@ -1,6 +1,7 @@
-"""What agent CLIs report of a lap in their machine-readable output: tokens, cost in USD, the
-summary, and whether they failed although they exited 0. What a tool does not report stays
-unknown: ralph never estimates another tool's tokens or cost."""
+"""What agent CLIs report of a lap in their machine-readable output, or in a report file of
+their own the preset asks for ($RALPH_REPORT_FILE): tokens, requests, cost in USD, the summary,
+and whether they failed although they exited 0. What a tool does not report stays unknown:
+ralph never estimates another tool's tokens or cost."""
 
 from __future__ import annotations
 
@@ -27,25 +28,40 @@ LOG_CAP = 32 << 20  # bytes of an agent's log read for its report: the end, wher
 SUMMED = ("codex-jsonl", "opencode-jsonl")  # reports added up over the whole output
 
 
-def read_log(kind: str, log: Path) -> Report:
-    """`read` on an agent's log; of a log longer than LOG_CAP, its end, and then a report that
-    adds up every step counts nothing (what was cut would be missing from it)."""
+def read_log(kind: str, log: Path, kept: Path | None = None) -> Report:
+    """`read` on an agent's log and the report file it `kept`; of a log longer than LOG_CAP, its
+    end, and then a report that adds up every step counts nothing (what was cut would be missing)."""
     with open(log, "rb") as spilled:
         size = spilled.seek(0, os.SEEK_END)
         spilled.seek(max(0, size - LOG_CAP))
-        report = read(kind, spilled.read().decode("utf-8", "replace"))
+        output = spilled.read().decode("utf-8", "replace")
+    report = read(kind, output, _text(kept))
     if size > LOG_CAP and kind in SUMMED:
         report.usage = Usage()
     return report
 
 
-def read(kind: str, output: str) -> Report:
+def _text(path: Path | None) -> str:
+    """A tool's report file, if it wrote one (a regular file, not too big: the lap wrote it)."""
+    try:
+        if path is None or not path.is_file() or path.is_symlink() or path.stat().st_size > LOG_CAP:
+            return ""
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def read(kind: str, output: str, kept: str = "") -> Report:
+    """The report of a tool's `output` (its stdout and stderr) and of the report file it `kept`."""
+    if kind == "aider-text":
+        return _aider(output, kept)
+    if kind == "mini-trajectory":
+        return _mini(kept)
     reader = {
         "claude-json": _claude,
         "codex-jsonl": _codex,
         "gemini-json": _gemini,
         "opencode-jsonl": _opencode,
-        "aider-text": _aider,
     }.get(kind)
     return reader(output) if reader else Report()
 
@@ -137,12 +153,7 @@ def codex_requests(codex_home: Path, thread: str) -> int | None:
     found = sorted((codex_home / "sessions").glob(f"*/*/*/rollout-*-{thread}.jsonl"))
     if not found:
         return None
-    try:
-        with open(found[0], encoding="utf-8", errors="replace") as rollout:
-            lines = rollout.read(LOG_CAP)
-    except OSError:
-        return None
-    return sum(1 for record in _objects(lines) if record.get("type") == "token_usage_record")
+    return sum(1 for record in _objects(_text(found[0])) if record.get("type") == "token_usage_record")
 
 
 def _gemini(output: str) -> Report:
@@ -204,10 +215,58 @@ def _opencode(output: str) -> Report:
 
 
 _AIDER_COST = re.compile(r"Cost: \$(\d+(?:\.\d+)?) message, \$(\d+(?:\.\d+)?) session")
+_AIDER_TOKENS = re.compile(r"^Tokens: .+ sent, .+ received\.", re.M)
+_AIDER_LIMITED = re.compile(r"RateLimitError|rate limited you", re.I)
 
 
-def _aider(output: str) -> Report:
-    """aider prints `Tokens: 12k sent, 340 received. Cost: $0.04 message, $0.09 session.` (its
-    tokens rounded: only the cost is taken)."""
-    costs = _AIDER_COST.findall(output)
-    return Report(Usage(cost_usd=_cost(float(costs[-1][1]))) if costs else Usage())
+def _aider(output: str, analytics: str) -> Report:
+    """aider's analytics log (`--analytics-log`, written with analytics disabled too): a
+    `message_send` event an answer, with its exact tokens and cost. Without one, its output's
+    `Tokens: 12k sent, 340 received. Cost: $0.04 message, $0.09 session.` (rounded tokens: only
+    the cost is taken). aider exits 0 when it gave up on a rate limit: an output whose last word
+    is the limit, after its last answer, failed."""
+    events = [event.get("properties") for event in _objects(analytics) if event.get("event") == "message_send"]
+    sent: list[dict] = [properties for properties in events if isinstance(properties, dict)]
+    usage = Usage()
+    if sent:
+        usage.requests = len(sent)
+        usage.prompt_tokens = sum(_count(properties, "prompt_tokens") for properties in sent)
+        usage.completion_tokens = sum(_count(properties, "completion_tokens") for properties in sent)
+        costs = [_cost(properties.get("cost"), _count(properties, "prompt_tokens")) for properties in sent]
+        known = [cost for cost in costs if cost is not None]
+        usage.cost_usd = round(sum(known), 6) if len(known) == len(costs) else None
+    elif costs_said := _AIDER_COST.findall(output):
+        usage.cost_usd = _cost(float(costs_said[-1][1]))
+    answered = [match.end() for match in _AIDER_TOKENS.finditer(output)]
+    limits = [match.start() for match in _AIDER_LIMITED.finditer(output)]
+    return Report(usage, failed=bool(limits) and limits[-1] > max(answered, default=-1))
+
+
+def _mini(trajectory: str) -> Report:
+    """mini-swe-agent's trajectory (`--output`): `info.model_stats` {api_calls, instance_cost}, and
+    each answer's usage in its message's `extra.response.usage`."""
+    try:
+        found = json.loads(trajectory) if trajectory else None
+    except (ValueError, RecursionError):
+        found = None
+    if not isinstance(found, dict):
+        return Report()
+    stats = _dig(found, "info", "model_stats")
+    messages = found.get("messages")
+    answers = (
+        [_dig(message, "extra", "response", "usage") for message in messages] if isinstance(messages, list) else []
+    )
+    usage = Usage(
+        requests=_count(stats, "api_calls"),
+        prompt_tokens=sum(_count(answer, "prompt_tokens") for answer in answers),
+        completion_tokens=sum(_count(answer, "completion_tokens") for answer in answers),
+    )
+    usage.cost_usd = _cost(_dig(stats, "instance_cost"), usage.total)
+    summary = _dig(found, "info", "submission")
+    return Report(usage, summary if isinstance(summary, str) and summary.strip() else None)
+
+
+def _dig(value: object, *keys: str) -> object:
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value

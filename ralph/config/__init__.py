@@ -168,7 +168,7 @@ class Config(Section):
             raise ValueError(
                 f"sandbox.home: the {presets[0]} preset's tool writes to its HOME, which sandbox.home makes "
                 "read-only in the sandbox — leave sandbox.home out: each lap then gets a private HOME with a copy "
-                "of the tool's login (docs/agents.md: Presets: the agent CLIs people have)"
+                "of the tool's login (docs/agents.md: Logins in the sandbox)"
             )
         return self
 
@@ -268,9 +268,12 @@ class Config(Section):
         return [check.run for check in self.checks]
 
     @property
-    def check_reports(self) -> tuple[str, ...]:
-        """The reports the checks write into the tree (`junit:`, `jest:`): theirs, never a lap's work."""
-        return tuple(path for check in self.checks for path in (check.junit, check.jest) if path)
+    def never_committed(self) -> tuple[str, ...]:
+        """What checks and agent CLIs write into the tree for themselves, never a lap's work: the
+        checks' reports (`junit:`, `jest:`), and the files a preset's tool keeps there (aider's histories)."""
+        reports = [path for check in self.checks for path in (check.junit, check.jest) if path]
+        tools = [left for agent in self.agents if agent.preset for left in PRESETS[agent.preset].leaves]
+        return (*reports, *tools)
 
 
 def load(path: Path) -> Config:
