@@ -151,7 +151,7 @@ EXPECTED = {
         ["GEMINI_API_KEY"],
     ),
     "opencode": (
-        ["run", "--format", "json", "--dangerously-skip-permissions"],
+        ["run", "--format", "json", "--auto", "--pure", "--title", "ralph lap 1"],
         "stdin",
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),

@@ -191,6 +191,7 @@ def test_aiders_analytics_log_gives_each_answers_tokens_and_a_rate_limit_it_gave
     gave_up = "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached\nRetrying in 32.0 seconds\n"
     assert read("aider-text", "Tokens: 1k sent, 3 received.\n" + gave_up).failed  # exited 0 all the same
     assert not read("aider-text", gave_up + "Tokens: 1k sent, 3 received.\nApplied edit to x.py\n").failed
+    assert read("aider-text", "litellm.BadRequestError: OpenAIException - invalid key\n").failed
 
 
 def test_mini_swe_agents_trajectory_gives_its_requests_tokens_and_cost():

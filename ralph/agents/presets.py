@@ -150,8 +150,10 @@ PRESETS = {
         Preset(
             "opencode",
             "opencode",
-            "opencode run --format json --dangerously-skip-permissions",
-            PROVIDER_KEYS,
+            # --auto approves what is not denied; --pure leaves out external plugins; a --title of its
+            # own spares the request that would title the session with the whole prompt again.
+            'opencode run --format json --auto --pure --title "ralph lap $RALPH_LAP"',
+            (*PROVIDER_KEYS, "OPENCODE_AUTH_CONTENT"),
             RATE_LIMITED,
             "opencode-jsonl",
             "opencode 1.18.33",

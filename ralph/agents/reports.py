@@ -216,15 +216,15 @@ def _opencode(output: str) -> Report:
 
 _AIDER_COST = re.compile(r"Cost: \$(\d+(?:\.\d+)?) message, \$(\d+(?:\.\d+)?) session")
 _AIDER_TOKENS = re.compile(r"^Tokens: .+ sent, .+ received\.", re.M)
-_AIDER_LIMITED = re.compile(r"RateLimitError|rate limited you", re.I)
+_AIDER_ERROR = re.compile(r"litellm\.\w+Error|rate limited you", re.I)  # a rate limit, a refused key, …
 
 
 def _aider(output: str, analytics: str) -> Report:
     """aider's analytics log (`--analytics-log`, written with analytics disabled too): a
     `message_send` event an answer, with its exact tokens and cost. Without one, its output's
     `Tokens: 12k sent, 340 received. Cost: $0.04 message, $0.09 session.` (rounded tokens: only
-    the cost is taken). aider exits 0 when it gave up on a rate limit: an output whose last word
-    is the limit, after its last answer, failed."""
+    the cost is taken). aider exits 0 whatever the API answered (a rate limit it gave up on, a
+    refused key): an output whose last word is an API error, after its last answer, failed."""
     events = [event.get("properties") for event in _objects(analytics) if event.get("event") == "message_send"]
     sent: list[dict] = [properties for properties in events if isinstance(properties, dict)]
     usage = Usage()
@@ -238,8 +238,8 @@ def _aider(output: str, analytics: str) -> Report:
     elif costs_said := _AIDER_COST.findall(output):
         usage.cost_usd = _cost(float(costs_said[-1][1]))
     answered = [match.end() for match in _AIDER_TOKENS.finditer(output)]
-    limits = [match.start() for match in _AIDER_LIMITED.finditer(output)]
-    return Report(usage, failed=bool(limits) and limits[-1] > max(answered, default=-1))
+    errors = [match.start() for match in _AIDER_ERROR.finditer(output)]
+    return Report(usage, failed=bool(errors) and errors[-1] > max(answered, default=-1))
 
 
 def _mini(trajectory: str) -> Report:
