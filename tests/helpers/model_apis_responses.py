@@ -4,7 +4,15 @@ step and the usage, records the request and writes each (event, data) as `event:
 `data: JSON` lines of server-sent events.
 
 A step is `{"call": "<shell command>"}`, one call of the shell tool the request offers, in that
-tool's own argument shape, or `{"text": "..."}`, a final assistant message."""
+tool's own argument shape, or `{"text": "..."}`, a final assistant message. For the server's
+choice: `offered(body)` (Codex's gpt-6 models get no top-level `tools`: theirs come in an
+`additional_tools` input item), `has_tool_result(body)` and `user_text(body)` (for counting a
+prompt's copies).
+
+Checked against Codex CLI 0.171.0 (`codex exec --json`, a provider by `-c model_providers.*`):
+its default model (code mode, the `exec` tool) and -m gpt-5, gpt-5-codex, gpt-5.1-codex-max, o3,
+gpt-4.1 (`exec_command`) each ran the call and ended the turn; its `turn.completed` usage is the
+sum of the `response.completed` usages."""
 
 from __future__ import annotations
 
@@ -109,6 +117,22 @@ def offered(body: dict) -> dict[str, dict]:
 def has_tool_result(body: dict) -> bool:
     """Whether the request carries the output of a tool call (the model's call was run)."""
     return any(item.get("type", "").endswith("call_output") for item in _input(body))
+
+
+def user_text(body: dict) -> list[str]:
+    """The texts of the request's user messages (`input_text` parts, or a plain string input), where
+    a prompt arrives; Codex's own instructions are developer messages and `instructions`."""
+    if isinstance(body.get("input"), str):
+        return [body["input"]]
+    texts = []
+    for item in _input(body):
+        content = item.get("content") if item.get("role") == "user" else None
+        if isinstance(content, str):
+            texts.append(content)
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return texts
 
 
 def _input(body: dict) -> list[dict]:
