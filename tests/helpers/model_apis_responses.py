@@ -12,7 +12,8 @@ prompt's copies).
 Checked against Codex CLI 0.171.0 (`codex exec --json`, a provider by `-c model_providers.*`):
 its default model (code mode, the `exec` tool) and -m gpt-5, gpt-5-codex, gpt-5.1-codex-max, o3,
 gpt-4.1 (`exec_command`) each ran the call and ended the turn; its `turn.completed` usage is the
-sum of the `response.completed` usages."""
+sum of the `response.completed` usages. opencode 1.18.33 with `-m openai/gpt-5` and
+OPENAI_BASE_URL (`bash`) too."""
 
 from __future__ import annotations
 
@@ -144,10 +145,12 @@ def _call(command: str, body: dict, index: int) -> tuple[dict, list[tuple[str, d
     """One call of the request's shell tool. By model, Codex offers `exec_command` ({"cmd": str}),
     `shell_command` ({"command": str}), `shell` ({"command": [argv]}), the built-in `local_shell`,
     or (gpt-6 models, "code mode") only the free-form `exec` tool, JavaScript that calls
-    `tools.exec_command`; the first of them offered, in that order, is called."""
+    `tools.exec_command`; opencode's `openai/…` models (its built-in OpenAI provider speaks
+    Responses) offer `bash` ({"command", "description"}). The first of them offered, in that
+    order, is called."""
     tools = offered(body)
     call_id = f"call_{index}_{uuid.uuid4().hex[:8]}"
-    name = next((name for name in ("exec_command", "shell_command", "shell") if name in tools), None)
+    name = next((name for name in ("exec_command", "shell_command", "shell", "bash") if name in tools), None)
     if name is None and "local_shell" in tools:
         action = {"type": "exec", "command": ["bash", "-lc", command], "env": {}}
         item = {"id": f"lsh_{index}", "type": "local_shell_call", "status": "completed", "call_id": call_id}
@@ -161,9 +164,11 @@ def _call(command: str, body: dict, index: int) -> tuple[dict, list[tuple[str, d
         ]
     name = name or "exec_command"
     arguments = json.dumps(
-        {"exec_command": {"cmd": command}, "shell_command": {"command": command}}.get(
-            name, {"command": ["bash", "-lc", command]}
-        )
+        {
+            "exec_command": {"cmd": command},
+            "shell_command": {"command": command},
+            "shell": {"command": ["bash", "-lc", command]},
+        }.get(name, {"command": command, "description": "Runs the command"})
     )
     item = {"id": f"fc_{index}", "type": "function_call", "status": "completed", "call_id": call_id, "name": name}
     return {**item, "arguments": arguments}, [
