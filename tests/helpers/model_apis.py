@@ -176,8 +176,12 @@ def json_answer(schema: dict | None) -> Any:
     return "scripted"
 
 
+AIDER_FILES = "I have *added these files to the chat*"  # aider's user message that lists the chat's files
+
+
 def user_text(dialect: str, body: Any) -> str:
-    """The text of a request's user messages (not its system prompt, not tool results)."""
+    """The text of a request's user messages: not its system prompt, not tool results, not the files
+    aider shows the model (TODO.md, added to its chat, is the file's copy, not the prompt's)."""
     if not isinstance(body, dict):
         return ""
     said: list[str] = []
@@ -192,7 +196,7 @@ def user_text(dialect: str, body: Any) -> str:
     elif dialect == "chat":
         for message in body.get("messages") or []:
             if message.get("role") == "user":
-                said += _texts(message.get("content"), "text")
+                said += [text for text in _texts(message.get("content"), "text") if not text.startswith(AIDER_FILES)]
     elif dialect == "responses":
         items = body.get("input")
         for item in [{"role": "user", "content": items}] if isinstance(items, str) else items or []:
@@ -360,22 +364,14 @@ def responses(apis: ModelApis, request: Request, size: int) -> tuple[int, list |
     except ImportError:
         return 501, {"error": {"message": "the Responses dialect is not written yet", "type": "server_error"}}
     body = request.body
-    tools = [
-        {
-            "name": tool.get("name") or (tool.get("function") or {}).get("name") or tool.get("type"),
-            "parameters": tool.get("parameters") or {},
-        }
-        for tool in body.get("tools") or []
-    ]
-    items = body.get("input") if isinstance(body.get("input"), list) else []
-    answered = any(str(item.get("type", "")).endswith("_call_output") for item in items)
-    step = choose(apis, tools, answered, str(body.get("instructions") or "") + user_text("responses", body))
+    offered = rendering.offered(body)  # Codex's tools, those of its namespaces included
+    shell = any(name in offered for name in ("exec_command", "shell_command", "shell", "local_shell", "exec"))
+    answered = rendering.has_tool_result(body)
+    step = {"call": apis.command} if shell and not answered else {"text": apis.final if shell else "Ticking the item"}
     usage = apis.count(request, size // 4)
     request.step = "call" if "call" in step else "text"
-    said = {"call": apis.command} if "call" in step else {"text": step.get("text", apis.final)}
-    index = len(apis.requests)
     tokens = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
-    return 200, list(rendering.render(said, body, tokens, index))
+    return 200, list(rendering.render(step, body, tokens, len(apis.requests)))
 
 
 def error_body(dialect: str, status: int, message: str) -> dict:
