@@ -1,0 +1,178 @@
+"""The agent CLIs people pay for, for real: each preset's tool, installed from npm or PyPI at a
+pinned version (helpers/agent_clis.py), does one sandboxed `ralph run` lap against a scripted
+model server that speaks its API (helpers/model_apis.py). What a user would see: the lap green
+with the tool's edit on the run branch, the prompt sent once, the lap's tokens and requests those
+the server counted, a rate limit a "limited" lap, and a 200 KiB prompt that still works.
+
+The lap runs as whoever runs the tests: in CI and containers, root."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from helpers import agent_clis
+from helpers.model_apis import ModelApis
+from helpers.repos import git, make_repo, needs_bwrap
+from helpers.running import lap_notes, ralph
+
+pytestmark = [pytest.mark.slow, needs_bwrap]
+
+MARKER = "ITEM-MARK-39"  # in the TODO item, so in the prompt: its copies at the server are the prompt's
+ITEM = f"write notes.txt ({MARKER})"
+TICK = "sed -i 's/- \\[ \\]/- [x]/' TODO.md && echo hi > notes.txt"
+PRESETS = ["claude", "codex", "gemini", "opencode", "aider", "mini-swe-agent"]
+PROGRAMS = {"mini-swe-agent": "mini"}
+LAP_SECONDS = 600
+
+
+@dataclass
+class Setup:
+    """How a preset's tool is pointed at the server: ralph.yaml's agent.args, the variables the
+    test gives ralph (credentials and endpoints, which presets pass on) and those ralph.yaml passes."""
+
+    args: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    passed: dict[str, str] = field(default_factory=dict)
+
+
+def setup(preset: str, server: ModelApis, limited: bool = False) -> Setup:
+    if preset == "claude":
+        # Its own retries of a 429 take 3 minutes (11 tries): none, so a limited lap ends at once.
+        retries = {"CLAUDE_CODE_MAX_RETRIES": "0"} if limited else {}
+        return Setup(env={"ANTHROPIC_BASE_URL": server.origin, "ANTHROPIC_API_KEY": "sk-ant-test"}, passed=retries)
+    if preset == "codex":
+        # --ignore-user-config drops a provider of config.toml: the local endpoint comes by -c.
+        provider = "model_providers.scripted"
+        args = (
+            f"-c model_provider=scripted -c {provider}.name=scripted -c {provider}.base_url={server.base_url} "
+            f"-c {provider}.wire_api=responses -c {provider}.env_key=OPENAI_API_KEY -m gpt-5.1-codex"
+        )
+        if limited:
+            args += f" -c {provider}.request_max_retries=0 -c {provider}.stream_max_retries=0"
+        return Setup(args=args, env={"OPENAI_API_KEY": "sk-codex-test"})
+    if preset == "gemini":
+        # GOOGLE_GEMINI_BASE_URL alone makes the auth type "gateway", which Gemini CLI 0.61 refuses
+        # ("Invalid auth method selected.", exit 41): an API key login has to be chosen in settings.
+        return Setup(
+            env={"GOOGLE_GEMINI_BASE_URL": server.origin, "GEMINI_API_KEY": "gm-test"},
+            passed={"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(gemini_settings())},
+        )
+    if preset == "opencode":
+        provider = {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "scripted",
+            "options": {"baseURL": server.base_url, "apiKey": "sk-opencode-test"},
+            "models": {"scripted": {"name": "scripted"}},
+        }
+        config = {"$schema": "https://opencode.ai/config.json", "provider": {"scripted": provider}}
+        return Setup(passed={"OPENCODE_CONFIG_CONTENT": json.dumps(config | {"model": "scripted/scripted"})})
+    if preset == "aider":
+        return Setup(
+            args="--model openai/scripted",
+            env={"OPENAI_API_BASE": server.base_url, "OPENAI_API_KEY": "sk-aider-test"},
+            passed={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        )
+    assert preset == "mini-swe-agent"
+    return Setup(
+        args="--model openai/scripted",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-mini-test"},
+        passed={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"},
+    )
+
+
+def gemini_settings() -> Path:
+    """Settings that choose the API key login, where Gemini CLI reads a system settings file: in a
+    folder no other user may write to (it skips one under /tmp), the agent CLIs' cache."""
+    folder = agent_clis.cache_folder() / "gemini-settings"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    settings = folder / "settings.json"
+    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    return settings
+
+
+def program(preset: str) -> Path:
+    name = PROGRAMS.get(preset, preset)
+    found = agent_clis.program(name)
+    if found is None:
+        pytest.skip(agent_clis.skip_reason(name))
+    return found
+
+
+def lap(
+    tmp_path: Path, preset: str, server: ModelApis, *, progress: str | None = None, **limits: object
+) -> tuple[Path, dict]:
+    """One sandboxed `ralph run --name lap` of the preset's real tool: the repo and its lap notes' run."""
+    executable = program(preset)
+    chosen = setup(preset, server, limited=server.limited > 0)
+    agent = {"kind": "command", "preset": preset} | ({"args": chosen.args} if chosen.args else {})
+    config = {
+        "goal": "g",
+        "agent": agent,
+        "checks": ["true"],
+        "limits": {"stagnation": 5, "max_laps": 1, "lap_timeout": LAP_SECONDS, **limits},
+        "env": {"pass": sorted(chosen.passed)},
+        # The tool's install root, readable in the sandbox: ralph does not make it so yet (issue 39).
+        "sandbox": {"mode": "auto", "readable": [str(agent_clis.cache_folder()), str(executable.parent)]},
+    }
+    repo = make_repo(tmp_path / "repo", config=config, todo=[ITEM], progress=progress)
+    env = {"PATH": f"{executable.parent}{os.pathsep}{os.environ['PATH']}", **chosen.env, **chosen.passed}
+    result = ralph(repo, "run", "--name", "lap", env=env, timeout=LAP_SECONDS + 120)
+    return repo, {"result": result, "laps": lap_notes(repo, "lap")}
+
+
+def served() -> ModelApis:
+    """The server, scripted to tick the item and write notes.txt with the tool's own shell tool
+    (aider: in its whole-file edit format)."""
+    return ModelApis(TICK, files={"notes.txt": "hi\n", "TODO.md": f"- [x] {ITEM}\n"})
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_real_lap_edits_sends_the_prompt_once_and_counts_what_the_server_served(tmp_path: Path, preset: str):
+    with served() as server:
+        repo, run = lap(tmp_path, preset, server)
+    result = run["result"]
+    said = result.stdout + result.stderr
+    (note,) = run["laps"] or [None]
+    assert note is not None and note["status"] == "green", said
+    assert git(repo, "show", "ralph/lap:notes.txt") == "hi"
+    calls = [number for number, request in enumerate(server.model_requests()) if request.step in ("call", "files")]
+    assert calls, [(request.path, request.step) for request in server.requests]
+    assert server.copies(MARKER)[calls[0]] == 1, "the prompt reached the model more than once"
+    usage = note["agent"]["usage"]
+    counted = server.totals
+    assert (usage["requests"], usage["prompt_tokens"], usage["completion_tokens"]) == (
+        counted.requests,
+        counted.prompt_tokens,
+        counted.completion_tokens,
+    )
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_prompt_of_200_kib_works(tmp_path: Path, preset: str):
+    """The prompt holds all of PROGRESS.md: past the kernel's 128 KiB for one argument."""
+    progress = "# Progress\n" + "".join(f"- lap {number}: {'x' * 90}\n" for number in range(2100))
+    assert len(progress) > 200 * 1024
+    with served() as server:
+        repo, run = lap(tmp_path, preset, server, progress=progress)
+    result = run["result"]
+    (note,) = run["laps"] or [None]
+    assert note is not None and note["status"] == "green", result.stdout + result.stderr
+    assert git(repo, "show", "ralph/lap:notes.txt") == "hi"
+    assert server.totals.prompt_tokens > 200 * 1024 // 4
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_rate_limited_model_makes_a_limited_lap(tmp_path: Path, preset: str):
+    """Every request answered 429 (the dialect's error body, Retry-After): the lap is "limited",
+    and with no time to wait (limit_wait 0) the run stops with exit 6."""
+    with ModelApis(TICK, limited=10**6) as server:
+        repo, run = lap(tmp_path, preset, server, limit_wait=0)
+    result = run["result"]
+    assert [note["status"] for note in run["laps"]] == ["limited"], result.stdout + result.stderr
+    assert result.returncode == 6, result.stdout + result.stderr
+    assert server.model_requests(), "the tool never reached the server"
