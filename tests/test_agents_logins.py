@@ -73,8 +73,8 @@ def users_files(home: Path) -> list[Path]:
     return sorted(path for path in home.rglob("*") if (home / ".cache") not in (path, *path.parents))
 
 
-def repo_for(tmp_path: Path, agent: dict, sandbox: dict | str) -> Path:
-    config = {"goal": "g", "agent": {"kind": "command", **agent}, "checks": ["true"], "env": {"pass": ["SEEN"]}}
+def repo_for(tmp_path: Path, agent: dict, sandbox: dict | str, checks: tuple[str, ...] = ("true",)) -> Path:
+    config = {"goal": "g", "agent": {"kind": "command", **agent}, "checks": list(checks), "env": {"pass": ["SEEN"]}}
     return make_repo(tmp_path / "repo", config=config | {"sandbox": sandbox}, todo=["item 1"])
 
 
@@ -93,10 +93,13 @@ def test_a_sandboxed_lap_logs_in_with_a_copy_of_its_login_file_alone_and_the_use
     bin_dir = tool_on_path(tmp_path, preset)
     seen = tmp_path / "out" / "seen.json"
     seen.parent.mkdir()
+    # The checks run the lap's code too: the agent's HOME, in the workspace they read, has no copy left.
+    left = f"test ! -e ../scratch/agent/home/{relative} && test ! -e $HOME/{relative}"
     repo = repo_for(
         tmp_path,
         {"preset": preset, "command": f"{preset} {relative}"},
         {"mode": "required", "writable": [str(seen.parent)]},
+        ("test -d ../scratch", left),
     )
     result = ralph(repo, "run", "--name", "l", env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SEEN": str(seen)})
     assert result.returncode == 0, result.stdout + result.stderr

@@ -229,7 +229,9 @@ def test_claudes_result_gives_the_laps_summary_tokens_and_cost_and_max_cost_usd_
     )
     status = json.loads(ralph(repo, "status", "--json").stdout)
     assert status["cost_usd"] == 0.5 and status["laps_of_unknown_cost"] == 0
-    assert "cost    $0.2500" in ralph(repo, "show", "1").stdout
+    shown = ralph(repo, "show", "1").stdout
+    assert "cost    $0.2500" in shown and "tokens  3 requests, 150 prompt + 7 completion" in shown
+    assert "one session" not in shown  # no context bars: an agent CLI tells no single request's size
 
 
 def test_max_cost_usd_without_a_known_cost_is_refused_at_start(tmp_path: Path):

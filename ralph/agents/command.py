@@ -42,24 +42,28 @@ class CommandAgent:
         channel = self.preset.prompt if self.preset else "stdin"
         if channel == "task-config":  # JSON is YAML
             Path(f"{prompt_file}.yaml").write_text(json.dumps({"run": {"task": task.prompt}}), encoding="utf-8")
+        copied: list[Path] = []
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
-            logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
+            copied = logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
         # The tool's own report file, where ralph reads it after the lap and the tool writes it inside.
         kept = (task.jail.tmp if task.jail else task.log_dir) / "agent-report"
         env = self.environment(task, prompt_file, Path("/tmp/agent-report") if task.jail else kept)
-        done = proc.run(
-            self.command,
-            task.worktree,
-            env=env,
-            timeout=task.timeout,
-            input=task.prompt if channel == "stdin" else None,
-            spill=task.log_dir / "agent.log",
-            jail=task.jail,
-            on_output=said,
-            idle=idle,
-        )
+        try:
+            done = proc.run(
+                self.command,
+                task.worktree,
+                env=env,
+                timeout=task.timeout,
+                input=task.prompt if channel == "stdin" else None,
+                spill=task.log_dir / "agent.log",
+                jail=task.jail,
+                on_output=said,
+                idle=idle,
+            )
+        finally:  # the workspace is readable to the later phases, whose code is the lap's too
+            logins.remove(copied)
         said.finish()
         # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
         log = task.log_dir / "agent.log"

@@ -47,10 +47,10 @@ def present(files: tuple[LoginFile, ...], env: Mapping[str, str]) -> list[Path]:
     return [path for file in files if (path := file.source(env)) is not None and path.is_file()]
 
 
-def copy_into(home: Path, files: tuple[LoginFile, ...], env: Mapping[str, str]) -> list[str]:
+def copy_into(home: Path, files: tuple[LoginFile, ...], env: Mapping[str, str]) -> list[Path]:
     """Copies of the user's login files in the phase's private `home`, readable by the lap's user
-    alone. Returns the paths copied, relative to `home`. A file that is not there, is too big, or
-    (for a file read in part) is not JSON is not copied: the tool then says it is not logged in."""
+    alone; what was copied. A file that is not there, is too big, or (for a file read in part) is
+    not JSON is not copied: the tool then says it is not logged in."""
     copied = []
     for file in files:
         source = file.source(env)
@@ -70,8 +70,14 @@ def copy_into(home: Path, files: tuple[LoginFile, ...], env: Mapping[str, str]) 
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(descriptor, "wb") as copy:
             copy.write(data)
-        copied.append(file.path)
+        copied.append(target)
     return copied
+
+
+def remove(copied: list[Path]) -> None:
+    """The copies, once the phase is over: its HOME stays in the workspace, which the checks read."""
+    for path in copied:
+        path.unlink(missing_ok=True)
 
 
 def _kept(data: bytes, file: LoginFile) -> bytes | None:
