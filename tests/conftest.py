@@ -24,6 +24,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
 # The longest tests (`--durations`), started first: one started last would alone set the
 # suite's wall time on two cores. They are the `slow` ones: `-m "not slow"` leaves them out.
 LONGEST = (
+    "test_agent_clis.py",  # the real agent CLIs: the first of each installs it (1.9 GB in all)
     "test_the_jobs_are_listed_built_from_pinned_sdists_and_cut",
     "test_both_modes_run_offline_scored_written_and_drawn",
     "test_a_check_that_imports_the_users_checkout",
@@ -45,6 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(name in item.nodeid for name in LONGEST):
             item.add_marker(pytest.mark.slow)
-    # The longest first, in LONGEST's order, so xdist spreads them: the bench builds first of all,
-    # since the other bench tests wait on them.
+    # The longest first, in LONGEST's order, so xdist spreads them: the agent CLIs' installs and the
+    # bench builds first of all, since the other tests of each wait on them.
     items.sort(key=lambda item: next((at for at, name in enumerate(LONGEST) if name in item.nodeid), len(LONGEST)))

@@ -329,7 +329,7 @@ def chat(apis: ModelApis, request: Request, size: int) -> tuple[int, list | dict
     usage = apis.count(request, size // 4)
     request.step = next(iter(step))
     if "call" in step:
-        call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function"}
+        call: dict = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function"}
         call["function"] = {"name": step["call"], "arguments": json.dumps(step["arguments"])}
         message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
     else:
@@ -379,8 +379,13 @@ def error_body(dialect: str, status: int, message: str) -> dict:
         kind = "rate_limit_error" if status == 429 else "api_error"
         return {"type": "error", "error": {"type": kind, "message": message}}
     if dialect == "gemini":
-        state = "RESOURCE_EXHAUSTED" if status == 429 else "INTERNAL"
-        return {"error": {"code": status, "message": message, "status": state}}
+        if status != 429:
+            return {"error": {"code": status, "message": message, "status": "INTERNAL"}}
+        # A free tier's daily quota spent, as Google says it: Gemini CLI stops at once (a per-minute
+        # one it retries with backoff for minutes, then fails the same way).
+        violation = {"quotaMetric": "generate_content_free_tier_requests", "quotaId": "GenerateRequestsPerDay"}
+        spent = [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]}]
+        return {"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED", "details": spent}}
     if dialect == "responses":
         try:
             return importlib.import_module("helpers.model_apis_responses").error(status, message)

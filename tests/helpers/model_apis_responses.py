@@ -25,7 +25,7 @@ import uuid
 def render(step: dict, body: dict, usage: dict, index: int) -> list[tuple[str, dict]]:
     """The events of one streamed answer: created, in_progress, one output item (a shell call or a
     message) with its deltas, and completed with `usage` (input_tokens, output_tokens)."""
-    response = {
+    response: dict = {
         "id": f"resp_{index}_{uuid.uuid4().hex[:12]}",
         "object": "response",
         "created_at": int(time.time()),
