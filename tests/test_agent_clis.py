@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import agent_clis
-from helpers.model_apis import ModelApis
+from helpers.model_apis import ModelApis, user_text
 from helpers.repos import git, make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph
 
@@ -104,7 +104,7 @@ def program(preset: str) -> Path:
 
 
 def lap(
-    tmp_path: Path, preset: str, server: ModelApis, *, progress: str | None = None, **limits: object
+    tmp_path: Path, preset: str, server: ModelApis, *, files: dict[str, str] | None = None, **limits: object
 ) -> tuple[Path, dict]:
     """One sandboxed `ralph run --name lap` of the preset's real tool: the repo and its lap notes' run."""
     executable = program(preset)
@@ -119,16 +119,16 @@ def lap(
         # The tool's install root, readable in the sandbox: ralph does not make it so yet (issue 39).
         "sandbox": {"mode": "auto", "readable": [str(agent_clis.cache_folder()), str(executable.parent)]},
     }
-    repo = make_repo(tmp_path / "repo", config=config, todo=[ITEM], progress=progress)
+    repo = make_repo(tmp_path / "repo", files or {}, config=config, todo=[ITEM])
     env = {"PATH": f"{executable.parent}{os.pathsep}{os.environ['PATH']}", **chosen.env, **chosen.passed}
     result = ralph(repo, "run", "--name", "lap", env=env, timeout=LAP_SECONDS + 120)
     return repo, {"result": result, "laps": lap_notes(repo, "lap")}
 
 
-def served() -> ModelApis:
+def served(todo: str = f"- [ ] {ITEM}\n") -> ModelApis:
     """The server, scripted to tick the item and write notes.txt with the tool's own shell tool
-    (aider: in its whole-file edit format)."""
-    return ModelApis(TICK, files={"notes.txt": "hi\n", "TODO.md": f"- [x] {ITEM}\n"})
+    (aider: in its whole-file edit format, TODO.md whole)."""
+    return ModelApis(TICK, files={"notes.txt": "hi\n", "TODO.md": todo.replace("- [ ]", "- [x]", 1)})
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -154,16 +154,19 @@ def test_a_real_lap_edits_sends_the_prompt_once_and_counts_what_the_server_serve
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_a_prompt_of_200_kib_works(tmp_path: Path, preset: str):
-    """The prompt holds all of PROGRESS.md: past the kernel's 128 KiB for one argument."""
-    progress = "# Progress\n" + "".join(f"- lap {number}: {'x' * 90}\n" for number in range(2100))
-    assert len(progress) > 200 * 1024
-    with served() as server:
-        repo, run = lap(tmp_path, preset, server, progress=progress)
+    """The prompt holds TODO.md and PROGRESS.md (up to 64,000 and 16,000 characters of them): in
+    three-byte characters, a prompt past 200 KiB, past the kernel's 128 KiB for one argument."""
+    note = "".join(f"  {'—' * 70}\n" for _ in range(900))  # the item's note: 63,900 characters
+    todo = f"- [ ] {ITEM}\n{note}"
+    progress = "# Progress\n" + "".join(f"- {'—' * 70}\n" for _ in range(220))
+    with served(todo) as server:
+        repo, run = lap(tmp_path, preset, server, files={"TODO.md": todo, "PROGRESS.md": progress})
     result = run["result"]
-    (note,) = run["laps"] or [None]
-    assert note is not None and note["status"] == "green", result.stdout + result.stderr
+    (lap_note,) = run["laps"] or [None]
+    assert lap_note is not None and lap_note["status"] == "green", result.stdout + result.stderr
     assert git(repo, "show", "ralph/lap:notes.txt") == "hi"
-    assert server.totals.prompt_tokens > 200 * 1024 // 4
+    sent = [user_text(request.dialect, request.body) for request in server.model_requests()]
+    assert max(len(text.encode()) for text in sent) > 200 * 1024
 
 
 @pytest.mark.parametrize("preset", PRESETS)
