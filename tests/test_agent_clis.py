@@ -174,7 +174,7 @@ def test_a_rate_limited_model_makes_a_limited_lap(tmp_path: Path, preset: str):
     """Every request answered 429 (the dialect's error body, Retry-After): the lap is "limited",
     and with no time to wait (limit_wait 0) the run stops with exit 6."""
     with ModelApis(TICK, limited=10**6) as server:
-        repo, run = lap(tmp_path, preset, server, limit_wait=0)
+        repo, run = lap(tmp_path, preset, server, limit_wait=0, lap_timeout=180)
     result = run["result"]
     assert [note["status"] for note in run["laps"]] == ["limited"], result.stdout + result.stderr
     assert result.returncode == 6, result.stdout + result.stderr
