@@ -142,14 +142,17 @@ def test_a_real_lap_edits_sends_the_prompt_once_and_counts_what_the_server_serve
     assert git(repo, "show", "ralph/lap:notes.txt") == "hi"
     calls = [number for number, request in enumerate(server.model_requests()) if request.step in ("call", "files")]
     assert calls, [(request.path, request.step) for request in server.requests]
-    assert server.copies(MARKER)[calls[0]] == 1, "the prompt reached the model more than once"
-    usage = note["agent"]["usage"]
-    counted = server.totals
-    assert (usage["requests"], usage["prompt_tokens"], usage["completion_tokens"]) == (
-        counted.requests,
-        counted.prompt_tokens,
-        counted.completion_tokens,
-    )
+    usage, counted = note["agent"]["usage"], server.totals
+    # One comparison, so a failure shows both: the prompt's copies in the first request that does
+    # the work, and the lap's requests and tokens beside those the server served.
+    seen = {
+        "copies of the prompt": server.copies(MARKER)[calls[0]],
+        "usage": (usage["requests"], usage["prompt_tokens"], usage["completion_tokens"]),
+    }
+    assert seen == {
+        "copies of the prompt": 1,
+        "usage": (counted.requests, counted.prompt_tokens, counted.completion_tokens),
+    }
 
 
 @pytest.mark.parametrize("preset", PRESETS)
