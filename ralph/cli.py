@@ -1,8 +1,7 @@
 """The command line: click declarations only; each command calls one function for its exit code.
 
-Each command imports its module when it runs (the local imports below): `ralph --help`, shell
-completion and the git hooks ralph ships, which run on every commit, start without loading the
-rest of ralph."""
+Each command imports its module when it runs (the local imports below): `ralph --help`, shell completion
+and the git hooks ralph ships, which run on every commit, start without loading the rest of ralph."""
 
 from __future__ import annotations
 
@@ -292,11 +291,12 @@ def clean(run_name: str | None, refs: bool) -> None:
 
 
 @main.command()
-def doctor() -> None:
-    """What this machine and repository give a run: the sandbox, git, and each check tried once on HEAD."""
+@click.option("--agent", "ask_agent", is_flag=True, help="Also send the agent one tiny request, as a lap would.")
+def doctor(ask_agent: bool) -> None:
+    """What this machine and repository give a run: the sandbox, git, each check tried once on HEAD, the agent."""
     from ralph.commands.doctor import doctor as do_doctor
 
-    _call(do_doctor, Path.cwd())
+    _call(do_doctor, Path.cwd(), ask_agent)
 
 
 @main.command()

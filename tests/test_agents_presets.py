@@ -16,7 +16,7 @@ from helpers.repos import PY, git, make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph
 
 from ralph.agents.presets import PRESETS
-from ralph.agents.scripted import ScriptedServer, Step, call, tool_call, tool_calls
+from ralph.agents.scripted import Reply, ScriptedServer, Step, call, tool_call, tool_calls
 
 SECRETS = {
     "ANTHROPIC_API_KEY": "sk-ant-canary",
@@ -86,7 +86,9 @@ def stand_ins(tmp_path: Path, script: list[dict]) -> dict[str, str]:
     }
 
 
-def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off", **limits: object) -> Path:
+def repo_with(
+    tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off", progress: str | None = None, **limits: object
+) -> Path:
     config = {
         "goal": "g",
         "agent": {"kind": "command", **agent},
@@ -100,7 +102,9 @@ def repo_with(tmp_path: Path, agent: dict, items: int = 1, sandbox: str = "off",
             "readable": [str(tmp_path / "script.json")],
         },
     }
-    return make_repo(tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)])
+    return make_repo(
+        tmp_path / "repo", config=config, todo=[f"item {n}" for n in range(1, items + 1)], progress=progress
+    )
 
 
 def calls(tmp_path: Path, tool: str) -> list[dict]:
@@ -142,13 +146,13 @@ EXPECTED = {
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
     "gemini": (
-        ["--approval-mode", "yolo", "--skip-trust", "--extensions", "none", "--output-format", "json", "-p"],
-        "argument",
+        ["--approval-mode", "yolo", "--skip-trust", "--extensions", "none", "--output-format", "json"],
+        "stdin",
         ["GEMINI_API_KEY"],
     ),
     "opencode": (
-        ["run", "--format", "json", "--dangerously-skip-permissions"],
-        "argument",
+        ["run", "--format", "json", "--auto", "--pure", "--title", "ralph lap 1"],
+        "stdin",
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
     "goose": (
@@ -157,8 +161,8 @@ EXPECTED = {
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
     "mini": (
-        ["--yolo", "--exit-immediately", "--task"],
-        "argument",
+        ["--yolo", "--exit-immediately", "-c", "mini.yaml", "-c", "PROMPT_FILE.yaml"],
+        "task-config",
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
 }
@@ -166,22 +170,32 @@ EXPECTED = {
 
 @pytest.mark.parametrize("preset", [pytest.param("claude", marks=needs_bwrap), *list(PRESETS)[1:]])
 def test_a_preset_runs_its_tool_with_the_prompt_and_only_its_credentials(tmp_path: Path, preset: str):
-    """Claude Code's laps run sandboxed: its credentials reach it inside bubblewrap too."""
+    """Claude Code's laps run sandboxed: its credentials reach it inside bubblewrap too. The prompt
+    is over 200 KiB (a long PROGRESS.md, in Japanese), more than one argument may hold."""
     env = stand_ins(tmp_path, [{"work": True}]) | {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    repo = repo_with(
-        tmp_path, {"preset": preset, "args": "--model m1"}, sandbox="required" if preset == "claude" else "off"
-    )
+    sandbox = "required" if preset == "claude" else "off"
+    progress = "## 引き継ぎ\n" + "前のラップで試したことと、その結果のメモです。\n" * 9000
+    repo = repo_with(tmp_path, {"preset": preset, "args": "--model m1"}, sandbox=sandbox, progress=progress)
+    notes = "".join(f"  {n}: 前のラップで試したことと、その結果のメモです。\n" for n in range(3000))
+    (repo / "TODO.md").write_text((repo / "TODO.md").read_text() + notes)
+    git(repo, "commit", "-qam", "a long TODO.md")
     result = ralph(repo, "run", "--name", "p", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     executable = PRESETS[preset].executable
     (call,) = calls(tmp_path, executable)
     arguments, prompt_at, credentials = EXPECTED[executable]
     prompt_file = str(repo / ".git" / "ralph" / "p" / "lap-1" / "prompt.md")
-    shown = [prompt_file if arg == "PROMPT_FILE" else arg for arg in arguments]
+    shown = [arg.replace("PROMPT_FILE", prompt_file) for arg in arguments]
     assert call["argv"][: len(shown)] == shown, call["argv"]
     assert call["argv"][-2:] == ["--model", "m1"]  # args: appended
-    where = {"stdin": call["stdin"], "file": Path(prompt_file).read_text(), "argument": " ".join(call["argv"])}
-    assert "- [ ] item 1" in where[prompt_at] and "PROGRESS.md" in where[prompt_at]
+    task = json.loads(Path(prompt_file + ".yaml").read_text())["run"]["task"] if prompt_at == "task-config" else ""
+    where = {"stdin": call["stdin"], "file": Path(prompt_file).read_text(), "task-config": task}
+    prompt = Path(prompt_file).read_text()
+    assert "- [ ] item 1" in prompt and "引き継ぎ" in prompt and len(prompt.encode()) > 200 * 1024
+    assert where[prompt_at] == prompt
+    # Once: not on stdin too (gemini and opencode append stdin to a prompt), nor as an argument.
+    assert prompt_at == "stdin" or call["stdin"] == ""
+    assert not any("- [ ] item 1" in arg for arg in call["argv"])
     assert sorted(call["secrets"]) == credentials  # its own, and no other secret
     assert all(call["secrets"][name] == SECRETS[name] for name in credentials)
     assert call["endpoint"] == "http://127.0.0.1:9"  # where its API is: the agent's, not a secret
@@ -215,7 +229,9 @@ def test_claudes_result_gives_the_laps_summary_tokens_and_cost_and_max_cost_usd_
     )
     status = json.loads(ralph(repo, "status", "--json").stdout)
     assert status["cost_usd"] == 0.5 and status["laps_of_unknown_cost"] == 0
-    assert "cost    $0.2500" in ralph(repo, "show", "1").stdout
+    shown = ralph(repo, "show", "1").stdout
+    assert "cost    $0.2500" in shown and "tokens  3 requests, 150 prompt + 7 completion" in shown
+    assert "one session" not in shown  # no context bars: an agent CLI tells no single request's size
 
 
 def test_max_cost_usd_without_a_known_cost_is_refused_at_start(tmp_path: Path):
@@ -224,7 +240,7 @@ def test_max_cost_usd_without_a_known_cost_is_refused_at_start(tmp_path: Path):
     result = ralph(repo, "run", env=env)
     assert result.returncode == 1 and result.stderr == (
         "ralph: limits.max_cost_usd needs every lap's cost, but the preset codex reports no cost "
-        "(presets that do: aider, claude, opencode) — add prices or drop the fuse\n"
+        "(presets that do: aider, claude, mini-swe-agent, opencode) — add prices or drop the fuse\n"
     )
 
 
@@ -347,6 +363,9 @@ def test_the_real_mini_swe_agent_does_a_lap_through_its_preset(tmp_path: Path):
     assert len(sent) == 2 and "- [ ] item 1" in json.dumps(sent[0]["messages"])  # the lap's prompt, as its task
     (lap,) = lap_notes(repo, "mini")
     assert lap["status"] == "green" and lap["done"] is True and lap["agent"]["name"] == "mini-swe-agent"
+    usage = lap["agent"]["usage"]  # from its trajectory, as the server answered
+    written = sum(max(1, len(json.dumps(step.message)) // 4) for step in script if isinstance(step, Reply))
+    assert (usage["requests"], usage["completion_tokens"]) == (2, written) and usage["prompt_tokens"] > 0, usage
     assert git(repo, "show", "ralph/mini:notes.txt") == "hi"
     assert server.requests[0].headers["authorization"] == "Bearer sk-mini-canary"
 

@@ -125,3 +125,87 @@ def test_a_log_longer_than_what_is_read_keeps_its_final_result_and_counts_no_par
     result = {"type": "result", "result": "done", "total_cost_usd": 1.5, "usage": {"output_tokens": 2}}
     log.write_text("x" * 10_000 + "\n" + lines(result))
     assert reports.read_log("claude-json", log).usage.cost_usd == 1.5
+
+
+def test_claudes_model_usage_counts_every_model_the_lap_called():
+    """`usage` leaves out the small model's title request; `modelUsage` has both."""
+    result = {
+        "type": "result",
+        "is_error": False,
+        "result": "ok",
+        "num_turns": 2,
+        "total_cost_usd": 0,
+        "usage": {"input_tokens": 2468, "output_tokens": 112},
+        "modelUsage": {
+            "claude-sonnet": {"inputTokens": 2400, "cacheReadInputTokens": 68, "outputTokens": 112, "costUSD": 0},
+            "claude-haiku": {"inputTokens": 1234, "outputTokens": 56, "costUSD": 0},
+        },
+    }
+    usage = read("claude-json", lines(result)).usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (3702, 168)
+    assert usage.cost_usd is None  # $0 for 3,870 tokens: a model the tool has no price for
+
+
+def test_geminis_json_is_found_among_stderr_lines_before_and_after_it():
+    said = {"response": "done", "stats": {"models": {"m": {"tokens": {"prompt": 7, "candidates": 2}}}}}
+    output = (
+        "[WARN] {braces} in a log line\n"
+        + json.dumps(said, indent=2)
+        + '\n{"not": "the result"}\nError flushing telemetry {x}\n'
+    )
+    report = read("gemini-json", output)
+    assert (report.summary, report.usage.prompt_tokens, report.usage.completion_tokens) == ("done", 7, 2)
+    assert read("gemini-json", "{" * 100_000).usage.prompt_tokens == 0  # nested past Python: nothing, no crash
+
+
+def test_opencodes_free_step_for_tokens_spent_makes_the_laps_cost_unknown():
+    priced = {"tokens": {"input": 10, "output": 2}, "cost": 0.5}
+    title = {"tokens": {"input": 30, "output": 5}, "cost": 0}  # a provider of the user's, no price known
+    assert read("opencode-jsonl", lines({"type": "step_finish", "part": priced})).usage.cost_usd == 0.5
+    both = lines({"type": "step_finish", "part": priced}, {"type": "step_finish", "part": title})
+    assert read("opencode-jsonl", both).usage.cost_usd is None
+    nothing = {"tokens": {"input": 0, "output": 0}, "cost": 0}  # no tokens: truly free
+    assert read("opencode-jsonl", lines({"type": "step_finish", "part": nothing})).usage.cost_usd == 0
+
+
+def test_codex_requests_are_counted_in_its_sessions_own_log(tmp_path):
+    thread = "0199a0c2-5d1e-7a30-b2f4-9c1d2e3f4a5b"
+    day = tmp_path / "sessions" / "2026" / "12" / "06"
+    day.mkdir(parents=True)
+    record = {"type": "token_usage_record", "payload": {"usage": {"input_tokens": 1}}}
+    (day / f"rollout-2026-12-06T10-00-00-{thread}.jsonl").write_text(lines(record, {"type": "event_msg"}, record))
+    assert read("codex-jsonl", lines({"type": "thread.started", "thread_id": thread})).session == thread
+    assert reports.codex_requests(tmp_path, thread) == 2
+    assert reports.codex_requests(tmp_path, "0199a0c2-0000-0000-0000-000000000000") is None
+    assert reports.codex_requests(tmp_path, "../../etc") is None  # an id is no path
+
+
+def test_aiders_analytics_log_gives_each_answers_tokens_and_a_rate_limit_it_gave_up_on_failed_it():
+    said = {"prompt_tokens": 52940, "completion_tokens": 7, "cost": 0.01}
+    sent = {"event": "message_send", "properties": said}
+    report = read("aider-text", "Tokens: 53k sent, 7 received.\n", lines({"event": "launched"}, sent, sent))
+    assert (report.usage.requests, report.usage.prompt_tokens, report.usage.completion_tokens) == (2, 105880, 14)
+    assert report.usage.cost_usd == 0.02 and not report.failed
+    unpriced = {"event": "message_send", "properties": dict(said, cost=0)}
+    assert read("aider-text", "", lines(unpriced)).usage.cost_usd is None
+    gave_up = "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached\nRetrying in 32.0 seconds\n"
+    assert read("aider-text", "Tokens: 1k sent, 3 received.\n" + gave_up).failed  # exited 0 all the same
+    assert not read("aider-text", gave_up + "Tokens: 1k sent, 3 received.\nApplied edit to x.py\n").failed
+    assert read("aider-text", "litellm.BadRequestError: OpenAIException - invalid key\n").failed
+
+
+def test_mini_swe_agents_trajectory_gives_its_requests_tokens_and_cost():
+    trajectory = {
+        "info": {"model_stats": {"api_calls": 2, "instance_cost": 0.5}, "submission": "ticked it"},
+        "messages": [
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "extra": {"response": {"usage": {"prompt_tokens": 100, "completion_tokens": 5}}}},
+            {"role": "assistant", "extra": {"response": {"usage": {"prompt_tokens": 120, "completion_tokens": 6}}}},
+        ],
+    }
+    report = read("mini-trajectory", "whatever it printed", json.dumps(trajectory))
+    assert (report.usage.requests, report.usage.prompt_tokens, report.usage.completion_tokens) == (2, 220, 11)
+    assert (report.usage.cost_usd, report.summary) == (0.5, "ticked it")
+    unpriced = dict(trajectory, info={"model_stats": {"api_calls": 2, "instance_cost": 0.0}})
+    assert read("mini-trajectory", "", json.dumps(unpriced)).usage.cost_usd is None
+    assert read("mini-trajectory", "", "[1, 2") == reports.Report()

@@ -110,7 +110,13 @@ LAYERS = (
         "ralph.isolation.provision",
         "ralph.isolation.user_state",
     ),
-    ("ralph.agents.presets", "ralph.verdict.check_files", "ralph.verdict.junit", "ralph.verdict.pytest_results"),
+    (
+        "ralph.agents.presets",
+        "ralph.agents.logins",
+        "ralph.verdict.check_files",
+        "ralph.verdict.junit",
+        "ralph.verdict.pytest_results",
+    ),
     ("ralph.config",),  # ralph.yaml, checked against the facts of the layer below
     ("ralph.agents",),
     ("ralph.verdict",),

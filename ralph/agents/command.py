@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from datetime import datetime
 from pathlib import Path
 
-from ralph.agents import reports
+from ralph.agents import logins, reports
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.limited import limit_hit, reset_at
 from ralph.agents.presets import ENDPOINTS, PRESETS
@@ -34,29 +35,45 @@ class CommandAgent:
             )
 
     def run_lap(self, task: LapTask) -> AgentResult:
-        """The prompt goes on stdin and into the file named by RALPH_PROMPT_FILE."""
+        """The prompt goes into the file named by RALPH_PROMPT_FILE, and on stdin unless the preset's
+        tool reads it from a file (a tool that appends stdin to its prompt would read it twice)."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
+        channel = self.preset.prompt if self.preset else "stdin"
+        if channel == "task-config":  # JSON is YAML
+            Path(f"{prompt_file}.yaml").write_text(json.dumps({"run": {"task": task.prompt}}), encoding="utf-8")
+        copied: list[Path] = []
+        if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
+            copied = logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
-        env = self.environment(task, prompt_file)
-        done = proc.run(
-            self.command,
-            task.worktree,
-            env=env,
-            timeout=task.timeout,
-            input=task.prompt,
-            spill=task.log_dir / "agent.log",
-            jail=task.jail,
-            on_output=said,
-            idle=idle,
-        )
+        # The tool's own report file, where ralph reads it after the lap and the tool writes it inside.
+        kept = (task.jail.tmp if task.jail else task.log_dir) / "agent-report"
+        env = self.environment(task, prompt_file, Path("/tmp/agent-report") if task.jail else kept)
+        try:
+            done = proc.run(
+                self.command,
+                task.worktree,
+                env=env,
+                timeout=task.timeout,
+                input=task.prompt if channel == "stdin" else None,
+                spill=task.log_dir / "agent.log",
+                jail=task.jail,
+                on_output=said,
+                idle=idle,
+            )
+        finally:  # the workspace is readable to the later phases, whose code is the lap's too
+            logins.remove(copied)
         said.finish()
         # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
-        report = reports.read_log(self.preset.reports, task.log_dir / "agent.log") if self.preset else reports.Report()
+        log = task.log_dir / "agent.log"
+        report = reports.read_log(self.preset.reports, log, kept) if self.preset else reports.Report()
+        if report.session and self.preset and self.preset.reports == "codex-jsonl":
+            home = task.jail.home / ".codex" if task.jail else Path(os.environ.get("CODEX_HOME", "~/.codex"))
+            report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
         outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
-            detail += _withheld_hint(env)
+            detail += _withheld_hint(env) + self._unsandboxed_hint(task)
         tail = done.tail(2000)
         lines = [line for line in tail.splitlines() if line.strip()]
         summary = report.summary if report.summary is not None else (lines[-1] if lines else "")
@@ -71,20 +88,34 @@ class CommandAgent:
             limited_until=until.timestamp() if until else None,
         )
 
-    def environment(self, task: LapTask, prompt_file: Path) -> dict[str, str]:
+    def environment(self, task: LapTask, prompt_file: Path, report_file: Path) -> dict[str, str]:
         """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""
         credentials = {
             name: os.environ[name]
             for name in ((*self.preset.credentials, *ENDPOINTS) if self.preset else ())
             if name in os.environ and name not in self.withheld
         }
+        sandboxed = dict(self.preset.sandboxed) if self.preset and task.jail is not None else {}
         return dict(
             task.env,
             **credentials,
+            **sandboxed,
             RALPH_RUN=task.run,
             RALPH_LAP=str(task.lap),
             RALPH_WORKTREE=str(task.worktree),
             RALPH_PROMPT_FILE=str(prompt_file),
+            RALPH_REPORT_FILE=str(report_file),
+        )
+
+    def _unsandboxed_hint(self, task: LapTask) -> str:
+        """Why a tool that must be told it is sandboxed may have refused, when the lap was not."""
+        if not (self.preset and self.preset.sandboxed and task.jail is None and os.geteuid() == 0):
+            return ""
+        told = " ".join(f"{name}={value}" for name, value in self.preset.sandboxed)
+        return (
+            f"\nas root, {self.preset.executable} skips its permission prompts only when told by {told} that it "
+            "runs in a sandbox: ralph says so inside bubblewrap, and this lap ran without it — install bubblewrap "
+            f"(sandbox: auto), or, on a machine that is itself a sandbox, export {told} and list it in env.pass"
         )
 
     def outcome(

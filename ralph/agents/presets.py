@@ -2,8 +2,11 @@
 runs non-interactively in the lap's work tree, the credential variables it is given, how it
 says it hit a usage or rate limit, and how it reports tokens and cost.
 
-Each command reads the lap's prompt from stdin or from $RALPH_PROMPT_FILE, as the tool takes
-it. `written_for` is the version of the tool whose documentation the preset follows.
+Each tool gets the lap's prompt once, by the one channel it reads whole (`prompt`): stdin, or a
+file it is named by a flag. Never as an argument: one argv word holds 128 KiB at most, and the
+prompt holds all of TODO.md and PROGRESS.md. Two of the tools append stdin to an argument, so
+stdin is closed for those that read a file. `written_for` is the version of the tool its
+command was last checked against, run for real (tests/test_agent_clis.py).
 
 A tool logs in by its variables, not by the user's HOME: each phase of a lap gets a private
 HOME, and what a lap writes to the user's (a hook in ~/.claude/settings.json, an MCP server in
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from ralph.agents.logins import LoginFile
 
 # The model-provider keys of tools that talk to many providers (through LiteLLM or their own).
 PROVIDER_KEYS = (
@@ -39,6 +44,12 @@ ENDPOINTS = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE
 RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate limit (exceeded|reached)", r"rate limited you")
 
 
+# How the tool reports a lap (ralph/agents/reports.py): in its output, or in its report file.
+Reports = Literal[
+    "text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text", "mini-trajectory"
+]
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
@@ -46,12 +57,20 @@ class Preset:
     command: str  # through the shell, in the lap's work tree
     credentials: tuple[str, ...]  # the only secret-named variables the tool is given
     limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
-    reports: Literal["text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider-text"]
+    reports: Reports
     written_for: str
-    login: str = ""  # how to log the tool in without the user's HOME, when more than a key of `credentials`
+    # stdin; file: $RALPH_PROMPT_FILE, named by a flag; task-config: $RALPH_PROMPT_FILE.yaml, a config
+    # file that holds it as {run: {task: …}} (mini-swe-agent's `-c`, which has no task-file flag)
+    prompt: Literal["stdin", "file", "task-config"] = "stdin"
+    login: str = ""  # the long-lived way to log the tool in, when more than a key of `credentials`
+    login_files: tuple[LoginFile, ...] = ()  # copied into a sandboxed lap's private HOME (ralph/agents/logins.py)
+    # Set in the tool's environment when it runs in bubblewrap: how it is told it is sandboxed,
+    # where it refuses to skip its permission prompts as root otherwise.
+    sandboxed: tuple[tuple[str, str], ...] = ()
+    leaves: tuple[str, ...] = ()  # what the tool writes in the work tree for itself (globs): never committed
 
 
-COSTED = ("claude-json", "opencode-jsonl", "aider-text")  # the outputs that tell a lap's cost
+COSTED = ("claude-json", "opencode-jsonl", "aider-text", "mini-trajectory")  # the outputs that tell a lap's cost
 
 PRESETS = {
     preset.name: preset
@@ -74,49 +93,74 @@ PRESETS = {
                 *RATE_LIMITED,
             ),
             "claude-json",
-            "Claude Code 2.1",
-            "CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
+            "Claude Code 2.1.332",
+            login="CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
+            # A subscription login's refresh token is single-use: the copy goes without it.
+            login_files=(
+                LoginFile(".claude/.credentials.json", ("CLAUDE_CONFIG_DIR", ".credentials.json"), ("refreshToken",)),
+            ),
+            sandboxed=(("IS_SANDBOX", "1"),),
         ),
         Preset(
             "codex",
             "codex",
             # Skips $CODEX_HOME/config.toml (MCP servers, hooks, profiles); the login in CODEX_HOME still counts.
             "codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox --ignore-user-config -",
-            ("CODEX_API_KEY", "OPENAI_API_KEY"),
+            ("CODEX_API_KEY", "CODEX_ACCESS_TOKEN", "OPENAI_API_KEY"),
             (r"you've hit your usage limit", r"quota exceeded", r"429 Too Many Requests", *RATE_LIMITED),
             "codex-jsonl",
-            "Codex CLI 0.169",
+            "Codex CLI 0.171.0",
+            login="CODEX_API_KEY (an API key) or CODEX_ACCESS_TOKEN",
+            login_files=(LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), ("refresh_token",)),),
         ),
         Preset(
             "aider",
             "aider",
+            # --no-gitignore: .gitignore is no lap's to change. Its analytics log (written with analytics
+            # off) has each answer's exact tokens; a chat history over --max-chat-history-tokens would be
+            # summarized as it exits, in requests cut off unreported.
             'aider --yes-always --message-file "$RALPH_PROMPT_FILE" --no-auto-commits --no-check-update '
-            "--no-show-release-notes --analytics-disable --no-pretty --no-stream --no-fancy-input",
+            "--no-show-release-notes --analytics-disable --no-pretty --no-stream --no-fancy-input --no-gitignore "
+            '--analytics-log "$RALPH_REPORT_FILE" --max-chat-history-tokens 1000000000',
             PROVIDER_KEYS,
             (r"RateLimitError", r"has rate limited you", *RATE_LIMITED),
             "aider-text",
-            "aider 0.86",
+            "aider 0.86.2",
+            "file",
+            login_files=(LoginFile(".aider.conf.yml"),),
+            leaves=(".aider*",),  # its chat and input histories, its repository map's cache
         ),
         Preset(
             "gemini",
             "gemini",
             # Extensions (installed in ~/.gemini/extensions) bring MCP servers and context; no switch
             # documented keeps out the hooks and MCP servers of ~/.gemini/settings.json.
-            "gemini --approval-mode yolo --skip-trust --extensions none --output-format json "
-            '-p "$(cat "$RALPH_PROMPT_FILE")"',
+            "gemini --approval-mode yolo --skip-trust --extensions none --output-format json",
             ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
-            "Gemini CLI 0.61",
+            "Gemini CLI 0.61.0",
+            # Google's refresh tokens are not single-use: the copy keeps it. Of the settings, only how it logs in.
+            login_files=(
+                LoginFile(".gemini/oauth_creds.json"),
+                LoginFile(".gemini/google_accounts.json"),
+                LoginFile(".gemini/settings.json", only=("security.auth.selectedType", "selectedAuthType")),
+            ),
         ),
         Preset(
             "opencode",
             "opencode",
-            'opencode run --format json --dangerously-skip-permissions "$(cat "$RALPH_PROMPT_FILE")"',
-            PROVIDER_KEYS,
+            # --auto approves what is not denied; --pure leaves out external plugins; a --title of its
+            # own spares the request that would title the session with the whole prompt again.
+            'opencode run --format json --auto --pure --title "ralph lap $RALPH_LAP"',
+            (*PROVIDER_KEYS, "OPENCODE_AUTH_CONTENT"),
             RATE_LIMITED,
             "opencode-jsonl",
-            "opencode 1.18",
+            "opencode 1.18.33",
+            # Its providers' keys, and their OAuth logins, whose refresh tokens the copy goes without.
+            login_files=(
+                LoginFile(".local/share/opencode/auth.json", ("XDG_DATA_HOME", "opencode/auth.json"), ("refresh",)),
+            ),
         ),
         Preset(
             "goose",
@@ -126,17 +170,19 @@ PRESETS = {
             RATE_LIMITED,
             "text",
             "goose 1.x",
+            "file",
         ),
         Preset(
             "mini-swe-agent",
             "mini",
             "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1 "
-            'mini --yolo --exit-immediately --task "$(cat "$RALPH_PROMPT_FILE")" '
-            '--output "${TMPDIR:-/tmp}/ralph-mini-$RALPH_LAP.traj.json" </dev/null',
+            'mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_PROMPT_FILE.yaml" '
+            '--output "$RALPH_REPORT_FILE"',
             PROVIDER_KEYS,
             (r"RateLimitError", *RATE_LIMITED),
-            "text",
-            "mini-swe-agent 2.4",
+            "mini-trajectory",
+            "mini-swe-agent 2.4.6",
+            "task-config",
         ),
     )
 }

@@ -3,14 +3,13 @@ ralph.yaml, also what its checks give: setup and each check run once on HEAD, as
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import sys
 from pathlib import Path
 
 from ralph import config, git
-from ralph.agents.presets import PRESETS
+from ralph.commands.doctor_agent import agent_lines
 from ralph.config.sections import CheckSpec
 from ralph.errors import Exit, RalphError
 from ralph.isolation import jail, proc, sandbox
@@ -23,7 +22,7 @@ from ralph.verdict.checks import CheckResult
 MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line that moved
 
 
-def doctor(cwd: Path) -> Exit:
+def doctor(cwd: Path, ask_agent: bool = False) -> Exit:
     missing = sandbox.why_unavailable()
     bwrap = shutil.which(jail.BWRAP)
     version = _first_line([bwrap, "--version"]) if bwrap else "not installed"
@@ -37,42 +36,11 @@ def doctor(cwd: Path) -> Exit:
         ui.say("             sandbox: auto runs laps unsandboxed with a warning; sandbox: required refuses to run")
         if platform.system() == "Darwin":
             ui.say("             on macOS there is no bubblewrap: laps run unsandboxed (docs/sandbox.md)")
-    checks_ran = _try_checks(cwd)
+    checks_ran = _try_checks(cwd, ask_agent)
     return Exit.DONE if missing is None and checks_ran is not False else Exit.ERROR
 
 
-def _agent(cfg: config.Config) -> bool:
-    """Can the lap's agent start: a preset's program on PATH, one of its credential variables (or
-    a login of its own that the docs describe), an openai endpoint's key variable?"""
-    agent = cfg.agent
-    if agent.kind == "openai":
-        found = bool(os.environ.get(agent.api_key_env)) or bool(agent.base_url or os.environ.get("OPENAI_BASE_URL"))
-        ui.say(
-            f"agent        built-in, model {ui.safe(str(agent.model))}: "
-            + ("its key or endpoint is set" if found else f"[bold red]no key[/]: set {agent.api_key_env}")
-        )
-        return found
-    preset = PRESETS.get(agent.preset or "")
-    if preset is None or agent.command is not None:
-        ui.say(f"agent        the command `{ui.safe(agent.shell_command)}` (its failures show in its laps)")
-        return True
-    if shutil.which(preset.executable) is None:
-        ui.say(f"agent        [bold red]cannot start[/]: `{preset.executable}` (preset {preset.name}) is not on PATH")
-        return False
-    inside = sandbox.missing_inside(agent.shell_command, os.environ) if sandbox.decide(cfg.sandbox.mode) else None
-    if inside:
-        ui.say(f"agent        [bold red]cannot start in the sandbox[/]: {ui.safe(inside)}")
-        return False
-    keys = [name for name in preset.credentials if os.environ.get(name)]
-    if preset.credentials and not keys and not preset.login:
-        ui.say(f"agent        [bold red]cannot log in[/]: none of {', '.join(preset.credentials)} is set")
-        return False
-    how = f"by {keys[0]}" if keys else f"by its own login ({ui.safe(preset.login)})"
-    ui.say(f"agent        preset {preset.name}: `{shutil.which(preset.executable)}`, logged in {how}")
-    return True
-
-
-def _try_checks(cwd: Path) -> bool | None:
+def _try_checks(cwd: Path, ask_agent: bool) -> bool | None:
     """Setup and every check once on HEAD, in a workspace and sandbox of their own; whether all
     of them could run (None: no repository or ralph.yaml here to try)."""
     try:
@@ -98,7 +66,7 @@ def _try_checks(cwd: Path) -> bool | None:
         verdict, judges = _verdict(spec, result)
         ui.say(f"check {index:<6} {verdict}")
         usable = usable and judges
-    return _agent(cfg) and usable
+    return agent_lines(cfg, ask_agent) and usable
 
 
 def _verdict(spec: CheckSpec, result: CheckResult) -> tuple[str, bool]:

@@ -49,8 +49,9 @@ commit:
 sandbox: auto                    # agents, hooks and checks in bubblewrap (Linux): auto | required | off
 # Sandboxed, each phase of a lap gets a fresh private HOME, so the agent logs in by
 #   {login}
-# in your environment, not by your ~ (docs/agents.md: Presets). A path in sandbox.writable is the laps' to
-# write, and stays written: never list one that anything outside the sandbox runs (docs/sandbox.md).
+# in your environment, or a copy of its login file alone (docs/agents.md: Logins in the sandbox).
+# A path in sandbox.writable is the laps' to write, and stays written: never list one that
+# anything outside the sandbox runs (docs/sandbox.md).
 # sandbox:
 #   mode: auto
 #   network: true                # false: the checks run without network

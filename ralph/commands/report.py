@@ -193,9 +193,8 @@ def _lap(top: Path, number: int, commit: str, record: LapRecord | None, problem:
         facts.append(("tests passing", f"{record.tests.passing_before} → {record.tests.passing_after}"))
     if record.agent.usage.requests:
         usage = record.agent.usage
-        facts.append(
-            ("tokens", f"{usage.total:,} in {usage.requests} requests, largest {usage.largest_prompt_tokens:,}")
-        )
+        largest = f", largest {usage.largest_prompt_tokens:,}" if usage.largest_prompt_tokens else ""
+        facts.append(("tokens", f"{usage.total:,} in {ui.many(usage.requests, 'request')}{largest}"))
     if record.agent.usage.cost_usd is not None:
         facts.append(("cost", f"${record.agent.usage.cost_usd:.4f}"))
     parts.append("<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts) + "</table>")

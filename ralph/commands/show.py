@@ -97,10 +97,11 @@ def _say_spending(state: RunState, record: LapRecord, number: int, kept: _Kept) 
         check = kept.endpoint_check()
         checked = f"; the endpoint check's {check:,} included" if check else ""
         ui.say(
-            f"tokens  {usage.requests} requests, {usage.prompt_tokens:,} prompt{cached} + "
+            f"tokens  {ui.many(usage.requests, 'request')}, {usage.prompt_tokens:,} prompt{cached} + "
             f"{usage.completion_tokens:,} completion{' (estimated)' if usage.estimated else ''}{checked}"
         )
-        ui.context_bars(*state.context_bars(upto=number))
+        if usage.largest_prompt_tokens:  # an agent CLI tells no request's size: no bars of 0 tokens
+            ui.context_bars(*state.context_bars(upto=number))
     if record.agent.kind != "command" or usage.cost_usd is not None:
         judge = f" (judge {_usd(record.judge.usage.cost_usd)})" if record.judge else ""
         ui.say(f"cost    {_usd(usage.cost_usd)}{judge}")

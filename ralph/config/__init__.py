@@ -159,6 +159,19 @@ class Config(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _a_home_the_presets_can_write(self) -> Config:
+        """A preset's tool writes to its HOME as it starts (its sessions, caches, a refreshed login):
+        a read-only one stops it (an error, a hang, or every shell call failing)."""
+        presets = [agent.preset for agent in self.agents if agent.preset]
+        if presets and self.sandbox.home and self.sandbox.mode != "off":
+            raise ValueError(
+                f"sandbox.home: the {presets[0]} preset's tool writes to its HOME, which sandbox.home makes "
+                "read-only in the sandbox — leave sandbox.home out: each lap then gets a private HOME with a copy "
+                "of the tool's login (docs/agents.md: Logins in the sandbox)"
+            )
+        return self
+
     @property
     def stuck_laps(self) -> int:
         """Laps without progress on one stuck item until its split has run: escalate_after red laps,
@@ -255,9 +268,12 @@ class Config(Section):
         return [check.run for check in self.checks]
 
     @property
-    def check_reports(self) -> tuple[str, ...]:
-        """The reports the checks write into the tree (`junit:`, `jest:`): theirs, never a lap's work."""
-        return tuple(path for check in self.checks for path in (check.junit, check.jest) if path)
+    def never_committed(self) -> tuple[str, ...]:
+        """What checks and agent CLIs write into the tree for themselves, never a lap's work: the
+        checks' reports (`junit:`, `jest:`), and the files a preset's tool keeps there (aider's histories)."""
+        reports = [path for check in self.checks for path in (check.junit, check.jest) if path]
+        tools = [left for agent in self.agents if agent.preset for left in PRESETS[agent.preset].leaves]
+        return (*reports, *tools)
 
 
 def load(path: Path) -> Config:

@@ -114,7 +114,8 @@ class Workspace:
 
     def never_stage(self, patterns: tuple[str, ...]) -> None:
         """Paths (globs from the tree's top) no lap commit holds: the reports the checks write
-        into the tree, which an agent that ran the checks itself leaves behind. Ignore rules of
+        into the tree, which an agent that ran the checks itself leaves behind, and the files an
+        agent CLI keeps there for itself (Config.never_committed). Ignore rules of
         ralph's own git, not pathspecs: git refuses an exclude pathspec inside an ignored folder."""
         lines = [f"/{pattern}\n" for pattern in patterns if "\n" not in pattern]
         with (self.own.git_dir / "info" / "exclude").open("a", encoding="utf-8") as exclude:

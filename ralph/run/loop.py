@@ -173,7 +173,7 @@ def _context(
     if judge is not None and "judge" in cfg.mcp.roles:
         judge.mcp = mcp
     workspace = Workspace.create(repo.top, repo.common_dir, name if slot is None else parallel.slot_name(name, slot))
-    workspace.never_stage(cfg.check_reports)
+    workspace.never_stage(cfg.never_committed)
     cleanup.callback(workspace.remove)
     return RunContext(
         repo=repo,

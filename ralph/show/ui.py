@@ -83,6 +83,11 @@ def bars(this_lap: int, one_session: int, width: int = 30) -> list[Text]:
     return lines
 
 
+def many(count: int, noun: str) -> str:
+    """`1 request`, `3 requests`."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def context_bars(this_lap: int, one_session: int) -> None:
     for line in bars(this_lap, one_session):
         console.print(line)

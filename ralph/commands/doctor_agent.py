@@ -1,0 +1,133 @@
+"""`ralph doctor`'s lines on the lap's agent: can it start inside the sandbox, is its tool the
+version its preset was written for, can it log in — and with `--agent`, does it answer one tiny
+request, run as a lap runs it (sandboxed, in a scratch work tree, its login copied in)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from ralph.agents import logins
+from ralph.agents.base import LapTask
+from ralph.agents.kinds import make_agent
+from ralph.agents.presets import PRESETS, Preset
+from ralph.config import Config
+from ralph.config.agent import AgentConfig
+from ralph.errors import RalphError
+from ralph.isolation import proc, sandbox
+from ralph.isolation.jail import Jail
+from ralph.show import ui
+
+TINY = "This is a test of your setup. Do not read, change or run anything: reply with the one word READY."
+TINY_TIMEOUT = 300.0  # seconds: a CLI's first start may be slow (a node tool loading, a login refreshed)
+_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
+
+
+def agent_lines(cfg: Config, ask: bool) -> bool:
+    """Says what the agent gives a run; False when it cannot start (or, asked, did not answer)."""
+    agent = cfg.agent
+    if agent.kind == "openai":
+        found = bool(os.environ.get(agent.api_key_env)) or bool(agent.base_url or os.environ.get("OPENAI_BASE_URL"))
+        ui.say(
+            f"agent        built-in, model {ui.safe(str(agent.model))}: "
+            + ("its key or endpoint is set" if found else f"[bold red]no key[/]: set {agent.api_key_env}")
+        )
+        return found and (not ask or _asked(cfg, agent))
+    preset = PRESETS.get(agent.preset or "")
+    if preset is None:
+        ui.say(f"agent        the command `{ui.safe(agent.shell_command)}` (its failures show in its laps)")
+        return not ask or _asked(cfg, agent)
+    started = _starts(cfg, agent, preset)
+    return started and _logs_in(preset) and (not ask or _asked(cfg, agent))
+
+
+def _starts(cfg: Config, agent: AgentConfig, preset: Preset) -> bool:
+    found = shutil.which(preset.executable)
+    if found is None:
+        ui.say(f"agent        [bold red]cannot start[/]: `{preset.executable}` (preset {preset.name}) is not on PATH")
+        return False
+    inside = sandbox.missing_inside(agent.shell_command, os.environ) if sandbox.decide(cfg.sandbox.mode) else None
+    if inside:
+        ui.say(f"agent        [bold red]cannot start in the sandbox[/]: {ui.safe(inside)}")
+        return False
+    ui.say(f"agent        preset {preset.name}: `{ui.safe(found)}`{_version_note(preset, found)}")
+    return True
+
+
+def _version_note(preset: Preset, program: str) -> str:
+    """The tool's version, and a warning when it is not the one the preset was written for."""
+    try:
+        done = proc.run([program, "--version"], "/", env=proc.lap_env(), timeout=60, sweep=False)
+    except OSError:
+        return ""
+    said = _VERSION.search(done.output)
+    written = _VERSION.search(preset.written_for)
+    if said is None or written is None:
+        return ", its version unknown"
+    version, wanted = said.group(), written.group()
+    if _parts(version)[: len(_parts(wanted))] == _parts(wanted):
+        return f", version {version}"
+    newer = "newer" if _parts(version) > _parts(wanted) else "older"
+    return (
+        f", version {version} — [yellow]warning[/]: the preset was written for {preset.written_for}; a {newer} "
+        "version may have changed its flags or output (laps still run)"
+    )
+
+
+def _parts(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def _logs_in(preset: Preset) -> bool:
+    keys = [name for name in preset.credentials if os.environ.get(name)]
+    files = logins.present(preset.login_files, os.environ)
+    if keys:
+        ui.say(f"login        by {keys[0]}")
+    elif files:
+        ui.say(f"login        by its login file {ui.safe(str(files[0]))} (a copy of it in each lap's private HOME)")
+    elif preset.credentials:
+        how = f" — or {preset.login}" if preset.login else ""
+        ui.say(f"login        [bold red]none[/]: none of {', '.join(preset.credentials)} is set{ui.safe(how)}")
+        return False
+    return True
+
+
+def _asked(cfg: Config, agent: AgentConfig) -> bool:
+    """One tiny request, as a lap would make it."""
+    if agent.kind == "openai":
+        try:
+            make_agent(agent).check_endpoint(time.monotonic() + TINY_TIMEOUT)
+        except RalphError as exc:
+            ui.say(f"asked        [bold red]no answer[/]: {ui.safe(str(exc))}")
+            return False
+        ui.say("asked        the endpoint answered")
+        return True
+    sandboxed = sandbox.decide(cfg.sandbox.mode)
+    with tempfile.TemporaryDirectory(prefix="ralph-doctor-") as scratch:
+        root = Path(scratch)
+        tree, home, tmp, logs = root / "tree", root / "home", root / "tmp", root / "logs"
+        for folder in (tree, home, tmp, logs):
+            folder.mkdir()
+        jail = None
+        if sandboxed:
+            keep = sandbox.needed(commands=[agent.shell_command])
+            jail = Jail((tree, home), tmp, home, chdir=tree, keep=keep)
+        env = proc.lap_env(tuple(cfg.env.pass_)) | ({} if sandboxed else {"HOME": os.environ.get("HOME", str(home))})
+        task = LapTask("doctor", 1, tree, TINY, TINY_TIMEOUT, logs, env, jail=jail)
+        result = make_agent(agent).run_lap(task)
+    if result.outcome != "ok":
+        ui.say(f"asked        [bold red]{result.outcome}[/]: {ui.safe(ui.one_line(result.detail, 300))}")
+        return False
+    said = ui.one_line(result.summary, 80) or "(nothing)"
+    ui.say(f"asked        it answered: {ui.safe(said)} ({_usage_words(result.usage.requests, result.usage.total)})")
+    return True
+
+
+def _usage_words(requests: int, tokens: int) -> str:
+    if not requests and not tokens:
+        return "no usage reported"
+    return f"{requests} request{'s' * (requests != 1)}, {tokens} tokens"
