@@ -56,11 +56,12 @@ def setup(preset: str, server: ModelApis, limited: bool = False) -> Setup:
         return Setup(args=args, env={"OPENAI_API_KEY": "sk-codex-test"})
     if preset == "gemini":
         # GOOGLE_GEMINI_BASE_URL alone makes the auth type "gateway", which Gemini CLI 0.61 refuses
-        # ("Invalid auth method selected.", exit 41): an API key login has to be chosen in settings.
-        return Setup(
-            env={"GOOGLE_GEMINI_BASE_URL": server.origin, "GEMINI_API_KEY": "gm-test"},
-            passed={"GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(gemini_settings())},
-        )
+        # ("Invalid auth method selected.", exit 41): the API key login is chosen in the user's
+        # settings (the test's HOME), which ralph copies into the lap's private HOME.
+        settings = Path(os.environ["HOME"], ".gemini", "settings.json")
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+        return Setup(env={"GOOGLE_GEMINI_BASE_URL": server.origin, "GEMINI_API_KEY": "gm-test"})
     if preset == "opencode":
         provider = {
             "npm": "@ai-sdk/openai-compatible",
@@ -84,17 +85,6 @@ def setup(preset: str, server: ModelApis, limited: bool = False) -> Setup:
     )
 
 
-def gemini_settings() -> Path:
-    """Settings that choose the API key login, where Gemini CLI reads a system settings file: in a
-    folder no other user may write to (it skips one under /tmp), the agent CLIs' cache."""
-    folder = agent_clis.cache_folder() / "gemini-settings"
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o755)
-    settings = folder / "settings.json"
-    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
-    return settings
-
-
 def program(preset: str) -> Path:
     name = PROGRAMS.get(preset, preset)
     found = agent_clis.program(name)
@@ -116,8 +106,8 @@ def lap(
         "checks": ["true"],
         "limits": {"stagnation": 5, "max_laps": 1, "lap_timeout": LAP_SECONDS, **limits},
         "env": {"pass": sorted(chosen.passed)},
-        # The tool's install root, readable in the sandbox: ralph does not make it so yet (issue 39).
-        "sandbox": {"mode": "auto", "readable": [str(agent_clis.cache_folder()), str(executable.parent)]},
+        # Nothing of the tool's install is listed: ralph finds its install root and shows it to the lap.
+        "sandbox": {"mode": "auto"},
     }
     repo = make_repo(tmp_path / "repo", files or {}, config=config, todo=[ITEM])
     env = {"PATH": f"{executable.parent}{os.pathsep}{os.environ['PATH']}", **chosen.env, **chosen.passed}
