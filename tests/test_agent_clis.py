@@ -27,6 +27,8 @@ TICK = "sed -i 's/- \\[ \\]/- [x]/' TODO.md && echo hi > notes.txt"
 PRESETS = ["claude", "codex", "gemini", "opencode", "aider", "mini-swe-agent"]
 PROGRAMS = {"mini-swe-agent": "mini"}
 LAP_SECONDS = 600
+# Where the tools keep their logins and settings in a HOME: a lap writes none of it in the user's.
+TOOL_FILES = (".claude", ".claude.json", ".codex", ".gemini", ".config/opencode", ".local/share/opencode", ".aider")
 
 
 @dataclass
@@ -111,14 +113,23 @@ def lap(
     }
     repo = make_repo(tmp_path / "repo", files or {}, config=config, todo=[ITEM])
     env = {"PATH": f"{executable.parent}{os.pathsep}{os.environ['PATH']}", **chosen.env, **chosen.passed}
+    before = tool_files()
     result = ralph(repo, "run", "--name", "lap", env=env, timeout=LAP_SECONDS + 120)
-    return repo, {"result": result, "laps": lap_notes(repo, "lap")}
+    return repo, {"result": result, "laps": lap_notes(repo, "lap"), "tool files before": before}
 
 
 def served(todo: str = f"- [ ] {ITEM}\n") -> ModelApis:
     """The server, scripted to tick the item and write notes.txt with the tool's own shell tool
     (aider: in its whole-file edit format, TODO.md whole)."""
     return ModelApis(TICK, files={"notes.txt": "hi\n", "TODO.md": todo.replace("- [ ]", "- [x]", 1)})
+
+
+def tool_files() -> dict[str, bytes]:
+    """The tools' files in the user's HOME (the test's), by path, with their contents."""
+    home = Path(os.environ["HOME"])
+    found = [home / name for name in TOOL_FILES]
+    files = [path for top in found for path in ([top] if top.is_file() else top.rglob("*")) if path.is_file()]
+    return {str(path.relative_to(home)): path.read_bytes() for path in files}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -138,10 +149,12 @@ def test_a_real_lap_edits_sends_the_prompt_once_and_counts_what_the_server_serve
     seen = {
         "copies of the prompt": server.copies(MARKER)[calls[0]],
         "usage": (usage["requests"], usage["prompt_tokens"], usage["completion_tokens"]),
+        "the user's tool files": tool_files(),
     }
     assert seen == {
         "copies of the prompt": 1,
         "usage": (counted.requests, counted.prompt_tokens, counted.completion_tokens),
+        "the user's tool files": run["tool files before"],
     }
 
 
@@ -172,3 +185,21 @@ def test_a_rate_limited_model_makes_a_limited_lap(tmp_path: Path, preset: str):
     assert [note["status"] for note in run["laps"]] == ["limited"], result.stdout + result.stderr
     assert result.returncode == 6, result.stdout + result.stderr
     assert server.model_requests(), "the tool never reached the server"
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_ralph_doctor_finds_the_real_tool_and_asks_it_once(tmp_path: Path, preset: str):
+    """`ralph doctor --agent`: the tool found, its version the preset's, one tiny request answered."""
+    with ModelApis("echo READY", final="READY") as server:
+        executable = program(preset)
+        chosen = setup(preset, server)
+        agent = {"kind": "command", "preset": preset} | ({"args": chosen.args} if chosen.args else {})
+        config = {"goal": "g", "agent": agent, "checks": ["true"], "env": {"pass": sorted(chosen.passed)}}
+        repo = make_repo(tmp_path / "repo", config=config | {"sandbox": {"mode": "auto"}}, todo=[ITEM])
+        env = {"PATH": f"{executable.parent}{os.pathsep}{os.environ['PATH']}", **chosen.env, **chosen.passed}
+        result = ralph(repo, "doctor", "--agent", env=env, timeout=LAP_SECONDS)
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    if preset != "mini-swe-agent":  # a dev dependency: whatever version the venv has
+        assert f"version {agent_clis.version(PROGRAMS.get(preset, preset))}" in said, said
+    assert "it answered" in said and server.model_requests(), said
