@@ -203,3 +203,22 @@ def test_ralph_doctor_finds_the_real_tool_and_asks_it_once(tmp_path: Path, prese
     if preset != "mini-swe-agent":  # a dev dependency: whatever version the venv has
         assert f"version {agent_clis.version(PROGRAMS.get(preset, preset))}" in said, said
     assert "it answered" in said and server.model_requests(), said
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_read_only_home_is_refused_at_the_start_saying_why(tmp_path: Path, preset: str):
+    """`sandbox.home: "~"` makes the user's HOME read-only in the sandbox, where each of these tools
+    writes as it starts (claude's shell calls fail, codex and opencode exit 1, gemini exits or hangs):
+    the run is refused before any lap, in one line that says why."""
+    with served() as server:
+        executable = program(preset)
+        chosen = setup(preset, server)
+        agent = {"kind": "command", "preset": preset} | ({"args": chosen.args} if chosen.args else {})
+        config = {"goal": "g", "agent": agent, "checks": ["true"], "sandbox": {"mode": "auto", "home": "~"}}
+        repo = make_repo(tmp_path / "repo", config=config, todo=[ITEM])
+        env = {"PATH": f"{executable.parent}{os.pathsep}{os.environ['PATH']}", **chosen.env, **chosen.passed}
+        result = ralph(repo, "run", "--name", "ro", env=env)
+        assert not server.model_requests()
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and lap_notes(repo, "ro") == [], said
+    assert f"sandbox.home: the {preset} preset's tool writes to its HOME" in said, said
