@@ -65,13 +65,13 @@ def setup(preset: str, server: ModelApis, limited: bool = False) -> Setup:
         settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
         return Setup(env={"GOOGLE_GEMINI_BASE_URL": server.origin, "GEMINI_API_KEY": "gm-test"})
     if preset == "opencode":
-        provider = {
+        scripted: dict[str, object] = {
             "npm": "@ai-sdk/openai-compatible",
             "name": "scripted",
             "options": {"baseURL": server.base_url, "apiKey": "sk-opencode-test"},
             "models": {"scripted": {"name": "scripted"}},
         }
-        config = {"$schema": "https://opencode.ai/config.json", "provider": {"scripted": provider}}
+        config = {"$schema": "https://opencode.ai/config.json", "provider": {"scripted": scripted}}
         return Setup(passed={"OPENCODE_CONFIG_CONTENT": json.dumps(config | {"model": "scripted/scripted"})})
     if preset == "aider":
         return Setup(
