@@ -329,8 +329,8 @@ def chat(apis: ModelApis, request: Request, size: int) -> tuple[int, list | dict
     usage = apis.count(request, size // 4)
     request.step = next(iter(step))
     if "call" in step:
-        call: dict = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function"}
-        call["function"] = {"name": step["call"], "arguments": json.dumps(step["arguments"])}
+        function = {"name": step["call"], "arguments": json.dumps(step["arguments"])}
+        call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": function}
         message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
     else:
         said = whole_files(step["files"]) if "files" in step else step["text"]
