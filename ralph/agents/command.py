@@ -65,12 +65,7 @@ class CommandAgent:
         finally:  # the workspace is readable to the later phases, whose code is the lap's too
             logins.remove(copied)
         said.finish()
-        # The tool's report is read from its whole output (agent.log), not the capped copy in memory.
-        log = task.log_dir / "agent.log"
-        report = reports.read_log(self.preset.reports, log, kept) if self.preset else reports.Report()
-        if report.session and self.preset and self.preset.reports == "codex-jsonl":
-            home = task.jail.home / ".codex" if task.jail else Path(os.environ.get("CODEX_HOME", "~/.codex"))
-            report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
+        report = self.report(task, kept)
         outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
             detail += _withheld_hint(env) + self._unsandboxed_hint(task)
@@ -87,6 +82,17 @@ class CommandAgent:
             usage=report.usage,
             limited_until=until.timestamp() if until else None,
         )
+
+    def report(self, task: LapTask, kept: Path) -> reports.Report:
+        """What the tool reported of the lap: in its whole output (agent.log, not the capped copy in
+        memory), in the report file it `kept`, and codex's requests in its session's own log."""
+        if self.preset is None:
+            return reports.Report()
+        report = reports.read_log(self.preset.reports, task.log_dir / "agent.log", kept)
+        if report.session and self.preset.reports == "codex-jsonl":
+            home = task.jail.home / ".codex" if task.jail else Path(os.environ.get("CODEX_HOME", "~/.codex"))
+            report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
+        return report
 
     def environment(self, task: LapTask, prompt_file: Path, report_file: Path) -> dict[str, str]:
         """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""

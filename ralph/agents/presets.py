@@ -4,18 +4,18 @@ says it hit a usage or rate limit, and how it reports tokens and cost.
 
 Each tool gets the lap's prompt once, by the one channel it reads whole (`prompt`): stdin, or a
 file it is named by a flag. Never as an argument: one argv word holds 128 KiB at most, and the
-prompt holds all of TODO.md and PROGRESS.md. Two of the tools append stdin to an argument, so
+prompt holds all of TODO.md and PROGRESS.md. Four of the tools append stdin to an argument, so
 stdin is closed for those that read a file. `written_for` is the version of the tool its
 command was last checked against, run for real (tests/test_agent_clis.py).
 
-A tool logs in by its variables, not by the user's HOME: each phase of a lap gets a private
-HOME, and what a lap writes to the user's (a hook in ~/.claude/settings.json, an MCP server in
-~/.claude.json) would run outside the sandbox the next time the user starts the tool.
+A tool logs in by its variables, or by a copy of its login file alone in the phase's private
+HOME (ralph/agents/logins.py), not by the user's HOME: what a lap writes there (a hook in
+~/.claude/settings.json, an MCP server in ~/.claude.json) would run outside the sandbox the
+next time the user starts the tool.
 
 Nor does a lap take in the user's own setup: where the tool documents a switch for it, its
-command leaves out the user-level settings, hooks, MCP servers and extensions (laps may run
-in the user's HOME: unsandboxed, or with `sandbox.home: "~"`). A user who wants them back
-replaces the preset's command with `command:`."""
+command leaves out the user-level settings, hooks, MCP servers and extensions (unsandboxed, laps
+run in the user's HOME). A user who wants them back replaces the preset's command with `command:`."""
 
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ PROVIDER_KEYS = (
     "XAI_API_KEY",
     "AZURE_API_KEY",
 )
-# Rate limits every HTTP-based tool may print, whatever its own words.
 # Where a provider's API is, which agent CLIs read from these (a proxy, a local server): given,
 # like a preset's credentials, to a preset's agent only, never to setup, hooks or checks.
 ENDPOINTS = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
+# Rate limits every HTTP-based tool may print, whatever its own words.
 RATE_LIMITED = (r"\b429\b.*(too many requests|rate limit)", r"rate limit (exceeded|reached)", r"rate limited you")
 
 
@@ -140,6 +140,7 @@ PRESETS = {
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
             "Gemini CLI 0.61.0",
+            login="GEMINI_API_KEY, or a Google login (`gemini` once, interactively)",
             # Google's refresh tokens are not single-use: the copy keeps it. Of the settings, only how it logs in.
             login_files=(
                 LoginFile(".gemini/oauth_creds.json"),

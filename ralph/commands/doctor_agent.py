@@ -83,16 +83,24 @@ def _parts(version: str) -> tuple[int, ...]:
 
 
 def _logs_in(preset: Preset) -> bool:
+    """Its credential variable or login file; a tool of many providers may keep its key in its own
+    config (opencode's, aider's) instead, which is not checked: a warning."""
     keys = [name for name in preset.credentials if os.environ.get(name)]
     files = logins.present(preset.login_files, os.environ)
     if keys:
         ui.say(f"login        by {keys[0]}")
     elif files:
         ui.say(f"login        by its login file {ui.safe(str(files[0]))} (a copy of it in each lap's private HOME)")
-    elif preset.credentials:
-        how = f" — or {preset.login}" if preset.login else ""
-        ui.say(f"login        [bold red]none[/]: none of {', '.join(preset.credentials)} is set{ui.safe(how)}")
+    elif preset.login:
+        ui.say(
+            f"login        [bold red]none[/]: none of {', '.join(preset.credentials)} is set — {ui.safe(preset.login)}"
+        )
         return False
+    else:
+        ui.say(
+            "login        [yellow]warning[/]: no provider key is set (docs/agents.md: Presets) nor a login file: "
+            "it needs its key in a config of its own"
+        )
     return True
 
 
@@ -113,14 +121,19 @@ def _asked(cfg: Config, agent: AgentConfig) -> bool:
         for folder in (tree, home, tmp, logs):
             folder.mkdir()
         jail = None
-        if sandboxed:
-            keep = sandbox.needed(commands=[agent.shell_command])
+        if sandboxed:  # the prompt's files in logs/, read-only, as a lap's are
+            keep = (*sandbox.needed(commands=[agent.shell_command]), logs)
             jail = Jail((tree, home), tmp, home, chdir=tree, keep=keep)
         env = proc.lap_env(tuple(cfg.env.pass_)) | ({} if sandboxed else {"HOME": os.environ.get("HOME", str(home))})
         task = LapTask("doctor", 1, tree, TINY, TINY_TIMEOUT, logs, env, jail=jail)
         result = make_agent(agent).run_lap(task)
     if result.outcome != "ok":
         ui.say(f"asked        [bold red]{result.outcome}[/]: {ui.safe(ui.one_line(result.detail, 300))}")
+        return False
+    preset = PRESETS.get(agent.preset or "")
+    if preset is not None and preset.reports != "text" and not (result.usage.requests or result.usage.total):
+        said = ui.one_line(result.detail, 300)
+        ui.say(f"asked        [bold red]no request reached its model[/], though it exited 0: {ui.safe(said)}")
         return False
     said = ui.one_line(result.summary, 80) or "(nothing)"
     ui.say(f"asked        it answered: {ui.safe(said)} ({_usage_words(result.usage.requests, result.usage.total)})")
