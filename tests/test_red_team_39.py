@@ -90,3 +90,60 @@ def test_a_lap_that_replaces_its_login_copy_cannot_crash_ralph(tmp_path: Path, w
     said = result.stdout + result.stderr
     assert result.returncode == 0, said
     assert [note["status"] for note in lap_notes(repo, "r")] == ["green"], said
+
+
+# --- ralph doctor --agent ---------------------------------------------------------------------------
+
+# Says, as its answer, what it was given: how doctor shows the tiny request's answer.
+SAYS = (
+    'cat > /dev/null\n[ "$1" = --version ] && {{ echo 1.18.33; exit 0; }}\n'
+    "seen=$({what} 2>/dev/null | tr -d '\\n\"\\\\')\n"
+    'echo "{{\\"type\\":\\"text\\",\\"part\\":{{\\"text\\":\\"seen:$seen\\"}}}}"\n'
+    "( {tick} ) 2>/dev/null\nexit 0\n"
+)
+
+
+@needs_bwrap
+def test_doctor_agent_withholds_the_judges_and_openai_agents_keys_as_a_lap_does(tmp_path: Path):
+    """A lap's agent CLI never gets the keys of the built-in agents and the roles, whatever its
+    preset reads (loop._agents' `withheld`): opencode logged in by ANTHROPIC_API_KEY does not get
+    the judge's OPENAI_API_KEY. `ralph doctor --agent` makes the agent without `withheld`: the
+    tiny request's tool gets the judge's key, and doctor prints what it answered."""
+    bin_dir = stand_in(tmp_path, "opencode", SAYS.format(what='echo "$OPENAI_API_KEY"', tick=TICK))
+    judge = {"model": "judge-model", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_API_KEY"}
+    repo = repo_for(tmp_path, {"preset": "opencode"}, roles={"judge": judge})
+    env = {**path_with(bin_dir), "ANTHROPIC_API_KEY": "sk-ant-agent", "OPENAI_API_KEY": "sk-judge-secret"}
+    ralph(repo, "run", "--name", "r", "--max-laps", "1", env=env)
+    (note,) = lap_notes(repo, "r")
+    assert note["agent"]["summary"] == "seen:", "control: a lap's tool does not get the judge's key"
+    result = ralph(repo, "doctor", "--agent", env=env)
+    assert "sk-judge-secret" not in result.stdout, result.stdout
+
+
+@needs_bwrap
+def test_doctor_agent_hides_the_toolchains_registry_logins_as_a_lap_does(tmp_path: Path):
+    """A lap's sandbox reads cargo's credentials (an npm prefix's npmrc with a token, …) as empty
+    (toolchains.logins, in Workspace.jail's `hide`). doctor --agent builds its own Jail with no
+    `hide`: the tiny request's tool, with the toolchain homes readable, reads the registry token."""
+    cargo = tmp_path / "cargo"
+    cargo.mkdir()
+    (cargo / "credentials.toml").write_text("[registry]\ntoken = cio-SECRET-TOKEN\n")
+    bin_dir = stand_in(tmp_path, "opencode", SAYS.format(what='cat "$CARGO_HOME/credentials.toml"', tick=TICK))
+    repo = repo_for(tmp_path, {"preset": "opencode"})
+    env = {**path_with(bin_dir), "ANTHROPIC_API_KEY": "sk-ant-agent", "CARGO_HOME": str(cargo)}
+    ralph(repo, "run", "--name", "r", "--max-laps", "1", env=env)
+    (note,) = lap_notes(repo, "r")
+    assert note["agent"]["summary"] == "seen:", "control: a lap reads cargo's credentials as empty"
+    result = ralph(repo, "doctor", "--agent", env=env)
+    assert "asked        it answered: seen:" in result.stdout, result.stdout
+    assert "cio-SECRET-TOKEN" not in result.stdout, result.stdout
+
+
+def test_doctor_does_not_call_a_key_laps_never_pass_on_the_agents_login(tmp_path: Path):
+    """The judge's key (OPENAI_API_KEY) is kept from every agent CLI, opencode included. With no
+    other key set, doctor still says opencode logs in by it, and passes: the laps' tool gets none."""
+    bin_dir = stand_in(tmp_path, "opencode", '[ "$1" = --version ] && echo 1.18.33\n')
+    judge = {"model": "judge-model", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_API_KEY"}
+    repo = repo_for(tmp_path, {"preset": "opencode"}, sandbox="auto", roles={"judge": judge})
+    result = ralph(repo, "doctor", env={**path_with(bin_dir), "OPENAI_API_KEY": "sk-judge-secret"})
+    assert "login        by OPENAI_API_KEY" not in result.stdout, result.stdout
