@@ -147,3 +147,25 @@ def test_doctor_does_not_call_a_key_laps_never_pass_on_the_agents_login(tmp_path
     repo = repo_for(tmp_path, {"preset": "opencode"}, sandbox="auto", roles={"judge": judge})
     result = ralph(repo, "doctor", env={**path_with(bin_dir), "OPENAI_API_KEY": "sk-judge-secret"})
     assert "login        by OPENAI_API_KEY" not in result.stdout, result.stdout
+
+
+# --- the prompt channels ------------------------------------------------------------------------------
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_mini_swe_agents_task_config_carries_a_prompt_with_an_emoji_whole(tmp_path: Path):
+    """mini-swe-agent's prompt goes in a task config written as JSON ("JSON is YAML"). json.dumps
+    escapes a character past U+FFFF (an emoji in TODO.md) as a surrogate pair, \\ud83d\\ude80, which
+    YAML reads as two lone surrogates: the task mini gets is no longer the prompt (and any UTF-8
+    encoding of it fails: the real mini, against the scripted server, dies printing the task with
+    "UnicodeEncodeError: 'utf-8' codec can't encode … surrogates not allowed", before any request)."""
+    from helpers.model_apis import user_text
+    from test_agent_clis import lap, served
+
+    with served() as server:
+        repo, run = lap(tmp_path, "mini-swe-agent", server, notes="\n- ship it \U0001f680\n")
+    said = run["result"].stdout + run["result"].stderr
+    texts = [user_text(request.dialect, request.body) for request in server.model_requests()]
+    assert texts and "\U0001f680" in texts[0], said[-3000:]
+    assert [note["status"] for note in run["laps"]] == ["green"], said[-3000:]
