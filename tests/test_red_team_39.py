@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.repos import git, make_repo, needs_bwrap
+from helpers.repos import make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph
 
 TICK = "sed -i 's/- \\[ \\]/- [x]/' TODO.md && echo hi > notes.txt"
