@@ -189,3 +189,17 @@ def test_aiders_login_copy_is_its_keys_not_the_commands_its_settings_run(tmp_pat
     copied = note["agent"]["summary"]
     assert "sk-aider-user" in copied, copied  # its login: copied, as promised
     assert "test-cmd" not in copied and "lint-cmd" not in copied, copied
+
+
+def test_doctor_does_not_take_gemini_settings_alone_for_a_login(tmp_path: Path):
+    """Every Gemini CLI user has ~/.gemini/settings.json (a theme, say). ralph lists it among the
+    login files (for its one setting, security.auth.selectedType), and doctor's login line takes
+    any listed file that exists for a login: "login by its login file …/settings.json", exit 0 —
+    while a lap gets `{}` there and no key, and the tool cannot log in."""
+    bin_dir = stand_in(tmp_path, "gemini", '[ "$1" = --version ] && echo 0.61.0\n')
+    (Path.home() / ".gemini").mkdir()
+    (Path.home() / ".gemini" / "settings.json").write_text('{"ui": {"theme": "Dracula"}}')
+    repo = repo_for(tmp_path, {"preset": "gemini"}, sandbox="auto")
+    result = ralph(repo, "doctor", env=path_with(bin_dir))
+    assert "login        by its login file" not in result.stdout, result.stdout
+    assert result.returncode == 1, result.stdout
