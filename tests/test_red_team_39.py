@@ -203,3 +203,78 @@ def test_doctor_does_not_take_gemini_settings_alone_for_a_login(tmp_path: Path):
     result = ralph(repo, "doctor", env=path_with(bin_dir))
     assert "login        by its login file" not in result.stdout, result.stdout
     assert result.returncode == 1, result.stdout
+
+
+# --- the login copy, read by the real tools ---------------------------------------------------------------
+
+
+def real_tool(name: str) -> Path:
+    from helpers import agent_clis
+
+    found = agent_clis.program(name)
+    if found is None:
+        pytest.skip(agent_clis.skip_reason(name))
+    return found
+
+
+def in_the_laps_home(tmp_path: Path, preset: str, relative: str, users: dict) -> tuple[Path, Path]:
+    """The user's login file, and the lap's private HOME holding ralph's copy of it."""
+    from ralph.agents import logins
+    from ralph.agents.presets import PRESETS
+
+    users_home, home = tmp_path / "users-home", tmp_path / "lap-home"
+    (users_home / relative).parent.mkdir(parents=True)
+    (users_home / relative).write_text(json.dumps(users))
+    home.mkdir()
+    assert logins.copy_into(home, PRESETS[preset].login_files, {"HOME": str(users_home)}) == [home / relative]
+    return users_home, home
+
+
+def run_tool(program: Path, home: Path, *args: str) -> str:
+    import subprocess
+
+    env = {name: value for name, value in os.environ.items() if name not in ("CODEX_HOME", "XDG_DATA_HOME")}
+    done = subprocess.run(
+        [str(program), *args], env=env | {"HOME": str(home)}, capture_output=True, text=True, timeout=120
+    )
+    return done.stdout + done.stderr
+
+
+def _jwt(claims: dict) -> str:
+    import base64
+
+    def part(value: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part(claims)}.sig"
+
+
+@pytest.mark.slow
+def test_the_real_codex_reads_ralphs_copy_of_its_chatgpt_login(tmp_path: Path):
+    """Codex 0.171.0's auth.json has `tokens.refresh_token` as a required field: the copy ralph
+    makes without it does not deserialize ("failed to deserialize CLI auth from file: invalid
+    credential JSON"), so a ChatGPT login — the one the issue names — never works in a lap."""
+    codex = real_tool("codex")
+    claims = {"email": "u@example.com", "https://api.openai.com/auth": {"chatgpt_account_id": "acc-1"}}
+    tokens = {"id_token": _jwt(claims), "access_token": "at", "refresh_token": "rt", "account_id": "acc-1"}
+    users = {"OPENAI_API_KEY": None, "tokens": tokens, "last_refresh": "2026-12-06T00:00:00Z"}
+    users_home, home = in_the_laps_home(tmp_path, "codex", ".codex/auth.json", users)
+    assert "Logged in using ChatGPT" in run_tool(codex, users_home, "login", "status")  # the user's own reads
+    said = run_tool(codex, home, "login", "status")
+    assert "Logged in using ChatGPT" in said, said
+
+
+@pytest.mark.slow
+def test_the_real_opencode_reads_ralphs_copy_of_an_oauth_login(tmp_path: Path):
+    """opencode 1.18.33 drops an OAuth entry of auth.json without `refresh` (its schema requires
+    it): the copy ralph makes keeps the API keys and loses every OAuth login (Claude Pro/Max,
+    ChatGPT, Copilot through opencode) — `opencode auth list` shows it gone."""
+    opencode = real_tool("opencode")
+    users = {
+        "anthropic": {"type": "oauth", "access": "a", "refresh": "r", "expires": 9999999999999},
+        "openai": {"type": "api", "key": "sk-x"},
+    }
+    users_home, home = in_the_laps_home(tmp_path, "opencode", ".local/share/opencode/auth.json", users)
+    assert "Anthropic" in run_tool(opencode, users_home, "auth", "list")  # the user's own reads
+    said = run_tool(opencode, home, "auth", "list")
+    assert "Anthropic" in said, said
