@@ -278,3 +278,36 @@ def test_the_real_opencode_reads_ralphs_copy_of_an_oauth_login(tmp_path: Path):
     assert "Anthropic" in run_tool(opencode, users_home, "auth", "list")  # the user's own reads
     said = run_tool(opencode, home, "auth", "list")
     assert "Anthropic" in said, said
+
+
+@needs_bwrap
+def test_a_lap_reads_no_login_of_the_users_but_ralphs_copy_when_the_tool_is_installed_in_local(tmp_path: Path):
+    """Issue 39 makes an install root like ~/.local readable in the sandbox (Claude Code's native
+    installer, pip --user, pipx put programs in ~/.local/bin). ~/.local is also where opencode
+    keeps its login, ~/.local/share/opencode/auth.json, refresh tokens and all: with ~/.local/bin
+    on PATH (and ~/.local/lib there, as pip --user makes it, or `npm i -g` with npm's prefix ~/.local:
+    opencode's own users) the whole of ~/.local is bound, so the
+    lap's agent — and its checks, the lap's code — read the user's own file, the refresh token
+    that ralph's copy leaves out included."""
+    home = Path.home()
+    (home / ".local" / "lib").mkdir(parents=True)
+    auth = home / ".local" / "share" / "opencode" / "auth.json"
+    auth.parent.mkdir(parents=True)
+    auth.write_text(json.dumps({"anthropic": {"type": "oauth", "access": "a", "refresh": "rt-SECRET", "expires": 1}}))
+    local_bin = home / ".local" / "bin"
+    local_bin.mkdir()
+    (local_bin / "opencode").write_text(f"#!/bin/sh\ncat > /dev/null\n{TICK}\n")
+    (local_bin / "opencode").chmod(0o755)
+    read = f'! grep -q rt-SECRET "$USERS_HOME/{auth.relative_to(home)}"'
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "preset": "opencode"},
+        "checks": [read],
+        "sandbox": "required",
+        "env": {"pass": ["USERS_HOME"]},
+    }
+    repo = make_repo(tmp_path / "repo", config=config, todo=["item 1"])
+    env = {"PATH": f"{local_bin}:{os.environ['PATH']}", "USERS_HOME": str(home)}
+    result = ralph(repo, "run", "--name", "r", "--max-laps", "1", env=env)
+    said = result.stdout + result.stderr
+    assert "fail  ! grep -q rt-SECRET" not in said, f"a sandboxed check read the user's own login:\n{said}"
