@@ -311,3 +311,22 @@ def test_a_lap_reads_no_login_of_the_users_but_ralphs_copy_when_the_tool_is_inst
     result = ralph(repo, "run", "--name", "r", "--max-laps", "1", env=env)
     said = result.stdout + result.stderr
     assert "fail  ! grep -q rt-SECRET" not in said, f"a sandboxed check read the user's own login:\n{said}"
+
+
+# --- the tools' reports -----------------------------------------------------------------------------------
+
+
+def test_a_mini_lap_that_made_requests_at_no_known_price_is_of_unknown_cost():
+    """mini runs with MSWEA_COST_TRACKING=ignore_errors: a model LiteLLM has no price for costs
+    "0" in its trajectory. ralph takes $0 for unknown only when tokens were counted; an endpoint
+    that reports no usage (tokens 0) after 7 api_calls makes the lap a known $0.00, and
+    max_cost_usd never trips however many laps run."""
+    from ralph.agents import reports
+
+    trajectory = {
+        "info": {"model_stats": {"api_calls": 7, "instance_cost": 0.0}, "submission": ""},
+        "messages": [{"role": "assistant", "content": "x", "extra": {"response": {"usage": None}}}] * 7,
+    }
+    report = reports.read("mini-trajectory", "", json.dumps(trajectory))
+    assert report.usage.requests == 7
+    assert report.usage.cost_usd is None, "7 requests of an unpriced model taken for $0"
