@@ -384,3 +384,23 @@ def test_the_real_mini_swe_agent_runs_with_the_presets_config_not_the_work_trees
     bodies = [json.dumps(request.body) for request in server.model_requests()]
     assert bodies, "mini made no request"
     assert "PLANTED-BY-A-LAP" not in bodies[0], "mini ran with the work tree's mini.yaml"
+
+
+def test_geminis_auth_setting_is_copied_from_a_settings_file_with_comments(tmp_path: Path):
+    """Gemini CLI 0.61 reads settings.json through strip-json-comments (bundle: JSON.parse(
+    stripJsonComments(content))): a comment in it is fine to the tool. ralph's copy reads it with
+    json.loads, fails, and copies nothing: the lap's gemini has no auth type, whatever the user chose
+    (doctor still says it logs in by its login file)."""
+    from ralph.agents import logins
+    from ralph.agents.presets import PRESETS
+
+    users, home = tmp_path / "users-home", tmp_path / "lap-home"
+    (users / ".gemini").mkdir(parents=True)
+    (users / ".gemini" / "settings.json").write_text(
+        '{\n  // how I log in\n  "security": {"auth": {"selectedType": "oauth-personal"}}\n}\n'
+    )
+    home.mkdir()
+    logins.copy_into(home, PRESETS["gemini"].login_files, {"HOME": str(users)})
+    copied = home / ".gemini" / "settings.json"
+    assert copied.is_file(), "no copy of gemini's auth setting"
+    assert json.loads(copied.read_text()) == {"security": {"auth": {"selectedType": "oauth-personal"}}}
