@@ -404,3 +404,17 @@ def test_geminis_auth_setting_is_copied_from_a_settings_file_with_comments(tmp_p
     copied = home / ".gemini" / "settings.json"
     assert copied.is_file(), "no copy of gemini's auth setting"
     assert json.loads(copied.read_text()) == {"security": {"auth": {"selectedType": "oauth-personal"}}}
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_mini_swe_agent_gets_its_task_config_in_a_repository_whose_path_has_an_equals_sign(tmp_path: Path):
+    """mini reads each `-c` spec with an "=" in it as a `key=value` setting, not a file
+    (minisweagent.config.get_config_from_spec). The task config is named by its path, under the
+    repository's .git: in a checkout at …/proj=v2/ the prompt never reaches mini, which has no task."""
+    from test_agent_clis import lap, served
+
+    with served() as server:
+        _, run = lap(tmp_path / "proj=v2", "mini-swe-agent", server)
+    said = run["result"].stdout + run["result"].stderr
+    assert [note["status"] for note in run["laps"]] == ["green"], said[-3000:]
