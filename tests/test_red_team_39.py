@@ -418,3 +418,25 @@ def test_mini_swe_agent_gets_its_task_config_in_a_repository_whose_path_has_an_e
         _, run = lap(tmp_path / "proj=v2", "mini-swe-agent", server)
     said = run["result"].stdout + run["result"].stderr
     assert [note["status"] for note in run["laps"]] == ["green"], said[-3000:]
+
+
+@needs_bwrap
+def test_ralph_plan_withholds_the_openai_fallbacks_key_from_the_agent_cli_as_a_lap_does(tmp_path: Path):
+    """The same `withheld` gap in `ralph plan` (older than issue 39, the same root): loop._agents
+    keeps the built-in agents' keys (an `openai` fallback's) from every agent CLI; plan._agent
+    withholds the roles' keys only, so opencode planning gets the fallback's OPENAI_API_KEY."""
+    body = 'cat > /dev/null\n[ "$1" = --version ] && exit 0\nprintf -- "- [ ] key %s\\n" "$OPENAI_API_KEY" > TODO.md\n'
+    bin_dir = stand_in(tmp_path, "opencode", body)
+    fallback = {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "OPENAI_API_KEY"}
+    config = {
+        "goal": "g",
+        "agent": {"kind": "command", "preset": "opencode", "fallback": [fallback]},
+        "checks": ["true"],
+        "sandbox": "required",
+    }
+    repo = make_repo(tmp_path / "repo", config=config)
+    env = {**path_with(bin_dir), "ANTHROPIC_API_KEY": "sk-ant-agent", "OPENAI_API_KEY": "sk-fallback-secret"}
+    result = ralph(repo, "plan", "--yes", env=env)
+    todo = (repo / "TODO.md").read_text() if (repo / "TODO.md").exists() else ""
+    said = result.stdout + result.stderr + todo
+    assert "sk-fallback-secret" not in said, said
