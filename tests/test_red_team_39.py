@@ -440,3 +440,31 @@ def test_ralph_plan_withholds_the_openai_fallbacks_key_from_the_agent_cli_as_a_l
     todo = (repo / "TODO.md").read_text() if (repo / "TODO.md").exists() else ""
     said = result.stdout + result.stderr + todo
     assert "sk-fallback-secret" not in said, said
+
+
+def test_claudes_login_copy_holds_the_login_not_the_mcp_servers_and_plugins_secrets(tmp_path: Path):
+    """On Linux, Claude Code's secure storage is ~/.claude/.credentials.json, and it holds more than
+    the login (the 2.1.332 binary's storage keys: claudeAiOauth, mcpOAuth, mcpOAuthClientConfig,
+    pluginSecrets, …): the OAuth tokens of the user's MCP servers (GitHub, Linear, Slack …) and
+    their client secrets, and plugins' secrets. The preset keeps MCP servers and the user's
+    plugins out of the lap (--strict-mcp-config, --setting-sources project,local), yet ralph's copy
+    drops only refresh tokens: every lap's agent can read those services' access tokens."""
+    from ralph.agents import logins
+    from ralph.agents.presets import PRESETS
+
+    users, home = tmp_path / "users-home", tmp_path / "lap-home"
+    (users / ".claude").mkdir(parents=True)
+    (users / ".claude" / ".credentials.json").write_text(
+        json.dumps(
+            {
+                "claudeAiOauth": {"accessToken": "sk-ant-oat01-x", "refreshToken": "sk-ant-ort01-y", "expiresAt": 1},
+                "mcpOAuth": {"github|1a2b": {"serverName": "github", "accessToken": "gho_MCP_SECRET"}},
+                "mcpOAuthClientConfig": {"github|1a2b": {"clientSecret": "MCP_CLIENT_SECRET"}},
+                "pluginSecrets": {"deploy@market": {"token": "PLUGIN_SECRET"}},
+            }
+        )
+    )
+    home.mkdir()
+    logins.copy_into(home, PRESETS["claude"].login_files, {"HOME": str(users)})
+    copied = json.loads((home / ".claude" / ".credentials.json").read_text())
+    assert copied == {"claudeAiOauth": {"accessToken": "sk-ant-oat01-x", "expiresAt": 1}}, copied
