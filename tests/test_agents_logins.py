@@ -40,12 +40,12 @@ LOGINS = {
     "claude": (
         ".claude/.credentials.json",
         {"claudeAiOauth": {"accessToken": "sk-ant-oat-1", "refreshToken": "sk-ant-ort-1", "expiresAt": 1}},
-        {"claudeAiOauth": {"accessToken": "sk-ant-oat-1", "expiresAt": 1}},
+        {"claudeAiOauth": {"accessToken": "sk-ant-oat-1", "refreshToken": "", "expiresAt": 1}},
     ),
     "codex": (
         ".codex/auth.json",
         {"OPENAI_API_KEY": None, "tokens": {"access_token": "a", "refresh_token": "r", "account_id": "x"}},
-        {"OPENAI_API_KEY": None, "tokens": {"access_token": "a", "account_id": "x"}},
+        {"OPENAI_API_KEY": None, "tokens": {"access_token": "a", "refresh_token": "", "account_id": "x"}},
     ),
     "gemini": (
         ".gemini/settings.json",
@@ -55,7 +55,7 @@ LOGINS = {
     "opencode": (
         ".local/share/opencode/auth.json",
         {"anthropic": {"type": "oauth", "access": "a", "refresh": "r", "expires": 1}, "x": {"type": "api", "key": "k"}},
-        {"anthropic": {"type": "oauth", "access": "a", "expires": 1}, "x": {"type": "api", "key": "k"}},
+        {"anthropic": {"type": "oauth", "access": "a", "refresh": "", "expires": 1}, "x": {"type": "api", "key": "k"}},
     ),
 }
 
@@ -83,7 +83,7 @@ def repo_for(tmp_path: Path, agent: dict, sandbox: dict | str, checks: tuple[str
 def test_a_sandboxed_lap_logs_in_with_a_copy_of_its_login_file_alone_and_the_user_keeps_theirs(
     tmp_path: Path, preset: str
 ):
-    """The copy leaves out a single-use refresh token (and of a settings file, all but how it logs
+    """The copy holds a single-use refresh token empty (and of a settings file, only how it logs
     in); what the lap writes to it, or beside it, stays in the lap."""
     relative, users, copied = LOGINS[preset]
     home = Path.home()
@@ -101,7 +101,10 @@ def test_a_sandboxed_lap_logs_in_with_a_copy_of_its_login_file_alone_and_the_use
         {"mode": "required", "writable": [str(seen.parent)]},
         ("test -d ../scratch", left),
     )
-    result = ralph(repo, "run", "--name", "l", env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SEEN": str(seen)})
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SEEN": str(seen)}
+    if preset == "gemini":  # its settings file tells how it logs in; the key is the login
+        env["GEMINI_API_KEY"] = "gm-key"
+    result = ralph(repo, "run", "--name", "l", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     found = json.loads(seen.read_text())
     assert json.loads(found["login"]) == copied
@@ -116,7 +119,7 @@ def test_a_tool_that_must_be_told_it_is_sandboxed_is_told_inside_bubblewrap_and_
     bin_dir = tool_on_path(tmp_path, "claude")
     seen = tmp_path / "out" / "seen.json"
     seen.parent.mkdir()
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SEEN": str(seen)}
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SEEN": str(seen), "ANTHROPIC_API_KEY": "sk-ant-key"}
     agent = {"preset": "claude", "command": "claude .claude/.credentials.json"}
     inside = repo_for(tmp_path / "in", agent, {"mode": "required", "writable": [str(seen.parent)]})
     assert ralph(inside, "run", env=env).returncode == 0
@@ -159,7 +162,8 @@ def test_doctor_names_the_agents_version_and_login_and_asks_it_one_tiny_request(
     login file it would copy, and with --agent one request, made as a lap makes it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    answer = json.dumps({"type": "result", "is_error": False, "result": "READY", "num_turns": 1})
+    usage = {"input_tokens": 12, "output_tokens": 1}
+    answer = json.dumps({"type": "result", "is_error": False, "result": "READY", "num_turns": 1, "usage": usage})
     (bin_dir / "claude").write_text(
         "#!/bin/sh\n"
         '[ "$1" = --version ] && { echo "9.0.1 (Claude Code)"; exit 0; }\n'
@@ -174,10 +178,13 @@ def test_doctor_names_the_agents_version_and_login_and_asks_it_one_tiny_request(
     out = result.stdout
     assert "version 9.0.1 — warning: the preset was written for Claude Code 2.1.332; a newer version" in out, out
     assert f"login        by its login file {Path.home() / '.claude' / '.credentials.json'}" in out
-    assert "asked        it answered: READY (1 request, 0 tokens)" in out
+    assert "asked        it answered: READY (1 request, 13 tokens)" in out
     (Path.home() / ".claude" / ".credentials.json").unlink()
     result = ralph(repo, "doctor", env=env)
     assert result.returncode == 1
-    assert "login        none: none of ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN is set" in (
-        result.stdout
-    )
+    assert (
+        "login        none: the claude preset's tool has no login: set CLAUDE_CODE_OAUTH_TOKEN (made by `claude "
+        "setup-token`) or ANTHROPIC_API_KEY, or log in so that ~/.claude/.credentials.json is there"
+    ) in result.stdout
+    result = ralph(repo, "run", env=env)  # sandboxed, a run without a login does not start
+    assert result.returncode == 1 and "the claude preset's tool has no login" in result.stderr, result.stderr

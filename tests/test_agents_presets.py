@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers.repos import PY, git, make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph
 
@@ -41,6 +42,8 @@ stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     "argv": sys.argv[1:], "stdin": stdin,
     "secrets": {k: v for k, v in os.environ.items() if secret.search(k) and not k.startswith("RALPH_")},
     "endpoint": os.environ.get("ANTHROPIC_BASE_URL"),
+    "task_file": os.environ["RALPH_TASK_FILE"],
+    "task": pathlib.Path(os.environ["RALPH_TASK_FILE"]).read_text() if os.path.exists(os.environ["RALPH_TASK_FILE"]) else "",
 }))
 script = json.loads(pathlib.Path(os.environ["STAND_IN_SCRIPT"]).read_text())
 step = script[min(number, len(script)) - 1]
@@ -161,7 +164,7 @@ EXPECTED = {
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
     "mini": (
-        ["--yolo", "--exit-immediately", "-c", "mini.yaml", "-c", "PROMPT_FILE.yaml"],
+        ["--yolo", "--exit-immediately", "-c", "mini.yaml", "-c", "TASK_FILE"],
         "task-config",
         ["ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"],
     ),
@@ -185,10 +188,10 @@ def test_a_preset_runs_its_tool_with_the_prompt_and_only_its_credentials(tmp_pat
     (call,) = calls(tmp_path, executable)
     arguments, prompt_at, credentials = EXPECTED[executable]
     prompt_file = str(repo / ".git" / "ralph" / "p" / "lap-1" / "prompt.md")
-    shown = [arg.replace("PROMPT_FILE", prompt_file) for arg in arguments]
+    shown = [arg.replace("PROMPT_FILE", prompt_file).replace("TASK_FILE", call["task_file"]) for arg in arguments]
     assert call["argv"][: len(shown)] == shown, call["argv"]
     assert call["argv"][-2:] == ["--model", "m1"]  # args: appended
-    task = json.loads(Path(prompt_file + ".yaml").read_text())["run"]["task"] if prompt_at == "task-config" else ""
+    task = yaml.safe_load(call["task"])["run"]["task"] if prompt_at == "task-config" else ""
     where = {"stdin": call["stdin"], "file": Path(prompt_file).read_text(), "task-config": task}
     prompt = Path(prompt_file).read_text()
     assert "- [ ] item 1" in prompt and "引き継ぎ" in prompt and len(prompt.encode()) > 200 * 1024

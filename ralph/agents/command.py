@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import tempfile
 from datetime import datetime
 from pathlib import Path
+
+import yaml
 
 from ralph.agents import logins, reports
 from ralph.agents.base import AgentResult, LapTask
@@ -15,7 +17,11 @@ from ralph.agents.presets import ENDPOINTS, PRESETS
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
 from ralph.isolation import proc
+from ralph.isolation.files import remove_path
 from ralph.show import events
+
+REPORT_FILE = "ralph-agent-report"  # $RALPH_REPORT_FILE: a report the tool writes of itself (aider's, mini's)
+TASK_FILE = "ralph-task.yaml"  # $RALPH_TASK_FILE: the prompt as mini-swe-agent's task config
 
 
 class CommandAgent:
@@ -39,17 +45,21 @@ class CommandAgent:
         tool reads it from a file (a tool that appends stdin to its prompt would read it twice)."""
         prompt_file = task.log_dir / "prompt.md"
         prompt_file.write_text(task.prompt, encoding="utf-8")
+        # The tool's own files, where ralph writes and reads them and where the tool finds them:
+        # the phase's private /tmp, or a folder of the lap's own unsandboxed (no `=` in its path:
+        # mini reads a `-c` with one as a key=value).
+        own = task.jail.tmp if task.jail else Path(tempfile.mkdtemp(prefix="ralph-agent-"))
+        inside = Path("/tmp") if task.jail else own
         channel = self.preset.prompt if self.preset else "stdin"
-        if channel == "task-config":  # JSON is YAML
-            Path(f"{prompt_file}.yaml").write_text(json.dumps({"run": {"task": task.prompt}}), encoding="utf-8")
-        copied: list[Path] = []
+        if channel == "task-config":
+            task_yaml = yaml.safe_dump({"run": {"task": task.prompt}}, allow_unicode=True)
+            (own / TASK_FILE).write_text(task_yaml, encoding="utf-8")
+        copied: list[str] = []
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
             copied = logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
         idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
-        # The tool's own report file, where ralph reads it after the lap and the tool writes it inside.
-        kept = (task.jail.tmp if task.jail else task.log_dir) / "agent-report"
-        env = self.environment(task, prompt_file, Path("/tmp/agent-report") if task.jail else kept)
+        env = self.environment(task, prompt_file, inside)
         try:
             done = proc.run(
                 self.command,
@@ -63,9 +73,11 @@ class CommandAgent:
                 idle=idle,
             )
         finally:  # the workspace is readable to the later phases, whose code is the lap's too
-            logins.remove(copied)
+            logins.remove(task.jail.home if task.jail else Path(), copied)
         said.finish()
-        report = self.report(task, kept)
+        report = self.report(task, own / REPORT_FILE)
+        if task.jail is None:
+            remove_path(own)
         outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
             detail += _withheld_hint(env) + self._unsandboxed_hint(task)
@@ -94,7 +106,7 @@ class CommandAgent:
             report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
         return report
 
-    def environment(self, task: LapTask, prompt_file: Path, report_file: Path) -> dict[str, str]:
+    def environment(self, task: LapTask, prompt_file: Path, own: Path) -> dict[str, str]:
         """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""
         credentials = {
             name: os.environ[name]
@@ -110,7 +122,8 @@ class CommandAgent:
             RALPH_LAP=str(task.lap),
             RALPH_WORKTREE=str(task.worktree),
             RALPH_PROMPT_FILE=str(prompt_file),
-            RALPH_REPORT_FILE=str(report_file),
+            RALPH_REPORT_FILE=str(own / REPORT_FILE),
+            RALPH_TASK_FILE=str(own / TASK_FILE),
         )
 
     def _unsandboxed_hint(self, task: LapTask) -> str:

@@ -19,10 +19,11 @@ run in the user's HOME). A user who wants them back replaces the preset's comman
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ralph.agents.logins import LoginFile
+from ralph.agents.logins import LoginFile, present
 
 # The model-provider keys of tools that talk to many providers (through LiteLLM or their own).
 PROVIDER_KEYS = (
@@ -37,6 +38,8 @@ PROVIDER_KEYS = (
     "XAI_API_KEY",
     "AZURE_API_KEY",
 )
+# What of aider's config logs it in: its keys, and where its models are.
+AIDER_LOGIN = ("api-key", "openai-api-key", "anthropic-api-key", "openai-api-base", "openai-api-type")
 # Where a provider's API is, which agent CLIs read from these (a proxy, a local server): given,
 # like a preset's credentials, to a preset's agent only, never to setup, hooks or checks.
 ENDPOINTS = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
@@ -55,12 +58,12 @@ class Preset:
     name: str
     executable: str  # looked for on PATH when the run starts
     command: str  # through the shell, in the lap's work tree
-    credentials: tuple[str, ...]  # the only secret-named variables the tool is given
+    credentials: tuple[str, ...]  # the variables of its login the tool is given, and no other tool nor check
     limits: tuple[str, ...]  # regular expressions (case-insensitive) on its output: a usage or rate limit
     reports: Reports
     written_for: str
-    # stdin; file: $RALPH_PROMPT_FILE, named by a flag; task-config: $RALPH_PROMPT_FILE.yaml, a config
-    # file that holds it as {run: {task: …}} (mini-swe-agent's `-c`, which has no task-file flag)
+    # stdin; file: $RALPH_PROMPT_FILE, named by a flag; task-config: $RALPH_TASK_FILE, a config file
+    # that holds it as {run: {task: …}} (mini-swe-agent's `-c`, which has no task-file flag)
     prompt: Literal["stdin", "file", "task-config"] = "stdin"
     login: str = ""  # the long-lived way to log the tool in, when more than a key of `credentials`
     login_files: tuple[LoginFile, ...] = ()  # copied into a sandboxed lap's private HOME (ralph/agents/logins.py)
@@ -68,6 +71,19 @@ class Preset:
     # where it refuses to skip its permission prompts as root otherwise.
     sandboxed: tuple[tuple[str, str], ...] = ()
     leaves: tuple[str, ...] = ()  # what the tool writes in the work tree for itself (globs): never committed
+
+    def logged_in_by(self, env: Mapping[str, str], kept: tuple[str, ...] = ()) -> str | None:
+        """What logs the tool in: the first of its credential variables set (not one `kept` from
+        agent CLIs), else its login file; None when neither is there."""
+        keys = [name for name in self.credentials if env.get(name) and name not in kept]
+        files = present(self.login_files, env)
+        return keys[0] if keys else (f"its login file {files[0]}" if files else None)
+
+    def no_login(self) -> str:
+        """Why the tool cannot log in, and how it could."""
+        files = " or ".join(f"~/{file.path}" for file in self.login_files if file.logs_in)
+        also = f", or log in so that {files} is there" if files else ""
+        return f"the {self.name} preset's tool has no login: set {self.login}{also}"
 
 
 COSTED = ("claude-json", "opencode-jsonl", "aider-text", "mini-trajectory")  # the outputs that tell a lap's cost
@@ -95,9 +111,15 @@ PRESETS = {
             "claude-json",
             "Claude Code 2.1.332",
             login="CLAUDE_CODE_OAUTH_TOKEN (made by `claude setup-token`) or ANTHROPIC_API_KEY",
-            # A subscription login's refresh token is single-use: the copy goes without it.
+            # The login alone (the file holds MCP servers' tokens and plugins' secrets too); its
+            # refresh token is single-use: the copy's is empty.
             login_files=(
-                LoginFile(".claude/.credentials.json", ("CLAUDE_CONFIG_DIR", ".credentials.json"), ("refreshToken",)),
+                LoginFile(
+                    ".claude/.credentials.json",
+                    ("CLAUDE_CONFIG_DIR", ".credentials.json"),
+                    blank=("refreshToken",),
+                    only=("claudeAiOauth",),
+                ),
             ),
             sandboxed=(("IS_SANDBOX", "1"),),
         ),
@@ -111,7 +133,7 @@ PRESETS = {
             "codex-jsonl",
             "Codex CLI 0.171.0",
             login="CODEX_API_KEY (an API key) or CODEX_ACCESS_TOKEN",
-            login_files=(LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), ("refresh_token",)),),
+            login_files=(LoginFile(".codex/auth.json", ("CODEX_HOME", "auth.json"), blank=("refresh_token",)),),
         ),
         Preset(
             "aider",
@@ -127,7 +149,8 @@ PRESETS = {
             "aider-text",
             "aider 0.86.2",
             "file",
-            login_files=(LoginFile(".aider.conf.yml"),),
+            # Its keys and where they go; not the commands the config runs (test-cmd, lint-cmd).
+            login_files=(LoginFile(".aider.conf.yml", only=AIDER_LOGIN),),
             leaves=(".aider*",),  # its chat and input histories, its repository map's cache
         ),
         Preset(
@@ -140,12 +163,12 @@ PRESETS = {
             (r"exhausted your capacity", r"quota (?:will reset|exceeded)", r"RESOURCE_EXHAUSTED", *RATE_LIMITED),
             "gemini-json",
             "Gemini CLI 0.61.0",
-            login="GEMINI_API_KEY, or a Google login (`gemini` once, interactively)",
+            login="GEMINI_API_KEY",
             # Google's refresh tokens are not single-use: the copy keeps it. Of the settings, only how it logs in.
             login_files=(
                 LoginFile(".gemini/oauth_creds.json"),
-                LoginFile(".gemini/google_accounts.json"),
-                LoginFile(".gemini/settings.json", only=("security.auth.selectedType", "selectedAuthType")),
+                LoginFile(".gemini/google_accounts.json", logs_in=False),
+                LoginFile(".gemini/settings.json", only=("security", "selectedAuthType"), logs_in=False),
             ),
         ),
         Preset(
@@ -154,13 +177,16 @@ PRESETS = {
             # --auto approves what is not denied; --pure leaves out external plugins; a --title of its
             # own spares the request that would title the session with the whole prompt again.
             'opencode run --format json --auto --pure --title "ralph lap $RALPH_LAP"',
-            (*PROVIDER_KEYS, "OPENCODE_AUTH_CONTENT"),
+            # Its login and its config as variables: either may hold a provider's key.
+            (*PROVIDER_KEYS, "OPENCODE_AUTH_CONTENT", "OPENCODE_CONFIG_CONTENT"),
             RATE_LIMITED,
             "opencode-jsonl",
             "opencode 1.18.33",
-            # Its providers' keys, and their OAuth logins, whose refresh tokens the copy goes without.
+            # Its providers' keys, and their OAuth logins, whose refresh tokens the copy holds empty.
             login_files=(
-                LoginFile(".local/share/opencode/auth.json", ("XDG_DATA_HOME", "opencode/auth.json"), ("refresh",)),
+                LoginFile(
+                    ".local/share/opencode/auth.json", ("XDG_DATA_HOME", "opencode/auth.json"), blank=("refresh",)
+                ),
             ),
         ),
         Preset(
@@ -177,7 +203,7 @@ PRESETS = {
             "mini-swe-agent",
             "mini",
             "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1 "
-            'mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_PROMPT_FILE.yaml" '
+            'mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_TASK_FILE" '
             '--output "$RALPH_REPORT_FILE"',
             PROVIDER_KEYS,
             (r"RateLimitError", *RATE_LIMITED),

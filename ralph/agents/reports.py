@@ -86,13 +86,13 @@ def _count(mapping: object, *names: str) -> int:
     return sum(value for name in names if is_count(value := mapping.get(name)))
 
 
-def _cost(value: object, tokens: int = 0) -> float | None:
+def _cost(value: object, spent: int = 0) -> float | None:
     """A cost as reported: a finite number of dollars, not negative; anything else is unknown. So
-    is $0 for tokens spent: what a tool says of a model it has no price for (opencode, a provider
-    of the user's), and a max_cost_usd must never take it for free."""
+    is $0 for tokens or requests `spent`: what a tool says of a model it has no price for
+    (opencode, a provider of the user's), and a max_cost_usd must never take it for free."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
         return None
-    return None if value == 0 and tokens > 0 else float(value)
+    return None if value == 0 and spent > 0 else float(value)
 
 
 def _claude(output: str) -> Report:
@@ -115,7 +115,8 @@ def _claude(output: str) -> Report:
     turns = result.get("num_turns")
     return Report(
         Usage(
-            requests=turns if isinstance(turns, int) and turns > 0 else 1,
+            # Its turns, each a request; none when no token was spent (not logged in, say).
+            requests=(turns if isinstance(turns, int) and turns > 0 else 1) if prompt + completion else 0,
             prompt_tokens=prompt,
             completion_tokens=completion,
             cost_usd=_cost(result.get("total_cost_usd"), prompt + completion),
@@ -261,7 +262,7 @@ def _mini(trajectory: str) -> Report:
         prompt_tokens=sum(_count(answer, "prompt_tokens") for answer in answers),
         completion_tokens=sum(_count(answer, "completion_tokens") for answer in answers),
     )
-    usage.cost_usd = _cost(_dig(stats, "instance_cost"), usage.total)
+    usage.cost_usd = _cost(_dig(stats, "instance_cost"), usage.total + usage.requests)
     summary = _dig(found, "info", "submission")
     return Report(usage, summary if isinstance(summary, str) and summary.strip() else None)
 

@@ -11,14 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ralph.agents import logins
 from ralph.agents.base import LapTask
 from ralph.agents.kinds import make_agent
 from ralph.agents.presets import PRESETS, Preset
 from ralph.config import Config
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
-from ralph.isolation import proc, sandbox
+from ralph.isolation import proc, sandbox, toolchains
 from ralph.isolation.jail import Jail
 from ralph.show import ui
 
@@ -42,7 +41,7 @@ def agent_lines(cfg: Config, ask: bool) -> bool:
         ui.say(f"agent        the command `{ui.safe(agent.shell_command)}` (its failures show in its laps)")
         return not ask or _asked(cfg, agent)
     started = _starts(cfg, agent, preset)
-    return started and _logs_in(preset) and (not ask or _asked(cfg, agent))
+    return started and _logs_in(preset, cfg.kept_from_agent_clis) and (not ask or _asked(cfg, agent))
 
 
 def _starts(cfg: Config, agent: AgentConfig, preset: Preset) -> bool:
@@ -61,7 +60,8 @@ def _starts(cfg: Config, agent: AgentConfig, preset: Preset) -> bool:
 def _version_note(preset: Preset, program: str) -> str:
     """The tool's version, and a warning when it is not the one the preset was written for."""
     try:
-        done = proc.run([program, "--version"], "/", env=proc.lap_env(), timeout=60, sweep=False)
+        with tempfile.TemporaryDirectory(prefix="ralph-doctor-") as home:  # it writes to its HOME as it starts
+            done = proc.run([program, "--version"], home, env=proc.lap_env() | {"HOME": home}, timeout=60)
     except OSError:
         return ""
     said = _VERSION.search(done.output)
@@ -82,19 +82,15 @@ def _parts(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def _logs_in(preset: Preset) -> bool:
-    """Its credential variable or login file; a tool of many providers may keep its key in its own
-    config (opencode's, aider's) instead, which is not checked: a warning."""
-    keys = [name for name in preset.credentials if os.environ.get(name)]
-    files = logins.present(preset.login_files, os.environ)
-    if keys:
-        ui.say(f"login        by {keys[0]}")
-    elif files:
-        ui.say(f"login        by its login file {ui.safe(str(files[0]))} (a copy of it in each lap's private HOME)")
+def _logs_in(preset: Preset, kept: tuple[str, ...]) -> bool:
+    """Its credential variable (one laps pass it) or login file; a tool of many providers may keep
+    its key in its own config (opencode's, aider's) instead, which is not checked: a warning."""
+    found = preset.logged_in_by(os.environ, kept)
+    if found:
+        copied = " (a copy of it in each lap's private HOME)" if found.startswith("its login file") else ""
+        ui.say(f"login        by {ui.safe(found)}{copied}")
     elif preset.login:
-        ui.say(
-            f"login        [bold red]none[/]: none of {', '.join(preset.credentials)} is set — {ui.safe(preset.login)}"
-        )
+        ui.say(f"login        [bold red]none[/]: {ui.safe(preset.no_login())}")
         return False
     else:
         ui.say(
@@ -121,12 +117,15 @@ def _asked(cfg: Config, agent: AgentConfig) -> bool:
         for folder in (tree, home, tmp, logs):
             folder.mkdir()
         jail = None
-        if sandboxed:  # the prompt's files in logs/, read-only, as a lap's are
+        if sandboxed:  # the prompt's files in logs/, read-only, and the registries' logins hidden, as a lap's
             keep = (*sandbox.needed(commands=[agent.shell_command]), logs)
-            jail = Jail((tree, home), tmp, home, chdir=tree, keep=keep)
+            hide = toolchains.logins(os.environ)
+            blank = root / "blank"
+            blank.touch()
+            jail = Jail((tree, home), tmp, home, chdir=tree, keep=keep, hide=hide, blank=blank)
         env = proc.lap_env(tuple(cfg.env.pass_)) | ({} if sandboxed else {"HOME": os.environ.get("HOME", str(home))})
         task = LapTask("doctor", 1, tree, TINY, TINY_TIMEOUT, logs, env, jail=jail)
-        result = make_agent(agent).run_lap(task)
+        result = make_agent(agent, cfg.kept_from_agent_clis).run_lap(task)
     if result.outcome != "ok":
         ui.say(f"asked        [bold red]{result.outcome}[/]: {ui.safe(ui.one_line(result.detail, 300))}")
         return False

@@ -216,7 +216,7 @@ def reclaim(common_dir: Path) -> bool:
 
 def _agent(cfg: config_module.Config) -> Agent:
     """The laps' agent, as the planner: its keys kept from it as from a lap's, its tool there."""
-    agent = make_agent(cfg.agent, cfg.role_key_variables)
+    agent = make_agent(cfg.agent, cfg.kept_from_agent_clis)
     agent.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
     return agent
 

@@ -71,7 +71,9 @@ def _say_outcome(record: LapRecord, on_line: bool) -> None:
     if record.agent.summary:
         ui.say(f"summary {ui.safe(record.agent.summary)}")
     said = ui.one_line(next(iter(record.agent.detail.strip().splitlines()), ""), 300)
-    if said and said not in record.reason:  # the verdict's reason may stand where the agent's words were
+    # The verdict's reason may stand where the agent's words were; a working agent's detail is
+    # its output's tail, cut anywhere: its summary says it.
+    if said and said not in record.reason and record.agent.outcome != "ok":
         ui.say(f"agent   {ui.safe(said)}")
     if record.tests:
         ui.say(

@@ -103,7 +103,9 @@ def _say_spending(state: RunState, summary: dict[str, Any]) -> None:
     if summary["tokens"]:
         cap = f" of max {summary['max_tokens']:,}" if summary["max_tokens"] else ""
         ui.say(f"  tokens      {summary['tokens']:,}{cap} (prompt + completion, all laps)")
-        ui.context_bars(*state.context_bars())
+        bars = state.context_bars()
+        if bars[1]:  # an agent CLI tells no request's size: no bars of 0 tokens
+            ui.context_bars(*bars)
     spent, unknown = state.cost_used()
     max_cost = summary["max_cost_usd"]
     if spent or max_cost:

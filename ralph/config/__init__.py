@@ -225,6 +225,12 @@ class Config(Section):
         return (*(agent.api_key_env for agent in self.agents), *self.role_key_variables)
 
     @property
+    def kept_from_agent_clis(self) -> tuple[str, ...]:
+        """The keys of the built-in agents and of the roles: no agent CLI gets them, in a lap, in
+        `ralph plan` or in `ralph doctor --agent`, whatever its preset reads."""
+        return (*(agent.api_key_env for agent in self.agents if agent.kind == "openai"), *self.role_key_variables)
+
+    @property
     def role_key_variables(self) -> tuple[str, ...]:
         """The variables holding the roles' keys: kept from agents and checks like the agent's."""
         roles = [self.roles.planner, self.roles.judge]

@@ -112,10 +112,15 @@ def _with_prefixes(entries: Iterable[Path]) -> list[Path]:
 
 
 def _prefix(folder: Path) -> Path | None:
+    """A virtualenv whole; of another prefix, its lib/ (an npm prefix's node_modules, pip --user's
+    site-packages): a prefix in HOME, ~/.local, also holds the user's data (~/.local/share: an
+    agent CLI's login)."""
     parent = folder.parent
     if folder.name not in ("bin", "sbin") or parent in NEVER_WHOLE:
         return None
-    return parent if (parent / "pyvenv.cfg").exists() or (parent / "lib").is_dir() else None
+    if (parent / "pyvenv.cfg").exists():
+        return parent
+    return parent / "lib" if (parent / "lib").is_dir() else None
 
 
 def _may_bind(path: Path, env: Mapping[str, str]) -> bool:
@@ -232,7 +237,8 @@ def logins(env: Mapping[str, str]) -> tuple[Path, ...]:
     rc = [Path(env[name]) for name in ("NPM_CONFIG_USERCONFIG", "NPM_CONFIG_GLOBALCONFIG") if env.get(name)]
     rc += [home / name for name in (".npmrc", ".yarnrc", ".yarnrc.yml")] if home else []
     prefixes = [Path(env["NPM_CONFIG_PREFIX"])] if env.get("NPM_CONFIG_PREFIX") else []
-    prefixes += [p for p in _with_prefixes(_path_entries(env)) if (p / "lib" / "node_modules").is_dir()]
+    bins = [folder for entry in _path_entries(env) for folder in (entry, Path(os.path.realpath(entry)))]
+    prefixes += [folder.parent for folder in bins if (folder.parent / "lib" / "node_modules").is_dir()]
     rc += [prefix / "etc" / "npmrc" for prefix in prefixes]
     found = [path for path in always if path.is_file()] + [path for path in rc if _holds(path, _LOGIN)]
     found += [path for path in configs if _holds(path, _CARGO_TOKEN)]

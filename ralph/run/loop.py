@@ -15,6 +15,7 @@ from ralph.agents import limiter
 from ralph.agents.base import Agent
 from ralph.agents.kinds import make_agent
 from ralph.agents.mcp_tools import McpTools
+from ralph.agents.presets import PRESETS
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.git import layout, ledger
 from ralph.git.ledger import RunState
@@ -197,8 +198,7 @@ def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> 
     """config.agents, made; the first one's endpoint must answer, a fallback's (or agent.escalate's) only
     warns. Sandboxed (`sandboxed_env`), a command agent's program must be there inside the sandbox too."""
     # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
-    withheld = (*(agent.api_key_env for agent in cfg.agents if agent.kind == "openai"), *cfg.role_key_variables)
-    agents = tuple(make_agent(agent, withheld) for agent in cfg.agents)
+    agents = tuple(make_agent(agent, cfg.kept_from_agent_clis) for agent in cfg.agents)
     agents[0].check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
     first = cfg.agents[0]
     missing = (
@@ -208,6 +208,9 @@ def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> 
     )
     if missing:
         raise RalphError(f"the agent cannot start in the sandbox: {missing}")
+    preset = PRESETS.get(first.preset or "") if first.kind == "command" else None
+    if sandboxed_env and preset and preset.login and not preset.logged_in_by(os.environ, cfg.kept_from_agent_clis):
+        raise RalphError(f"{preset.no_login()} — sandboxed, a lap sees neither your HOME nor your keychain")
     for number, later in enumerate(agents[1:], 1):  # needed only later, if at all: a warning
         try:
             later.check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
