@@ -72,7 +72,7 @@ def setup(preset: str, server: ModelApis, limited: bool = False) -> Setup:
             "models": {"scripted": {"name": "scripted"}},
         }
         config = {"$schema": "https://opencode.ai/config.json", "provider": {"scripted": scripted}}
-        return Setup(passed={"OPENCODE_CONFIG_CONTENT": json.dumps(config | {"model": "scripted/scripted"})})
+        return Setup(env={"OPENCODE_CONFIG_CONTENT": json.dumps(config | {"model": "scripted/scripted"})})
     if preset == "aider":
         return Setup(
             args="--model openai/scripted",
