@@ -142,4 +142,4 @@ def _asked(cfg: Config, agent: AgentConfig) -> bool:
 def _usage_words(requests: int, tokens: int) -> str:
     if not requests and not tokens:
         return "no usage reported"
-    return f"{requests} request{'s' * (requests != 1)}, {tokens} tokens"
+    return f"{ui.many(requests, 'request')}, {ui.many(tokens, 'token')}"
