@@ -234,6 +234,10 @@ def test_claudes_result_gives_the_laps_summary_tokens_and_cost_and_max_cost_usd_
     assert status["cost_usd"] == 0.5 and status["laps_of_unknown_cost"] == 0
     shown = ralph(repo, "show", "1").stdout
     assert "cost    $0.2500" in shown and "tokens  3 requests, 150 prompt + 7 completion" in shown
+    (tmp_path / "codex" / "calls").mkdir(parents=True)
+    codex = repo_with(tmp_path / "codex", {"preset": "codex"})
+    assert ralph(codex, "run", "--name", "x", env=env).returncode == 0
+    assert "cost    unknown (its tool tells no cost)" in ralph(codex, "show", "1").stdout
     assert "one session" not in shown  # no context bars: an agent CLI tells no single request's size
 
 

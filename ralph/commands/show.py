@@ -104,9 +104,9 @@ def _say_spending(state: RunState, record: LapRecord, number: int, kept: _Kept) 
         )
         if usage.largest_prompt_tokens:  # an agent CLI tells no request's size: no bars of 0 tokens
             ui.context_bars(*state.context_bars(upto=number))
-    if record.agent.kind != "command" or usage.cost_usd is not None:
-        judge = f" (judge {_usd(record.judge.usage.cost_usd)})" if record.judge else ""
-        ui.say(f"cost    {_usd(usage.cost_usd)}{judge}")
+    judge = f" (judge {_usd(record.judge.usage.cost_usd)})" if record.judge else ""
+    untold = " (its tool tells no cost)" if record.agent.kind == "command" and usage.cost_usd is None else ""
+    ui.say(f"cost    {_usd(usage.cost_usd)}{untold}{judge}")
 
 
 def _usd(cost: float | None) -> str:
