@@ -48,6 +48,7 @@ stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
 script = json.loads(pathlib.Path(os.environ["STAND_IN_SCRIPT"]).read_text())
 step = script[min(number, len(script)) - 1]
 if step.get("work"):
+    os.chdir(os.environ["RALPH_WORKTREE"])  # mini-swe-agent's starts elsewhere, its commands run there
     todo = pathlib.Path("TODO.md")
     todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
     pathlib.Path(f"work-{number}.txt").write_text("done\n")

@@ -52,7 +52,8 @@ class CommandAgent:
         inside = Path("/tmp") if task.jail else own
         channel = self.preset.prompt if self.preset else "stdin"
         if channel == "task-config":
-            task_yaml = yaml.safe_dump({"run": {"task": task.prompt}}, allow_unicode=True)
+            config = {"run": {"task": task.prompt}, "environment": {"cwd": str(task.worktree)}}
+            task_yaml = yaml.safe_dump(config, allow_unicode=True)
             (own / TASK_FILE).write_text(task_yaml, encoding="utf-8")
         copied: list[str] = []
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home

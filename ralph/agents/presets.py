@@ -202,8 +202,10 @@ PRESETS = {
         Preset(
             "mini-swe-agent",
             "mini",
-            "MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors MSWEA_SILENT_STARTUP=1 "
-            'mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_TASK_FILE" '
+            # Started in the lap's own folder: mini reads `-c mini.yaml` from where it starts before its
+            # own; its commands run in the work tree (the task config's environment.cwd).
+            'cd "${RALPH_TASK_FILE%/*}" && MSWEA_CONFIGURED=true MSWEA_COST_TRACKING=ignore_errors '
+            'MSWEA_SILENT_STARTUP=1 mini --yolo --exit-immediately -c mini.yaml -c "$RALPH_TASK_FILE" '
             '--output "$RALPH_REPORT_FILE"',
             PROVIDER_KEYS,
             (r"RateLimitError", *RATE_LIMITED),

@@ -148,12 +148,14 @@ def program_needs(command: str, env: Mapping[str, str]) -> list[Path]:
 
 
 def first_program(command: str) -> str | None:
-    """The program a shell command starts: its first word past `VAR=value` assignments, `env` and
-    `exec`."""
+    """The program a shell command starts: its first word past `VAR=value` assignments, `env`,
+    `exec` and a leading `cd FOLDER &&`."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
+    if words[:1] == ["cd"] and words[2:3] == ["&&"]:
+        words = words[3:]
     for word in words:
         if re.match(r"[A-Za-z_]\w*=", word):
             continue

@@ -47,7 +47,6 @@ NEVER = (
     # What coding agents load from the project: settings with hooks, MCP servers, instructions.
     *".claude/ CLAUDE.md CLAUDE.local.md AGENTS.md .mcp.json .codex/ .gemini/ GEMINI.md .opencode/".split(),
     *"opencode.json opencode.jsonc .goosehints .aider* .cursor/ .cursorrules .windsurfrules .windsurf/".split(),
-    "/mini.yaml",  # mini-swe-agent's `-c mini.yaml` is read from the work tree before its own
     *".clinerules .roo/ .continue/ .kiro/ .junie/".split(),
     # What editors, dev containers, git hook managers and shells run when the user next opens the
     # folder, commits or enters it: outside any sandbox.
