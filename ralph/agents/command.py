@@ -43,18 +43,12 @@ class CommandAgent:
     def run_lap(self, task: LapTask) -> AgentResult:
         """The prompt goes into the file named by RALPH_PROMPT_FILE, and on stdin unless the preset's
         tool reads it from a file (a tool that appends stdin to its prompt would read it twice)."""
-        prompt_file = task.log_dir / "prompt.md"
-        prompt_file.write_text(task.prompt, encoding="utf-8")
         # The tool's own files, where ralph writes and reads them and where the tool finds them:
         # the phase's private /tmp, or a folder of the lap's own unsandboxed (no `=` in its path:
         # mini reads a `-c` with one as a key=value).
         own = task.jail.tmp if task.jail else Path(tempfile.mkdtemp(prefix="ralph-agent-"))
         inside = Path("/tmp") if task.jail else own
-        channel = self.preset.prompt if self.preset else "stdin"
-        if channel == "task-config":
-            config = {"run": {"task": task.prompt}, "environment": {"cwd": str(task.worktree)}}
-            task_yaml = yaml.safe_dump(config, allow_unicode=True)
-            (own / TASK_FILE).write_text(task_yaml, encoding="utf-8")
+        prompt_file, channel = self.prompt(task, own)
         copied: list[str] = []
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
             copied = logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
@@ -95,6 +89,17 @@ class CommandAgent:
             usage=report.usage,
             limited_until=until.timestamp() if until else None,
         )
+
+    def prompt(self, task: LapTask, own: Path) -> tuple[Path, str]:
+        """The prompt in the lap's log (RALPH_PROMPT_FILE), and as mini-swe-agent's task config in
+        the tool's `own` folder; and how the tool gets it (Preset.prompt)."""
+        prompt_file = task.log_dir / "prompt.md"
+        prompt_file.write_text(task.prompt, encoding="utf-8")
+        channel = self.preset.prompt if self.preset else "stdin"
+        if channel == "task-config":
+            config = {"run": {"task": task.prompt}, "environment": {"cwd": str(task.worktree)}}
+            (own / TASK_FILE).write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+        return prompt_file, channel
 
     def report(self, task: LapTask, kept: Path) -> reports.Report:
         """What the tool reported of the lap: in its whole output (agent.log, not the capped copy in
