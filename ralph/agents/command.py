@@ -42,12 +42,20 @@ class CommandAgent:
 
     def run_lap(self, task: LapTask) -> AgentResult:
         """The prompt goes into the file named by RALPH_PROMPT_FILE, and on stdin unless the preset's
-        tool reads it from a file (a tool that appends stdin to its prompt would read it twice)."""
-        # The tool's own files, where ralph writes and reads them and where the tool finds them:
-        # the phase's private /tmp, or a folder of the lap's own unsandboxed (no `=` in its path:
-        # mini reads a `-c` with one as a key=value).
-        own = task.jail.tmp if task.jail else Path(tempfile.mkdtemp(prefix="ralph-agent-"))
-        inside = Path("/tmp") if task.jail else own
+        tool reads it from a file (a tool that appends stdin to its prompt would read it twice).
+        The tool's own files (its report, mini's task config) go where ralph writes and reads them
+        and the tool finds them: the phase's private /tmp, or unsandboxed a folder of the lap's own
+        (no `=` in its path: mini reads a `-c` with one as a key=value), deleted after it."""
+        if task.jail is not None:
+            return self._run(task, task.jail.tmp, Path("/tmp"))
+        own = Path(tempfile.mkdtemp(prefix="ralph-agent-"))
+        try:
+            return self._run(task, own, own)
+        finally:
+            remove_path(own)
+
+    def _run(self, task: LapTask, own: Path, inside: Path) -> AgentResult:
+        """The lap, the tool's own folder `own` here and `inside` where the tool runs."""
         prompt_file, channel = self.prompt(task, own)
         copied: list[str] = []
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
@@ -68,11 +76,10 @@ class CommandAgent:
                 idle=idle,
             )
         finally:  # the workspace is readable to the later phases, whose code is the lap's too
-            logins.remove(task.jail.home if task.jail else Path(), copied)
+            if task.jail is not None:
+                logins.remove(task.jail.home, copied)
         said.finish()
         report = self.report(task, own / REPORT_FILE)
-        if task.jail is None:
-            remove_path(own)
         outcome, detail, until = self.outcome(done, report, idle, task.timeout)
         if outcome in ("failed", "timeout"):
             detail += _withheld_hint(env) + self._unsandboxed_hint(task)
@@ -112,7 +119,7 @@ class CommandAgent:
             report.usage.requests = reports.codex_requests(home.expanduser(), report.session) or report.usage.requests
         return report
 
-    def environment(self, task: LapTask, prompt_file: Path, own: Path) -> dict[str, str]:
+    def environment(self, task: LapTask, prompt_file: Path, inside: Path) -> dict[str, str]:
         """The lap's environment; a preset's tool gets its own credentials, and only it: never the checks."""
         credentials = {
             name: os.environ[name]
@@ -128,8 +135,8 @@ class CommandAgent:
             RALPH_LAP=str(task.lap),
             RALPH_WORKTREE=str(task.worktree),
             RALPH_PROMPT_FILE=str(prompt_file),
-            RALPH_REPORT_FILE=str(own / REPORT_FILE),
-            RALPH_TASK_FILE=str(own / TASK_FILE),
+            RALPH_REPORT_FILE=str(inside / REPORT_FILE),
+            RALPH_TASK_FILE=str(inside / TASK_FILE),
         )
 
     def _unsandboxed_hint(self, task: LapTask) -> str:

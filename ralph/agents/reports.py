@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +43,18 @@ def read_log(kind: str, log: Path, kept: Path | None = None) -> Report:
 
 
 def _text(path: Path | None) -> str:
-    """A tool's report file, if it wrote one (a regular file, not too big: the lap wrote it)."""
+    """A tool's report file, if it wrote one: a regular file, opened without following a link and
+    without waiting on a FIFO (the lap wrote it), its first LOG_CAP bytes."""
+    if path is None:
+        return ""
     try:
-        if path is None or not path.is_file() or path.is_symlink() or path.stat().st_size > LOG_CAP:
-            return ""
-        return path.read_text(encoding="utf-8", errors="replace")
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return ""
+    with os.fdopen(descriptor, "rb") as kept:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return ""
+        return kept.read(LOG_CAP).decode("utf-8", "replace")
 
 
 def read(kind: str, output: str, kept: str = "") -> Report:

@@ -17,8 +17,7 @@ from ralph.agents.presets import PRESETS, Preset
 from ralph.config import Config
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
-from ralph.isolation import proc, sandbox, toolchains
-from ralph.isolation.jail import Jail
+from ralph.isolation import proc, sandbox
 from ralph.show import ui
 
 TINY = "This is a test of your setup. Do not read, change or run anything: reply with the one word READY."
@@ -112,18 +111,12 @@ def _asked(cfg: Config, agent: AgentConfig) -> bool:
         return True
     sandboxed = sandbox.decide(cfg.sandbox.mode)
     with tempfile.TemporaryDirectory(prefix="ralph-doctor-") as scratch:
-        root = Path(scratch)
-        tree, home, tmp, logs = root / "tree", root / "home", root / "tmp", root / "logs"
-        for folder in (tree, home, tmp, logs):
-            folder.mkdir()
-        jail = None
-        if sandboxed:  # the prompt's files in logs/, read-only, and the registries' logins hidden, as a lap's
-            keep = (*sandbox.needed(commands=[agent.shell_command]), logs)
-            hide = toolchains.logins(os.environ)
-            blank = root / "blank"
-            blank.touch()
-            jail = Jail((tree, home), tmp, home, chdir=tree, keep=keep, hide=hide, blank=blank)
-        env = proc.lap_env(tuple(cfg.env.pass_)) | ({} if sandboxed else {"HOME": os.environ.get("HOME", str(home))})
+        tree, logs = Path(scratch) / "tree", Path(scratch) / "logs"
+        tree.mkdir()
+        logs.mkdir()
+        keep = (*sandbox.needed(commands=[agent.shell_command]), logs)  # the prompt's files, read-only, as a lap's
+        jail = sandbox.phase_jail(Path(scratch) / "agent", tree, writable=(tree,), keep=keep) if sandboxed else None
+        env = proc.lap_env(tuple(cfg.env.pass_))
         task = LapTask("doctor", 1, tree, TINY, TINY_TIMEOUT, logs, env, jail=jail)
         result = make_agent(agent, cfg.kept_from_agent_clis).run_lap(task)
     if result.outcome != "ok":

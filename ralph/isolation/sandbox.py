@@ -18,7 +18,42 @@ from pathlib import Path
 
 from ralph.errors import RalphError
 from ralph.isolation import proc, toolchains
+from ralph.isolation.files import remove_path
 from ralph.isolation.jail import BWRAP, Jail, bwrap, system
+
+
+def phase_jail(
+    scratch: Path,
+    chdir: Path,
+    *,
+    writable: tuple[Path, ...] = (),
+    home: Path | None = None,
+    network: bool = True,
+    keep: tuple[Path, ...] = (),
+    hide: tuple[Path, ...] = (),
+    sockets: tuple[Path, ...] = (),
+) -> Jail:
+    """The sandbox of one phase, its own folders made anew in `scratch`: a /tmp, and a HOME unless
+    `home` names one of the user's choosing (read-only but for `writable`). The toolchains' homes
+    are set inside (the private HOME has none of them), and the files of theirs that hold a
+    registry login read as empty. A lap's phases and `ralph doctor --agent` alike."""
+    remove_path(scratch)
+    (scratch / "tmp").mkdir(parents=True)
+    (scratch / "home").mkdir()
+    (scratch / "blank").touch()
+    private_home = () if home else (scratch / "home",)
+    return Jail(
+        (*writable, *private_home),
+        scratch / "tmp",
+        home or scratch / "home",
+        network=network,
+        chdir=chdir,
+        keep=keep,
+        hide=(*hide, *toolchains.logins(os.environ)),
+        blank=scratch / "blank",
+        setenv=tuple(toolchains.variables(os.environ).items()),
+        sockets=sockets,
+    )
 
 
 def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:

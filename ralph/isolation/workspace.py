@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.isolation import crashpoint, lap_git_dir, proc, sandbox, toolchains
+from ralph.isolation import crashpoint, lap_git_dir, proc, sandbox
 from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path
 from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
@@ -315,28 +315,18 @@ class Workspace:
         hide: tuple[Path, ...] = (),
         sockets: tuple[Path, ...] = (),
     ) -> Jail:
-        """A sandbox for one phase, with a /tmp and HOME no earlier phase has written to (unless
-        `home` names a HOME of the user's choosing, which stays read-only but for `writable`).
-        The toolchains' homes are set inside (the private HOME has none of them), and the files
-        of theirs that hold a registry login read as empty. `sockets`: those laps may connect to."""
+        """A sandbox for one phase (sandbox.phase_jail) in the work tree, the lap's git dir writable,
+        with a /tmp and HOME no earlier phase has written to. `sockets`: those laps may connect to."""
         self.verify()
         self.unchecked = True
-        scratch = self.root / "scratch" / phase
-        remove_path(scratch)
-        (scratch / "tmp").mkdir(parents=True)
-        (scratch / "home").mkdir()
-        (scratch / "blank").touch()
-        private_home = () if home else (scratch / "home",)
-        return Jail(
-            (self.tree, self.lap_git, *private_home, *writable),
-            scratch / "tmp",
-            home or scratch / "home",
+        return sandbox.phase_jail(
+            self.root / "scratch" / phase,
+            self.tree,
+            writable=(self.tree, self.lap_git, *writable),
+            home=home,
             network=network,
-            chdir=self.tree,
             keep=keep,
-            hide=(*hide, *toolchains.logins(os.environ)),
-            blank=scratch / "blank",
-            setenv=tuple(toolchains.variables(os.environ).items()),
+            hide=hide,
             sockets=sockets,
         )
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
-import pwd
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from helpers.node_runners import account_cache
 
 # name: (package, version, the program's path in its folder)
 NPM = {
@@ -39,10 +40,7 @@ DONE = ".installed"  # written last into a venv (a venv cannot be renamed into p
 
 
 def cache_folder() -> Path:
-    if os.environ.get("RALPH_AGENT_CLIS"):
-        return Path(os.environ["RALPH_AGENT_CLIS"])
-    home = pwd.getpwuid(os.getuid()).pw_dir  # the account's, not the HOME a test isolates
-    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "ralph-agent-clis")
+    return account_cache("RALPH_AGENT_CLIS", "ralph-agent-clis")
 
 
 def skip_reason(name: str) -> str:

@@ -25,10 +25,16 @@ INSTALL_TIMEOUT = 600  # seconds for one npm install
 
 
 def cache_folder() -> Path:
-    if os.environ.get("RALPH_NODE_RUNNERS"):
-        return Path(os.environ["RALPH_NODE_RUNNERS"])
-    home = pwd.getpwuid(os.getuid()).pw_dir  # the account's, not the HOME a test isolates
-    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "ralph-node-runners")
+    return account_cache("RALPH_NODE_RUNNERS", "ralph-node-runners")
+
+
+def account_cache(variable: str, name: str) -> Path:
+    """$variable, else `name` in the user's cache folder ($XDG_CACHE_HOME, else ~/.cache of the
+    account, not of the isolated HOME the tests set): where downloads outlive a clone."""
+    if os.environ.get(variable):
+        return Path(os.environ[variable])
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), name)
 
 
 def skip_reason(name: str) -> str:
