@@ -21,8 +21,8 @@ from pathlib import Path
 from common import git, median, table, timed  # common isolates HOME first
 
 from ralph import git as ralph_git
+from ralph.facts import pytest_results
 from ralph.isolation.files import BYTECODE, remove_bytecode
-from ralph.verdict import pytest_results
 
 
 def scratch() -> Path:

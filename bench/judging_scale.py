@@ -10,8 +10,8 @@ that passed now fail, the tests of n/1000 files its ticked items name are gone (
 TODO: every item kept but in reverse order, one in ten ticked, each ticked item asking to
 update a file the lap changed.
 
-- pytest report: reading the lap's report of its pytest session (ralph/verdict/pytest_results.py)
-- JUnit report: reading a JUnit XML report of n testcases (ralph/verdict/junit.py)
+- pytest report: reading the lap's report of its pytest session (ralph/facts/pytest_results.py)
+- JUnit report: reading a JUnit XML report of n testcases (ralph/facts/junit.py)
 - ratchet: the lap's tests against the last green commit's (ralph/verdict/ratchet.py)
 - note: the lap's check result written as JSON and read back (its note, the next lap's state)
 - TODO read: the lap's TODO parsed (the base's and the green commit's are kept from earlier laps) (ralph/todo.py)
@@ -45,7 +45,8 @@ from pathlib import Path
 from common import median, table, timed  # common isolates HOME first
 
 from ralph import todo
-from ralph.verdict import guard, junit, pytest_results, ratchet
+from ralph.facts import junit, pytest_results
+from ralph.verdict import guard, ratchet
 from ralph.verdict.checks import CheckResult
 
 PIECES = ("pytest report", "JUnit report", "ratchet", "note", "TODO read", "TODO rules", "grants", "rebase")

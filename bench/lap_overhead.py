@@ -35,8 +35,8 @@ from pathlib import Path
 from common import TICK_ONE, command_agent, git, make_repo, median, ralph_yaml, table, timed
 
 import ralph.run.loop
-from ralph.git import ledger
 from ralph.isolation import proc
+from ralph.records import ledger
 from ralph.run.options import RunOptions
 from ralph.show import ui
 

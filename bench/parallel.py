@@ -29,7 +29,7 @@ from pathlib import Path
 
 from common import git, table
 
-from ralph.git import ledger
+from ralph.records import ledger
 
 AGENT = r"""
 import os, pathlib, re, time

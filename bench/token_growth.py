@@ -31,7 +31,7 @@ from pathlib import Path
 from common import git, make_repo, openai_agent, ralph_yaml, table
 
 from ralph.agents.scripted import ScriptedServer, Step, bash, finish, tool_call
-from ralph.git import ledger
+from ralph.records import ledger
 
 SOURCE = "".join(f"def handler_{n}(request):\n    return {{'status': {n}, 'body': request}}\n\n" for n in range(40))
 

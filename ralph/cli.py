@@ -16,15 +16,15 @@ from typing import Any, NoReturn
 
 import click
 
-from ralph.agents.presets import PRESETS
 from ralph.errors import Exit, Interrupted, RalphError
+from ralph.facts.presets import PRESETS
 from ralph.show import ui
 
 
 def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Shell completion of --run: the runs of the repository here."""
     from ralph import git
-    from ralph.git import ledger
+    from ralph.records import ledger
 
     try:
         names = ledger.run_names(git.open_repo(Path.cwd()).top)

@@ -16,8 +16,8 @@ import yaml
 from helpers.repos import PY, git, make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph
 
-from ralph.agents.presets import PRESETS
 from ralph.agents.scripted import Reply, ScriptedServer, Step, call, tool_call, tool_calls
+from ralph.facts.presets import PRESETS
 
 SECRETS = {
     "ANTHROPIC_API_KEY": "sk-ant-canary",

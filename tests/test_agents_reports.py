@@ -10,8 +10,8 @@ import pytest
 
 from ralph.agents import reports
 from ralph.agents.limited import limit_hit, reset_at
-from ralph.agents.presets import PRESETS
 from ralph.agents.reports import read
+from ralph.facts.presets import PRESETS
 
 NOW = datetime(2026, 11, 30, 14, 0, 0).astimezone()
 

@@ -19,8 +19,8 @@ from helpers.running import ralph
 from ralph.bench import build, jobs, sdists
 from ralph.bench.page import LAPS_COLOUR, SESSION_COLOUR
 from ralph.config import parse
-from ralph.git import ledger
 from ralph.isolation import proc
+from ralph.records import ledger
 
 
 @pytest.fixture

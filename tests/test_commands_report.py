@@ -16,7 +16,7 @@ from helpers.running import ralph
 
 from ralph.agents.scripted import Reply, ScriptedServer, Step, bash, finish, tool_call
 from ralph.commands.report import COLOURS, DIFF_CAP, SESSION_COLOUR, TOKENS_COLOUR, _diff
-from ralph.git.records import LapStatus
+from ralph.records.formats import LapStatus
 
 
 def edit(**arguments: str) -> Reply:

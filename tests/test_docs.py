@@ -162,7 +162,7 @@ def test_the_events_table_lists_every_event_with_the_fields_it_has() -> None:
 
 
 def test_the_presets_table_is_the_presets() -> None:
-    from ralph.agents.presets import PRESETS
+    from ralph.facts.presets import PRESETS
 
     table = section((DOCS / "agents.md").read_text(), "| preset |", "\n\n")
     rows = [line.strip("|").split(" | ") for line in table.splitlines() if line.startswith("| `")]

@@ -10,7 +10,7 @@ import pytest
 from helpers.repos import git
 from helpers.running import ralph
 
-from ralph.git.records import FORMAT
+from ralph.records.formats import FORMAT
 
 BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"
 

@@ -18,7 +18,7 @@ from helpers.jobs import items_repo
 from helpers.repos import PY, git
 from helpers.running import lap_notes, ralph
 
-from ralph.git import ledger
+from ralph.records import ledger
 
 
 def remote_with(tmp_path: Path, items: list[str], clones: int, sleep: float, **limits: object) -> list[Path]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers.repos import make_repo
 
-import ralph.run.lap as lap_module
+import ralph.lap.phases as lap_module
 from ralph.run.loop import run
 from ralph.run.options import RunOptions
 

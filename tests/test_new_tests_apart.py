@@ -16,8 +16,8 @@ from helpers.repos import PY, git, make_repo, python_agent
 from helpers.running import lap_notes, ralph
 from test_runners import AGENT, Runner, _runner
 
+from ralph.facts.pytest_results import TestCounts, TestResults
 from ralph.verdict.checks import CheckResult, apart_and_whole
-from ralph.verdict.pytest_results import TestCounts, TestResults
 
 PYTEST_FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    raise NotImplementedError\n",

@@ -14,7 +14,7 @@ from helpers.repos import PY, git, make_repo, needs_bwrap, python_agent
 from helpers.running import lap_notes, ralph, ralph_workspaces
 
 from ralph import todo
-from ralph.run.rebase import progress_with
+from ralph.lap.rebase import progress_with
 
 TICK = """
 import os, pathlib

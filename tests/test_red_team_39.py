@@ -222,8 +222,8 @@ def real_tool(name: str) -> Path:
 
 def in_the_laps_home(tmp_path: Path, preset: str, relative: str, users: dict) -> tuple[Path, Path]:
     """The user's login file, and the lap's private HOME holding ralph's copy of it."""
-    from ralph.agents import logins
-    from ralph.agents.presets import PRESETS
+    from ralph.facts import logins
+    from ralph.facts.presets import PRESETS
 
     users_home, home = tmp_path / "users-home", tmp_path / "lap-home"
     (users_home / relative).parent.mkdir(parents=True)
@@ -376,8 +376,8 @@ def test_geminis_auth_setting_is_copied_from_a_settings_file_with_comments(tmp_p
     stripJsonComments(content))): a comment in it is fine to the tool. ralph's copy reads it with
     json.loads, fails, and copies nothing: the lap's gemini has no auth type, whatever the user chose
     (doctor still says it logs in by its login file)."""
-    from ralph.agents import logins
-    from ralph.agents.presets import PRESETS
+    from ralph.facts import logins
+    from ralph.facts.presets import PRESETS
 
     users, home = tmp_path / "users-home", tmp_path / "lap-home"
     (users / ".gemini").mkdir(parents=True)
@@ -434,8 +434,8 @@ def test_claudes_login_copy_holds_the_login_not_the_mcp_servers_and_plugins_secr
     their client secrets, and plugins' secrets. The preset keeps MCP servers and the user's
     plugins out of the lap (--strict-mcp-config, --setting-sources project,local), yet ralph's copy
     drops only refresh tokens: every lap's agent can read those services' access tokens."""
-    from ralph.agents import logins
-    from ralph.agents.presets import PRESETS
+    from ralph.facts import logins
+    from ralph.facts.presets import PRESETS
 
     users, home = tmp_path / "users-home", tmp_path / "lap-home"
     (users / ".claude").mkdir(parents=True)

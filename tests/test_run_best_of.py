@@ -12,10 +12,10 @@ from types import SimpleNamespace
 from helpers.repos import PY, git, make_repo, needs_bwrap, python_agent
 from helpers.running import lap_notes, ralph, ralph_workspaces
 
-from ralph.git import ledger
+from ralph.facts.pytest_results import TestCounts, TestResults
+from ralph.records import ledger
 from ralph.run import best_of
 from ralph.verdict.checks import CheckResult
-from ralph.verdict.pytest_results import TestCounts, TestResults
 
 # What each lap does, by its number (RALPH_LAP), to calc.py; every lap ticks its item.
 AGENT = r"""

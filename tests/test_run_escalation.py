@@ -16,7 +16,7 @@ from helpers.running import lap_notes, ralph
 from ralph import config as config_module
 from ralph.agents.scripted import ScriptedServer, finish, tool_call
 from ralph.errors import RalphError
-from ralph.run.split import SplitRefused, split_text
+from ralph.lap.split import SplitRefused, split_text
 
 # Red on purpose: leaves the file the check refuses.
 BREAKS = f"{PY} -c \"open('broken', 'w').write('x')\""

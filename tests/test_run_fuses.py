@@ -11,8 +11,8 @@ from helpers.repos import PY, git, make_repo
 from helpers.running import lap_notes, ralph, ralph_workspaces, snapshot
 
 from ralph.agents.base import AgentResult
-from ralph.git.ledger import Lap, RunState
-from ralph.git.records import LapRecord, LapStatus
+from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.ledger import Lap, RunState
 from ralph.todo import Counts
 
 TICK_ONE = f"""{PY} -c "

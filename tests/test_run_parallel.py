@@ -18,10 +18,10 @@ from helpers.repos import PY, git, make_repo
 from helpers.running import lap_notes, ralph
 
 from ralph import todo
-from ralph.git import ledger
 from ralph.git.store import RefStore
+from ralph.lap.rebase import progress_with
+from ralph.records import ledger
 from ralph.run import claims
-from ralph.run.rebase import progress_with
 
 
 def parallel_run(repo: Path, *args: str) -> subprocess.Popen:

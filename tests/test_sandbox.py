@@ -21,7 +21,7 @@ import pytest
 from helpers.repos import PY, SANDBOX_MODES, git, make_repo, needs_bwrap
 from helpers.running import lap_notes, ralph, snapshot
 
-from ralph.isolation.user_state import saved_at
+from ralph.workspace.user_state import saved_at
 
 # Every attack is a function of the agent script below; a test names the ones its agent runs.
 # `users` is the repository's git dir as an attacker finds it: the lap's alternates name its objects.

@@ -12,7 +12,8 @@ from helpers.running import ralph
 from test_trust import FILES, TICK_MUL, attacks, edited, laps, make, reconfigure, red_reasons, written
 
 from ralph.config import DEFAULT_PROTECT
-from ralph.verdict import check_files, grants
+from ralph.facts import check_files
+from ralph.verdict import grants
 from ralph.verdict.guard import GuardReport
 from ralph.verdict.scope import Scope
 

@@ -11,7 +11,7 @@ import pytest
 from helpers.repos import PY, git, make_repo, write
 from helpers.running import lap_notes, ralph
 
-from ralph.verdict import check_files
+from ralph.facts import check_files
 
 FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    raise NotImplementedError\n\n\n"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ralph.facts.pytest_results import TestResults
 from ralph.verdict import go_test, libtest
-from ralph.verdict.pytest_results import TestResults
 
 RUNNERS = Path(__file__).parent / "fixtures" / "runners"
 GO_PROJECT, CARGO_PROJECT = RUNNERS / "go_1.19_project", RUNNERS / "cargo_1.95_project"

@@ -16,11 +16,12 @@ from helpers.node_runners import node_runner_bin, skip_reason
 from helpers.repos import git, make_repo
 from helpers.running import lap_notes, ralph
 
-from ralph.verdict import junit, ratchet
+from ralph.facts import junit
+from ralph.facts.junit import ReportUnreadable
+from ralph.facts.pytest_results import TestCounts
+from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult
 from ralph.verdict.guard import GuardReport
-from ralph.verdict.junit import ReportUnreadable
-from ralph.verdict.pytest_results import TestCounts
 
 
 def _node_major() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import write
 
-from ralph.verdict import pytest_results
+from ralph.facts import pytest_results
 
 VERSIONS = {"7.4": "pytest==7.4.*", "8.x": "pytest>=8,<9", "9.x": "pytest>=9,<10"}
 CACHE = Path(os.environ.get("RALPH_TEST_PYTESTS_DIR") or "/tmp/ralph-test-pytests")

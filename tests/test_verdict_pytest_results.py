@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.repos import write as write_files
 
-from ralph.verdict import pytest_results
+from ralph.facts import pytest_results
 
 
 def write(path: Path, *lines: object) -> Path:

@@ -16,9 +16,10 @@ import pytest
 from helpers.node_runners import node_runner_bin, skip_reason
 from helpers.repos import write
 
-from ralph.verdict import jest_results, junit, unittest_results
-from ralph.verdict.junit import ReportUnreadable
-from ralph.verdict.pytest_results import REPORT_MAX_BYTES, TestResults
+from ralph.facts import junit
+from ralph.facts.junit import ReportUnreadable
+from ralph.facts.pytest_results import REPORT_MAX_BYTES, TestResults
+from ralph.verdict import jest_results, unittest_results
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runners"
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import yaml
 
-from ralph.agents import logins, reports
+from ralph.agents import reports
 from ralph.agents.base import AgentResult, LapTask
 from ralph.agents.limited import limit_hit, reset_at
-from ralph.agents.presets import ENDPOINTS, PRESETS
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
+from ralph.facts import logins
+from ralph.facts.presets import ENDPOINTS, PRESETS
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.show import events

@@ -23,8 +23,8 @@ from ralph.bench.score import Scored, passing, score
 from ralph.config import CONFIG_FILE, Limits, parse
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
-from ralph.git import ledger
-from ralph.git.records import LapRecord, LapStatus
+from ralph.records import ledger
+from ralph.records.formats import LapRecord, LapStatus
 from ralph.run.loop import run
 from ralph.run.options import RunOptions
 from ralph.show import view

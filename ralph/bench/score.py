@@ -12,9 +12,9 @@ from ralph import git, todo
 from ralph.bench.build import BuiltJob, test_id
 from ralph.config import CONFIG_FILE, load
 from ralph.isolation import sandbox
-from ralph.isolation.provision import SetupFailed
-from ralph.run.checks_at import checks_at
+from ralph.lap.checks_at import checks_at
 from ralph.verdict.checks import CheckResult
+from ralph.workspace.provision import SetupFailed
 
 
 @dataclass(frozen=True)

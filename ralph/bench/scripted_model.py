@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ralph.agents.scripted import Step, bash, finish, tool_call
 from ralph.bench.build import BuiltJob, ItemAnswer, render
-from ralph.run.prompt import WHOLE_JOB
+from ralph.lap.prompt import WHOLE_JOB
 
 EDITOR = "str_replace_based_edit_tool"
 MODEL = "scripted-bench"

@@ -9,14 +9,15 @@ from pathlib import Path
 from ralph import git
 from ralph.commands import plan
 from ralph.errors import Exit, RalphError
-from ralph.git import layout, ledger
+from ralph.git import layout
 from ralph.git.layout import RunRefs
-from ralph.git.ledger import RunState
 from ralph.git.store import RefStore
-from ralph.isolation import user_state
 from ralph.isolation.files import remove_path
-from ralph.isolation.workspace import folder_for
+from ralph.records import ledger
+from ralph.records.ledger import RunState
 from ralph.show import ui
+from ralph.workspace import user_state
+from ralph.workspace.workspace import folder_for
 
 
 def clean(cwd: Path, run: str | None, refs: bool) -> Exit:

@@ -13,11 +13,11 @@ from ralph.commands.doctor_agent import agent_lines
 from ralph.config.sections import CheckSpec
 from ralph.errors import Exit, RalphError
 from ralph.isolation import jail, proc, sandbox
-from ralph.isolation.provision import SetupFailed
-from ralph.run.checks_at import checks_at
+from ralph.lap.checks_at import checks_at
 from ralph.show import ui
 from ralph.verdict import could_not_run, failure_lines, readers
 from ralph.verdict.checks import CheckResult
+from ralph.workspace.provision import SetupFailed
 
 MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line that moved
 

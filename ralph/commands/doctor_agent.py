@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ralph.agents.base import LapTask
 from ralph.agents.kinds import make_agent
-from ralph.agents.presets import PRESETS, Preset
 from ralph.config import Config
 from ralph.config.agent import AgentConfig
 from ralph.errors import RalphError
+from ralph.facts.presets import PRESETS, Preset
 from ralph.isolation import proc, sandbox
 from ralph.show import ui
 

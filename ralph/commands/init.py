@@ -6,7 +6,6 @@ import tomllib
 from pathlib import Path
 
 from ralph import git, todo
-from ralph.agents.presets import PRESETS
 from ralph.commands.init_checks import Check, cargo_check, go_check, runs_unittest, unittest_check
 from ralph.commands.init_node import JUNIT_NODE as JUNIT_NODE  # where the docs' and tests' form is
 from ralph.commands.init_node import node_checks
@@ -14,6 +13,7 @@ from ralph.commands.init_scope import proposed, yaml_lines
 from ralph.commands.init_sources import json_mapping, own_commands
 from ralph.commands.init_sources import text as read_text
 from ralph.errors import Exit
+from ralph.facts.presets import PRESETS
 from ralph.show import ui
 
 CONFIG_TEMPLATE = """\

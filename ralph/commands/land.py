@@ -9,12 +9,13 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import Exit, RalphError
-from ralph.git import github, ledger
+from ralph.git import github
 from ralph.git.layout import RunRefs
-from ralph.git.ledger import RunState
 from ralph.git.remote import check_remote
 from ralph.git.store import RefStore
 from ralph.isolation import proc
+from ralph.records import ledger
+from ralph.records.ledger import RunState
 from ralph.run.summary import green_laps, pull_request_body, what_is_left
 from ralph.show import ui
 from ralph.verdict import hook_code

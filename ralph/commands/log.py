@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import Exit
-from ralph.git import ledger
+from ralph.records import ledger
 from ralph.run.summary import laps_table
 from ralph.show import ui
 

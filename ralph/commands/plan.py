@@ -1,6 +1,6 @@
 """`ralph plan`: the planner turns the goal into TODO.md, looking at the repository at HEAD.
 
-The planner is roles.planner's model, else the agent the laps run (run/planning.py): a model
+The planner is roles.planner's model, else the agent the laps run (lap/planning.py): a model
 looks through read-only tools and calls `write_plan`; an agent CLI runs sandboxed in a scratch
 workspace at HEAD and writes TODO.md and PLAN.md there, which ralph reads back. ralph shows the
 plan and writes the checklist to the user's TODO.md when the user says so; `--yes` later writes
@@ -38,13 +38,13 @@ from ralph.errors import Exit, RalphError
 from ralph.git import layout
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path, replace_with
-from ralph.isolation.workspace import Workspace, folder_for
-from ralph.run import planning
-from ralph.run.context import RunContext
+from ralph.lap import planning
+from ralph.lap.context import RunContext
+from ralph.lap.planning import Planned
 from ralph.run.loop import sandboxed
-from ralph.run.planning import Planned
 from ralph.run.start import accepted, issue_todo, user_says_yes
 from ralph.show import ui
+from ralph.workspace.workspace import Workspace, folder_for
 
 if TYPE_CHECKING:
     from ralph.git.github import Issue

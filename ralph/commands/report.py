@@ -10,11 +10,12 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import Exit, RalphError
-from ralph.git import layout, ledger
+from ralph.git import layout
 from ralph.git.layout import RunRefs
-from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord, LapStatus
 from ralph.isolation.files import replace_with
+from ralph.records import ledger
+from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.ledger import RunState
 from ralph.run import summary
 from ralph.show import ui
 

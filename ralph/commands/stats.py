@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ralph import git, todo
 from ralph.errors import Exit, RalphError
-from ralph.git import ledger
-from ralph.git.ledger import RunState
+from ralph.records import ledger
+from ralph.records.ledger import RunState
 from ralph.run import tally, workers
 from ralph.run.tally import Tally
 from ralph.show import ui

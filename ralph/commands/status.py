@@ -7,8 +7,8 @@ from typing import Any
 
 from ralph import git, todo
 from ralph.errors import Exit
-from ralph.git import ledger
-from ralph.git.ledger import RunState
+from ralph.records import ledger
+from ralph.records.ledger import RunState
 from ralph.run import claims, workers
 from ralph.run.summary import what_is_left
 from ralph.show import ui

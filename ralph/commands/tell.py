@@ -6,9 +6,9 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import Exit, RalphError
-from ralph.git import ledger
 from ralph.git.remote import Remote
 from ralph.git.store import RefStore
+from ralph.records import ledger
 from ralph.run import workers
 from ralph.show import ui
 

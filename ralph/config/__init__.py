@@ -9,7 +9,6 @@ from pathlib import Path, PurePosixPath
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ralph.agents.presets import COSTED, COSTED_PRESETS, PRESETS
 from ralph.config import problems
 from ralph.config.agent import AgentConfig, RoleConfig, Roles
 from ralph.config.mcp import McpConfig
@@ -25,7 +24,8 @@ from ralph.config.sections import (
     Section,
 )
 from ralph.errors import RalphError
-from ralph.verdict import check_files
+from ralph.facts import check_files
+from ralph.facts.presets import COSTED, COSTED_PRESETS, PRESETS
 
 CONFIG_FILE = "ralph.yaml"
 CONFIG_MAX_CHARS = 1 << 20  # a ralph.yaml is a page or two; one past this is not one
@@ -261,7 +261,7 @@ class Config(Section):
     @property
     def protected(self) -> list[str]:
         """What the lap's prompt names as not its to change: `protect`; the files that define how
-        the checks run (their Makefile, scripts, `package.json` scripts: ralph/verdict/check_files.py)
+        the checks run (their Makefile, scripts, `package.json` scripts: ralph/facts/check_files.py)
         and the file MCP servers are loaded from, both never in scope (ralph/verdict/scope.py)."""
         return [
             *self.protect,

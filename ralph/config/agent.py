@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from ralph.agents.presets import PRESETS
 from ralph.config.sections import Section
+from ralph.facts.presets import PRESETS
 
 
 class CompatConfig(Section):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
-from ralph.verdict import junit
+from ralph.facts import junit
 
 
 class Section(BaseModel):

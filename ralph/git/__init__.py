@@ -1,9 +1,9 @@
 """The one door to git: small typed functions that take the directory to run in.
 
-Its package holds the rest of the git model: every ref name and run folder (layout.py), the
-records ralph stores (records.py) and the run's state read back (ledger.py), where refs are
-written (store.py: this repository, or a remote first: remote.py), the credentials git
-finds (credentials.py).
+Its package holds the rest of the git model: every ref name and run folder (layout.py), where
+refs are written (store.py: this repository, or a remote first: remote.py), the credentials
+git finds (credentials.py), GitHub's pull requests (github.py). What ralph stores in git is
+ralph.records'.
 
 Every git command goes through `proc.run` with `proc.clean_env()`, so GIT_DIR and
 friends from a calling hook cannot redirect it and the repository's hooks never see

@@ -1,2 +1,2 @@
-"""The run and its laps: the loop, the lap's phases, fuses, parallel slots and remote workers,
-and a run's standing as the commands and the run's end say it (summary)."""
+"""The run around its laps: the loop, the run's mode, fuses, parallel slots, best-of rounds,
+remote workers and claims, and a run's standing as the commands and the run's end say it (summary)."""

@@ -26,22 +26,22 @@ from typing import NoReturn
 from ralph import git, todo
 from ralph.config import Config
 from ralph.errors import Exit, Interrupted, RalphError
-from ralph.git import ledger
 from ralph.git.layout import RunRefs
-from ralph.git.ledger import RunState
-from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import proc, sandbox
 from ralph.isolation.files import remove_path
-from ralph.isolation.workspace import folder_for
+from ralph.lap.context import RunContext
+from ralph.lap.phases import run_lap
+from ralph.records import ledger
+from ralph.records.formats import BestOf, LapRecord, LapStatus
+from ralph.records.ledger import RunState
 from ralph.run import ends, parallel
-from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, agent_for
-from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui
 from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult
+from ralph.workspace.workspace import folder_for
 
 ROUND_VAR = parallel.CANDIDATE_VAR  # a candidate slot's round and lap, as its coordinator gave them
 NEEDS_SANDBOX = (

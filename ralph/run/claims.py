@@ -20,9 +20,10 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.git import layout, ledger
+from ralph.git import layout
 from ralph.git.layout import RunRefs
 from ralph.git.store import RefStore
+from ralph.records import ledger
 
 NUMBER_TRIES = 200  # slots taking lap numbers at once: each try loses only to another's success
 

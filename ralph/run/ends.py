@@ -11,11 +11,11 @@ from pathlib import Path
 
 from ralph.config.sections import LifecycleHooks
 from ralph.errors import Exit, Interrupted, RalphError
-from ralph.git import ledger
-from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord
+from ralph.lap.context import RunContext
+from ralph.records import ledger
+from ralph.records.formats import LapRecord
+from ralph.records.ledger import RunState
 from ralph.run import lifecycle, summary
-from ralph.run.context import RunContext
 from ralph.show import events, ui
 
 

@@ -14,10 +14,10 @@ from ralph import git, todo
 from ralph.config import Config
 from ralph.config.sections import Limits
 from ralph.errors import Exit
-from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord, LapStatus
-from ralph.run import planning
-from ralph.run.context import RunContext
+from ralph.lap import planning
+from ralph.lap.context import RunContext
+from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.ledger import RunState
 from ralph.run.ends import RunEnded
 from ralph.show import events, ui
 from ralph.verdict import checks

@@ -15,22 +15,25 @@ from ralph.agents import limiter
 from ralph.agents.base import Agent
 from ralph.agents.kinds import make_agent
 from ralph.agents.mcp_tools import McpTools
-from ralph.agents.presets import PRESETS
 from ralph.errors import Exit, Interrupted, RalphError
-from ralph.git import layout, ledger
-from ralph.git.ledger import RunState
-from ralph.git.records import LapStatus, NewerFormat
+from ralph.facts.presets import PRESETS
+from ralph.git import layout
 from ralph.git.remote import Remote, check_remote
-from ralph.isolation import hardening, orphans, proc, sandbox, user_state
-from ralph.isolation.workspace import Workspace, workspaces_root
-from ralph.run import best_of, ends, parallel, refusals, split, start, workers
-from ralph.run.context import RunContext
+from ralph.isolation import hardening, orphans, proc, sandbox
+from ralph.lap import split
+from ralph.lap.context import RunContext
+from ralph.lap.phases import run_lap
+from ralph.records import ledger
+from ralph.records.formats import LapStatus, NewerFormat
+from ralph.records.ledger import RunState
+from ralph.run import best_of, ends, parallel, refusals, start, workers
 from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, next_turn, say_unsplit
-from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui, view
 from ralph.verdict.judge import Judge, check_independence
+from ralph.workspace import user_state
+from ralph.workspace.workspace import Workspace, workspaces_root
 
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
 

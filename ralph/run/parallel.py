@@ -26,20 +26,20 @@ from typing import NoReturn
 
 from ralph import git, todo
 from ralph.errors import Exit, RalphError
-from ralph.git import ledger
-from ralph.git.ledger import RunState
-from ralph.git.records import LapStatus
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
-from ralph.isolation.workspace import folder_for
+from ralph.lap.context import RunContext
+from ralph.lap.phases import run_lap
+from ralph.records import ledger
+from ralph.records.formats import LapStatus
+from ralph.records.ledger import RunState
 from ralph.run import claims, ends
-from ralph.run.context import RunContext
 from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, slot_turn
-from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.run.workers import Crew
 from ralph.show import events, ui
+from ralph.workspace.workspace import folder_for
 
 PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
 CANDIDATE_VAR = "RALPH_BEST_OF_ROUND"  # a `--best-of` candidate's round and lap (best_of.py); only ralph sets it

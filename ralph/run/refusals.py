@@ -10,13 +10,14 @@ from ralph import config as config_module
 from ralph import git, todo
 from ralph.config.sections import CheckSpec
 from ralph.errors import RalphError
+from ralph.facts import junit
+from ralph.facts.pytest_results import COLLECTION
 from ralph.git.layout import RunRefs
-from ralph.git.ledger import RunState
 from ralph.isolation import sandbox
-from ralph.run.context import RunContext
+from ralph.lap.context import RunContext
+from ralph.records.ledger import RunState
 from ralph.show import ui
-from ralph.verdict import checks, could_not_run, failure_lines, guard, junit, readers
-from ralph.verdict.pytest_results import COLLECTION
+from ralph.verdict import checks, could_not_run, failure_lines, guard, readers
 
 
 def refuse_bad_start(

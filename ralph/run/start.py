@@ -14,16 +14,18 @@ import click
 from ralph import config as config_module
 from ralph import git, todo
 from ralph.errors import RalphError
-from ralph.git import github, ledger
+from ralph.git import github
 from ralph.git.layout import RunRefs
-from ralph.git.ledger import RunState
-from ralph.git.records import IssueLink, LapRecord, LapStatus, RunRecord
-from ralph.isolation.workspace import Workspace
-from ralph.run import planning, refusals
-from ralph.run.context import RunContext, now_iso
-from ralph.run.prepare import workspace_at
+from ralph.lap import commit_hooks, planning
+from ralph.lap.context import RunContext, now_iso
+from ralph.lap.prepare import workspace_at
+from ralph.records import ledger
+from ralph.records.formats import IssueLink, LapRecord, LapStatus, RunRecord
+from ralph.records.ledger import RunState
+from ralph.run import refusals
 from ralph.show import events, ui
-from ralph.verdict import commit_hooks, grants
+from ralph.verdict import grants
+from ralph.workspace.workspace import Workspace
 
 
 class StartedElsewhere(RalphError):

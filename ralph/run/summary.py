@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ralph import git, todo
-from ralph.git.ledger import Lap, RunState
+from ralph.records.ledger import Lap, RunState
 from ralph.run import tally
 from ralph.run.tally import Tally
 from ralph.show import ui

@@ -10,8 +10,8 @@ import dataclasses
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
-from ralph.git.ledger import Lap, RunState
-from ralph.git.records import LapRecord, LapStatus
+from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.ledger import Lap, RunState
 from ralph.verdict.checks import CheckResult, passing_tests
 
 

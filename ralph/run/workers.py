@@ -29,11 +29,12 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.git import layout, ledger
+from ralph.git import layout
 from ralph.git.layout import RunRefs
 from ralph.git.remote import NETWORK_TIMEOUT, Remote, check_remote
 from ralph.git.store import RefStore
 from ralph.isolation import hardening, proc
+from ralph.records import ledger
 from ralph.run import claims
 from ralph.show import ui
 

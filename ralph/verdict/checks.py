@@ -14,13 +14,14 @@ from pydantic import BaseModel
 
 from ralph.config.sections import CheckSpec
 from ralph.errors import RalphError
+from ralph.facts import pytest_results
+from ralph.facts.pytest_results import TestResults, file_of
 from ralph.isolation import proc, sandbox
 from ralph.isolation.files import remove_path
 from ralph.isolation.jail import Jail
 from ralph.show import events
 from ralph.todo import Counts
-from ralph.verdict import could_not_run, failure_lines, go_test, pytest_results, readers
-from ralph.verdict.pytest_results import TestResults, file_of
+from ralph.verdict import could_not_run, failure_lines, go_test, readers
 
 TAIL_CHARS = 4000
 TAIL_ROOM = 200  # characters of the tail kept for ralph's own line (idle, timed out)

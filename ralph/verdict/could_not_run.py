@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from ralph.facts.pytest_results import PLUGIN, TestResults
 from ralph.isolation.sandbox import words
-from ralph.verdict.pytest_results import PLUGIN, TestResults
 
 # What shells, make, env, python and npm say, each in its own words, when the program or script
 # a check runs is missing or not executable (exit 127/126 when the shell is the check itself; a

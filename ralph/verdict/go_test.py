@@ -38,9 +38,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ralph.facts.junit import ID_MAX
+from ralph.facts.pytest_results import COLLECTION, TestResults, fold
 from ralph.isolation.files import regular_text, walk
-from ralph.verdict.junit import ID_MAX
-from ralph.verdict.pytest_results import COLLECTION, TestResults, fold
 
 MANIFEST_MAX = 1 << 20  # bytes of a go.mod read
 SOURCE_MAX = 8 << 20  # bytes of a _test.go file scanned for its functions

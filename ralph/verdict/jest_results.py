@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ralph.verdict import junit
-from ralph.verdict.junit import ReportUnreadable
-from ralph.verdict.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, fold
+from ralph.facts import junit
+from ralph.facts.junit import ReportUnreadable
+from ralph.facts.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, fold
 
 ANCESTORS = " > "  # between the describe blocks and the title in an id
 SKIPPED = ("pending", "skipped", "todo", "disabled")

@@ -33,7 +33,7 @@ from ralph.agents.transcript import Transcript
 from ralph.config import Config
 from ralph.config.agent import AgentConfig, JudgeConfig
 from ralph.errors import RalphError
-from ralph.git.records import JudgeRecord, Score
+from ralph.records.formats import JudgeRecord, Score
 from ralph.show import ui
 
 LOOKUPS = 8  # MCP tool calls the judge may make before its verdict (mcp.roles has judge)

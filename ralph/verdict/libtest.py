@@ -38,9 +38,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ralph.facts.junit import ID_MAX
+from ralph.facts.pytest_results import COLLECTION, TestResults, fold
 from ralph.isolation.files import regular_text, walk
-from ralph.verdict.junit import ID_MAX
-from ralph.verdict.pytest_results import COLLECTION, TestResults, fold
 
 MANIFEST_MAX = 1 << 20  # bytes of a Cargo.toml read
 SKIPPED_FOLDERS = ("target", "node_modules")  # besides hidden ones

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ralph.facts.pytest_results import COLLECTION, PytestSetup, TestResults, file_of
 from ralph.verdict.checks import CheckResult
 from ralph.verdict.guard import GuardReport
-from ralph.verdict.pytest_results import COLLECTION, PytestSetup, TestResults, file_of
 
 SHOWN = 5  # test ids named in a reason before "and N more"
 

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ralph.config.sections import CheckSpec
-from ralph.verdict import go_test, jest_results, junit, libtest, unittest_results
-from ralph.verdict.pytest_results import TestResults, _regular_file
+from ralph.facts import junit
+from ralph.facts.pytest_results import TestResults, _regular_file
+from ralph.verdict import go_test, jest_results, libtest, unittest_results
 
 # What each output reader reads, as people know it, for the reason a check gives nothing.
 STREAMS = {

@@ -36,7 +36,7 @@ import os
 import re
 from pathlib import Path
 
-from ralph.verdict.pytest_results import COLLECTION, TestCounts, TestResults, fold
+from ralph.facts.pytest_results import COLLECTION, TestCounts, TestResults, fold
 
 SEPARATOR = "=" * 70  # what opens a failure's block
 STATUS = " ... "  # between a test's description and its outcome

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ralph.isolation.files import remove_path
 from ralph.isolation.git_syntax import unquoted
-from ralph.isolation.own_git import OwnGit
-from ralph.isolation.provision import under
+from ralph.workspace.own_git import OwnGit
+from ralph.workspace.provision import under
 
 
 def remove_what_its_own_rules_hide(own: OwnGit, aside: Path, kept: tuple[str, ...]) -> None:

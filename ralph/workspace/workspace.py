@@ -26,14 +26,15 @@ from pathlib import Path
 
 from ralph import git
 from ralph.errors import RalphError
-from ralph.isolation import crashpoint, lap_git_dir, proc, sandbox
+from ralph.isolation import crashpoint, proc, sandbox
 from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path
 from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
-from ralph.isolation.lap_rules import remove_what_its_own_rules_hide
-from ralph.isolation.own_git import UNLISTABLE, OwnGit, make_git_dir
-from ralph.isolation.provision import Provision, SetupFailed
-from ralph.isolation.safe_tree import make_safe_for_git, submodule_heads
+from ralph.workspace import lap_git_dir
+from ralph.workspace.lap_rules import remove_what_its_own_rules_hide
+from ralph.workspace.own_git import UNLISTABLE, OwnGit, make_git_dir
+from ralph.workspace.provision import Provision, SetupFailed
+from ralph.workspace.safe_tree import make_safe_for_git, submodule_heads
 
 
 def workspaces_root() -> Path:

@@ -9,7 +9,7 @@ stdin is closed for those that read a file. `written_for` is the version of the 
 command was last checked against, run for real (tests/test_agent_clis.py).
 
 A tool logs in by its variables, or by a copy of its login file alone in the phase's private
-HOME (ralph/agents/logins.py), not by the user's HOME: what a lap writes there (a hook in
+HOME (ralph/facts/logins.py), not by the user's HOME: what a lap writes there (a hook in
 ~/.claude/settings.json, an MCP server in ~/.claude.json) would run outside the sandbox the
 next time the user starts the tool.
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ralph.agents.logins import LoginFile, present
+from ralph.facts.logins import LoginFile, present
 
 # The model-provider keys of tools that talk to many providers (through LiteLLM or their own).
 PROVIDER_KEYS = (
@@ -66,7 +66,7 @@ class Preset:
     # that holds it as {run: {task: …}} (mini-swe-agent's `-c`, which has no task-file flag)
     prompt: Literal["stdin", "file", "task-config"] = "stdin"
     login: str = ""  # the long-lived way to log the tool in, when more than a key of `credentials`
-    login_files: tuple[LoginFile, ...] = ()  # copied into a sandboxed lap's private HOME (ralph/agents/logins.py)
+    login_files: tuple[LoginFile, ...] = ()  # copied into a sandboxed lap's private HOME (ralph/facts/logins.py)
     # Set in the tool's environment when it runs in bubblewrap: how it is told it is sandboxed,
     # where it refuses to skip its permission prompts as root otherwise.
     sandboxed: tuple[tuple[str, str], ...] = ()

@@ -10,12 +10,12 @@ from pathlib import Path
 from ralph import git, todo
 from ralph.errors import RalphError
 from ralph.git import layout
-from ralph.git.ledger import RunState
 from ralph.isolation import crashpoint
-from ralph.isolation.provision import CopyFailed, SetupFailed
-from ralph.run import disk
-from ralph.run.context import RunContext, now_iso
+from ralph.lap import disk
+from ralph.lap.context import RunContext, now_iso
+from ralph.records.ledger import RunState
 from ralph.show import events, ui
+from ralph.workspace.provision import CopyFailed, SetupFailed
 
 
 @dataclass(frozen=True, kw_only=True)

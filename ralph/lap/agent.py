@@ -8,14 +8,14 @@ from pathlib import Path
 
 from ralph import git
 from ralph.agents.base import AgentResult, LapTask
-from ralph.git import ledger
-from ralph.git.ledger import RunState
-from ralph.git.records import LapStatus
 from ralph.isolation import crashpoint
-from ralph.run import prompt
-from ralph.run.context import LapTurn, RunContext
-from ralph.run.prepare import Prepared
-from ralph.run.watch import watching_the_repository
+from ralph.lap import prompt
+from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.prepare import Prepared
+from ralph.lap.watch import watching_the_repository
+from ralph.records import ledger
+from ralph.records.formats import LapStatus
+from ralph.records.ledger import RunState
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet

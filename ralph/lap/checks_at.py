@@ -11,10 +11,10 @@ from pathlib import Path
 from ralph import git
 from ralph.config import Config
 from ralph.isolation import proc
-from ralph.isolation.workspace import Workspace
-from ralph.run.context import RunContext
-from ralph.run.prepare import workspace_at
+from ralph.lap.context import RunContext
+from ralph.lap.prepare import workspace_at
 from ralph.verdict.checks import CheckResult
+from ralph.workspace.workspace import Workspace
 
 
 def checks_at(repo: git.RepoInfo, cfg: Config, commit: str, name: str, sandboxed: bool) -> list[CheckResult]:

@@ -14,15 +14,15 @@ from ralph.agents.base import Agent
 from ralph.agents.mcp_tools import McpTools
 from ralph.config import Config
 from ralph.git.credentials import credential_files
-from ralph.git.records import BestOf
 from ralph.git.remote import Remote
 from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
 from ralph.isolation.sandbox import needed
-from ralph.isolation.workspace import Workspace
+from ralph.records.formats import BestOf
 from ralph.show import events, ui
 from ralph.verdict.checks import CheckResult, run_checks
 from ralph.verdict.judge import Judge
+from ralph.workspace.workspace import Workspace
 
 
 @dataclass(frozen=True, kw_only=True)

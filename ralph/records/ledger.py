@@ -1,7 +1,7 @@
 """Run state, read back from git: the run's refs (layout.RunRefs), its green branch, lap notes.
 
 Nothing here lives only in memory: after a crash, `load` rebuilds the same state. What the
-records hold, and how an older one is read, is records.py's.
+records hold, and how an older one is read, is formats.py's.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from ralph import git
 from ralph.errors import RalphError
 from ralph.git import layout
 from ralph.git.layout import RunRefs
-from ralph.git.records import LapRecord, LapStatus, NewerFormat, RunRecord, migrated
 from ralph.git.store import RefStore
 from ralph.isolation import crashpoint
+from ralph.records.formats import LapRecord, LapStatus, NewerFormat, RunRecord, migrated
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ralph.errors import RalphError
-from ralph.git.ledger import RunState
-from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import crashpoint
-from ralph.isolation.workspace import WorkspaceTampered
-from ralph.run import agent, commit, disk, judging, land, prepare, record
-from ralph.run.commit import LapCommit
-from ralph.run.context import LapTurn, RunContext
-from ralph.run.judging import Judged
-from ralph.run.watch import watching_the_repository
+from ralph.lap import advance, agent, commit, disk, judging, prepare, record
+from ralph.lap.commit import LapCommit
+from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.judging import Judged
+from ralph.lap.watch import watching_the_repository
+from ralph.records.formats import BestOf, LapRecord, LapStatus
+from ralph.records.ledger import RunState
 from ralph.show import events, ui
+from ralph.workspace.workspace import WorkspaceTampered
 
 
 def run_lap(
@@ -45,9 +45,9 @@ def run_lap(
         lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
     judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
     facts = _facts(ctx, turn, prepared, worked)
-    recorded = land.as_candidate(record.lap_record(ctx, state, facts, lap, judged), turn.best_of)
+    recorded = advance.as_candidate(record.lap_record(ctx, state, facts, lap, judged), turn.best_of)
     record.save(ctx, recorded, worked.told, judged.stop)
-    return land.land(ctx, turn, facts, recorded)
+    return advance.land(ctx, turn, facts, recorded)
 
 
 def _facts(ctx: RunContext, turn: LapTurn, prepared: prepare.Prepared, worked: agent.Worked) -> record.LapFacts:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from ralph import git
 from ralph.isolation import crashpoint
-from ralph.isolation.provision import CopyFailed, SetupFailed
-from ralph.run.commit import LapCommit
-from ralph.run.context import RunContext
-from ralph.run.prepare import workspace_at
+from ralph.lap.commit import LapCommit
+from ralph.lap.context import RunContext
+from ralph.lap.prepare import workspace_at
 from ralph.verdict.checks import CheckResult, apart_and_whole
 from ralph.verdict.guard import matches
+from ralph.workspace.provision import CopyFailed, SetupFailed
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from ralph import git, todo
 from ralph.agents.base import AgentResult
 from ralph.git import layout
-from ralph.git.ledger import RunState
-from ralph.run.context import RunContext
+from ralph.lap import commit_hooks
+from ralph.lap.context import RunContext
+from ralph.records.ledger import RunState
 from ralph.show.text import printable
-from ralph.verdict import commit_hooks
-from ralph.verdict.commit_hooks import commit_message
+from ralph.verdict.commit_hooks import commit_message, unlinked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +115,7 @@ def lap_message(
     if escalated:
         message += f"Ralph-Escalated: {agent.name or agent.kind}\n"
     if split is not None:
-        message += f"Ralph-Split: {commit_hooks.unlinked(split)}\n"
+        message += f"Ralph-Split: {unlinked(split)}\n"
     return printable(message)
 
 

@@ -1,7 +1,7 @@
 """Per-test outcomes of a pytest session, and how it was set up, from ralph's own plugin.
 
 ralph sets PYTEST_ADDOPTS, PYTHONPATH and RALPH_PYTEST_REPORT for every check, so any check
-that runs pytest (directly, through make, a script) loads `_ralph_pytest` (ralph/verdict/pytest_plugin)
+that runs pytest (directly, through make, a script) loads `_ralph_pytest` (ralph/facts/pytest_plugin)
 and writes a report; checks that do not run pytest ignore them. Test ids are pytest's node ids.
 """
 

@@ -23,13 +23,13 @@ import time
 from ralph import git, todo
 from ralph.agents.base import AgentResult
 from ralph.errors import RalphError
-from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord, LapStatus
-from ralph.run import checking, land, planning, prepare, record
-from ralph.run.commit import LapCommit, lap_message, unjudged
-from ralph.run.context import LapTurn, RunContext
+from ralph.lap import advance, checking, planning, prepare, record
+from ralph.lap.commit import LapCommit, lap_message, unjudged
+from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.judging import Judged
+from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.ledger import RunState
 from ralph.run.fuses import Turn
-from ralph.run.judging import Judged
 from ralph.show import ui
 from ralph.verdict import grants, ratchet
 from ralph.verdict import guard as guard_module
@@ -257,7 +257,7 @@ def _recorded(
     )
     recorded = record.lap_record(ctx, state, facts, lap, judged)
     record.save(ctx, recorded, {}, judged.stop)
-    return land.land(ctx, LapTurn(number=number, which=turn.which), facts, recorded)
+    return advance.land(ctx, LapTurn(number=number, which=turn.which), facts, recorded)
 
 
 def _planner_model(ctx: RunContext) -> str | None:

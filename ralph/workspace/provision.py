@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ralph.errors import RalphError
 from ralph.isolation.files import remove_path, walk
-from ralph.isolation.own_git import OwnGit
+from ralph.workspace.own_git import OwnGit
 
 
 class SetupFailed(RalphError):

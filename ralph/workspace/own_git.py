@@ -4,7 +4,7 @@ ralph's index of tree/ against the repository's object store.
 No system, global or repository config is read, so no filter, textconv or diff driver,
 fsmonitor, hook or include exists for a lap's `.gitattributes` to name, and no command of
 ralph's enters a submodule (whose git dir the lap writes). What a lap's code may have left in
-tree/ for git to trip on is made safe before each command (`before`): ralph/isolation/safe_tree.py.
+tree/ for git to trip on is made safe before each command (`before`): ralph/workspace/safe_tree.py.
 """
 
 from __future__ import annotations

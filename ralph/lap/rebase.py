@@ -7,8 +7,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from ralph import git, todo
-from ralph.run.context import RunContext
-from ralph.run.prompt import slot_heading
+from ralph.lap.context import RunContext
+from ralph.lap.prompt import slot_heading
 
 
 def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tuple[str | None, list[str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import shutil
 
-from ralph.run.context import RunContext
+from ralph.lap.context import RunContext
 from ralph.verdict.checks import DISK_LOW
 
 

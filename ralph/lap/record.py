@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from ralph.agents.base import AgentResult
 from ralph.config import Config
 from ralph.errors import RalphError
-from ralph.git import ledger
-from ralph.git.ledger import RunState
-from ralph.git.records import LapRecord, LapStatus, TestChanges
-from ralph.run.commit import LapCommit
-from ralph.run.context import RunContext
-from ralph.run.judging import Judged
+from ralph.lap.commit import LapCommit
+from ralph.lap.context import RunContext
+from ralph.lap.judging import Judged
+from ralph.records import ledger
+from ralph.records.formats import LapRecord, LapStatus, TestChanges
+from ralph.records.ledger import RunState
 from ralph.verdict.checks import CheckResult, passing_tests
 from ralph.verdict.checks import done as checks_done
 

@@ -45,8 +45,8 @@ import xml.etree.ElementTree as ET
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from ralph.facts.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, _regular_file, fold
 from ralph.isolation.files import walk
-from ralph.verdict.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, _regular_file, fold
 
 OUTCOMES = ("failure", "error", "skipped", "passed")  # the first found of a testcase's is its outcome
 ROOTS = ("testsuites", "testsuite")

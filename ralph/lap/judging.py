@@ -8,11 +8,11 @@ from pathlib import Path
 
 from ralph import git
 from ralph.agents.base import AgentResult
-from ralph.git.ledger import RunState
-from ralph.git.records import JudgeRecord, LapStatus
-from ralph.run import checking
-from ralph.run.commit import LapCommit
-from ralph.run.context import LapTurn, RunContext
+from ralph.lap import checking
+from ralph.lap.commit import LapCommit
+from ralph.lap.context import LapTurn, RunContext
+from ralph.records.formats import JudgeRecord, LapStatus
+from ralph.records.ledger import RunState
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet

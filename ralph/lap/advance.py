@@ -14,15 +14,16 @@ from dataclasses import replace
 
 from ralph import git
 from ralph.errors import Interrupted, RalphError
-from ralph.git import layout, ledger
+from ralph.git import layout
 from ralph.git.layout import RunRefs
-from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import crashpoint
-from ralph.run.commit import LapCommit
-from ralph.run.context import LapTurn, RunContext
-from ralph.run.judging import judge
-from ralph.run.rebase import rebase_lap
-from ralph.run.record import LapFacts, lap_record
+from ralph.lap.commit import LapCommit
+from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.judging import judge
+from ralph.lap.rebase import rebase_lap
+from ralph.lap.record import LapFacts, lap_record
+from ralph.records import ledger
+from ralph.records.formats import BestOf, LapRecord, LapStatus
 
 LOST_CLAIMS = (
     "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "

@@ -22,8 +22,8 @@ from ralph.agents.planner import GOOD_ITEMS, THE_JOB, Plan, PlanFailed, Planner
 from ralph.config import Config
 from ralph.config.agent import AgentConfig
 from ralph.isolation.files import regular_text
-from ralph.run.context import RunContext
-from ralph.run.watch import watching_the_repository
+from ralph.lap.context import RunContext
+from ralph.lap.watch import watching_the_repository
 from ralph.show import ui
 from ralph.show.text import printable
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ralph.isolation import user_state
-from ralph.run.context import RunContext
+from ralph.lap.context import RunContext
+from ralph.workspace import user_state
 
 
 @contextmanager
