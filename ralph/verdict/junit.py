@@ -2,8 +2,8 @@
 
 A check may name its reports, `{run: "npm test", junit: "reports/*.xml"}`: a path or glob
 relative to the work tree (`validate_pattern` checks one). Before the check runs,
-`remove(worktree, pattern)` deletes whatever matches, so that nothing is left from before;
-after it, `read(matching(worktree, pattern), root=worktree)` gives one of three answers:
+`remove(workspace, pattern)` deletes whatever matches, so that nothing is left from before;
+after it, `read(matching(workspace, pattern), root=workspace)` gives one of three answers:
 
 - None: no file matched, the check wrote no report;
 - it raises `ReportUnreadable`, whose text is a one-line reason naming the file and the cause,
@@ -70,14 +70,14 @@ def validate_pattern(pattern: str) -> str:
     return "/".join(parts)
 
 
-def matching(worktree: Path, pattern: str) -> list[Path]:
+def matching(workspace: Path, pattern: str) -> list[Path]:
     """What `pattern` matches in the work tree, sorted: files, and links of any kind (listed, so
     that read() refuses them and remove() deletes them); never a folder. Found without entering
     a linked folder or .git, so never anything outside the work tree."""
     wanted = validate_pattern(pattern).split("/")
     found = []
-    for folder, folders, files in walk(worktree):  # links are among the files: listed, never entered
-        here = Path(folder).relative_to(worktree).parts
+    for folder, folders, files in walk(workspace):  # links are among the files: listed, never entered
+        here = Path(folder).relative_to(workspace).parts
         found += [Path(folder, name) for name in files if _matches((*here, name), wanted)]
         folders[:] = [name for name in folders if name != ".git" and _may_hold((*here, name), wanted)]
     return sorted(found)
@@ -90,11 +90,11 @@ def tracked_matches(tracked: list[str], pattern: str) -> list[str]:
     return [path for path in tracked if _matches(tuple(path.split("/")), wanted)]
 
 
-def remove(worktree: Path, pattern: str) -> list[Path]:
+def remove(workspace: Path, pattern: str) -> list[Path]:
     """Delete what `pattern` matches, before the check writes its reports: a file, a link itself
     (never what it points to), a FIFO a lap left there; never a folder. What was deleted."""
     removed = []
-    for path in matching(worktree, pattern):
+    for path in matching(workspace, pattern):
         try:
             os.unlink(path)  # never follows a link, never deletes a folder
         except OSError:
