@@ -115,6 +115,7 @@ LAYERS = (
         "ralph.agents.logins",
         "ralph.verdict.check_files",
         "ralph.verdict.junit",
+        "ralph.verdict.paths",  # git's globs, by pathspec: junit's report patterns, scope and grants
         "ralph.verdict.pytest_results",
     ),
     ("ralph.config",),  # ralph.yaml, checked against the facts of the layer below
