@@ -142,7 +142,7 @@ def run(
     best_of: int | None,
 ) -> None:
     """Lap until done or a fuse blows. Exit: 0 done, 1 error, 3 max laps, 4 stagnation,
-    5 max minutes, 6 agent errors, 7 max tokens, 130 interrupted."""
+    5 time spent, 6 agent unusable, 7 budget spent, 130 interrupted."""
     from ralph.commands.run import run as do_run
     from ralph.run.options import RunOptions
     from ralph.show.view import console_for

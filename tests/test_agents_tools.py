@@ -33,8 +33,8 @@ def logs(tmp_path: Path) -> Path:
     return folder
 
 
-def tools_for(worktree: Path, logs: Path, seconds_left: float = 60) -> Tools:
-    return Tools(worktree, logs, proc.clean_env(), deadline=time.monotonic() + seconds_left)
+def tools_for(workspace: Path, logs: Path, seconds_left: float = 60) -> Tools:
+    return Tools(workspace, logs, proc.clean_env(), deadline=time.monotonic() + seconds_left)
 
 
 @pytest.fixture

@@ -123,8 +123,10 @@ def test_the_default_protect_list_in_prose_is_the_code() -> None:
 
 def test_the_exit_code_table_is_the_code() -> None:
     table = section((DOCS / "commands.md").read_text(), "## Exit codes of `ralph run`")
-    codes = [int(code) for code in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)]
-    assert codes == sorted(exit.value for exit in Exit)
+    rows = re.findall(r"^\| (\d+) \| `([A-Z_]+)` \|", table, re.MULTILINE)
+    assert [(int(code), name) for code, name in rows] == sorted((exit.value, exit.name) for exit in Exit)
+    kept = re.findall(r"`([a-z_]+)`", table.split("keep the words they had")[1])
+    assert kept == [Exit(code).status for code in (5, 6, 7)]
 
 
 def option_names(command: click.Command) -> set[str]:

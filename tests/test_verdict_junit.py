@@ -472,6 +472,12 @@ def test_validate_pattern_accepts(pattern: str, plain: str):
         (".git/junit.xml", "inside the repository"),
         ("", "names no file"),
         ("reports/**", "names no file"),
+        # what a .gitignore line (pathspec matches them as one) would read otherwise
+        ("!reports/*.xml", "not a glob as git reads one"),
+        ("reports/*.xml ", "not a glob as git reads one"),
+        ("reports /*.xml", "not a glob as git reads one"),
+        ("reports/[a.xml", "not a glob as git reads one"),
+        ("reports/[z-a].xml", "not a glob as git reads one"),
     ],
 )
 def test_validate_pattern_refuses(pattern: str, why: str):
@@ -509,6 +515,46 @@ def test_matching_stays_in_the_work_tree(tmp_path: Path):
         "target/surefire-reports/TEST-com.example.CalcTest.xml",
     ]
     assert found("reports/sub/b.xml") == ["reports/sub/b.xml"] and found("*") == ["junit.xml", "linked"]
+
+
+@pytest.mark.parametrize(
+    "pattern, matched",
+    [
+        # a pattern names files, never a folder's contents, as a .gitignore line would
+        ("reports", ["reports"]),
+        ("reports/*", ["reports/a.xml"]),
+        ("**/sub", []),
+        # `*` stays in its folder, `**` spans none or more, brackets, case as written
+        ("*.xml", ["#x.xml", "top.xml"]),
+        ("reports/**/*.xml", ["reports/a.xml", "reports/sub/b.xml", "reports/sub/deeper/c.xml"]),
+        ("**/[!a].xml", ["reports/sub/b.xml", "reports/sub/deeper/c.xml"]),
+        ("*.XML", ["A.XML"]),
+        # where a .gitignore line would be a comment, this is a file's name
+        ("#x.xml", ["#x.xml"]),
+    ],
+)
+def test_what_a_pattern_matches(pattern: str, matched: list[str]):
+    tracked = [
+        "#x.xml",
+        "A.XML",
+        "reports",
+        "top.xml",
+        "reports/a.xml",
+        "reports/sub/b.xml",
+        "reports/sub/deeper/c.xml",
+    ]
+    assert junit.tracked_matches(tracked, pattern) == matched
+
+
+def test_a_folder_named_by_the_pattern_gives_none_of_its_files(tmp_path: Path):
+    tree = write(tmp_path, {"reports/x.xml": "", "out/reports/y.xml": "", "out/junit.xml/z.xml": ""})
+    assert junit.matching(tree, "reports") == [] and junit.matching(tree, "**/reports") == []
+    assert junit.matching(tree, "**/junit.xml") == []
+    assert junit.matching(tree, "**/*.xml") == [
+        tree / "out/junit.xml/z.xml",
+        tree / "out/reports/y.xml",
+        tree / "reports/x.xml",
+    ]
 
 
 def test_remove_deletes_files_and_links_never_what_they_point_to(tmp_path: Path):

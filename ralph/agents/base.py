@@ -1,4 +1,4 @@
-"""The agent interface: given a lap task, do the work in the worktree and say how it went."""
+"""The agent interface: given a lap task, do the work in the workspace and say how it went."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 class LapTask:
     run: str
     lap: int
-    worktree: Path
+    workspace: Path
     prompt: str
     timeout: float  # seconds for the agent's whole part of the lap
     log_dir: Path  # the lap's folder under the common git dir: transcripts, logs
     env: dict[str, str]  # already cleaned of secrets
-    # Runs the repository's checks on the worktree as it is now (uncommitted edits
+    # Runs the repository's checks on the workspace as it is now (uncommitted edits
     # included) and returns None when nothing regressed, else the failure to show
     # the agent. Used by agents that fix red checks within the lap (fix_attempts).
     check: Callable[[], str | None] | None = None

@@ -62,12 +62,12 @@ class CommandAgent:
         if self.preset and task.jail is not None:  # the phase's private HOME: ralph.yaml refuses sandbox.home
             copied = logins.copy_into(task.jail.home, self.preset.login_files, os.environ)
         said = OutputLines()
-        idle = proc.Idle(task.idle_timeout, task.worktree) if task.idle_timeout else None
+        idle = proc.Idle(task.idle_timeout, task.workspace) if task.idle_timeout else None
         env = self.environment(task, prompt_file, inside)
         try:
             done = proc.run(
                 self.command,
-                task.worktree,
+                task.workspace,
                 env=env,
                 timeout=task.timeout,
                 input=task.prompt if channel == "stdin" else None,
@@ -105,7 +105,7 @@ class CommandAgent:
         prompt_file.write_text(task.prompt, encoding="utf-8")
         channel = self.preset.prompt if self.preset else "stdin"
         if channel == "task-config":
-            config = {"run": {"task": task.prompt}, "environment": {"cwd": str(task.worktree)}}
+            config = {"run": {"task": task.prompt}, "environment": {"cwd": str(task.workspace)}}
             (own / TASK_FILE).write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
         return prompt_file, channel
 
@@ -134,7 +134,7 @@ class CommandAgent:
             **sandboxed,
             RALPH_RUN=task.run,
             RALPH_LAP=str(task.lap),
-            RALPH_WORKTREE=str(task.worktree),
+            RALPH_WORKTREE=str(task.workspace),
             RALPH_PROMPT_FILE=str(prompt_file),
             RALPH_REPORT_FILE=str(inside / REPORT_FILE),
             RALPH_TASK_FILE=str(inside / TASK_FILE),

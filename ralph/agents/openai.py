@@ -1,4 +1,4 @@
-"""The built-in agent: an OpenAI-compatible chat model calling tools in the lap's worktree.
+"""The built-in agent: an OpenAI-compatible chat model calling tools in the lap's workspace.
 
 A lap is a `Conversation` (conversation.py) in the lap's role: its tools are bash, the
 editor and finish, and finish runs the repository's checks while fix_attempts are left (red
@@ -112,12 +112,12 @@ class OpenAIAgent:
 
 
 class _Lap:
-    """The lap's own part of its conversation: the worktree's tools, and finish with the checks."""
+    """The lap's own part of its conversation: the workspace's tools, and finish with the checks."""
 
     def __init__(self, config: AgentConfig, task: LapTask):
         self.task = task
         self.limits = ConversationLimits(turns=config.max_turns, seconds=task.timeout)
-        self.tools = Tools(task.worktree, task.log_dir, task.env, self.limits.deadline, task.jail)
+        self.tools = Tools(task.workspace, task.log_dir, task.env, self.limits.deadline, task.jail)
         self.said = events.Lines("tool_called")  # what it does, for the person watching
         self.fixes_left = config.fix_attempts
 

@@ -9,6 +9,13 @@ format: server-sent events whose `data:` is a JSON chunk, `[DONE]` at the end; e
 has a `delta` (content, reasoning, tool calls by index, finish_reason), and `usage` comes in
 a last chunk without choices when stream_options asked for it. What a server sends beside
 them (llama.cpp's `timings`) is kept, so the transcript holds what came.
+
+The event framing (`Reading.read`, `dispatch`) is ralph's, not httpx-sse's (considered for
+issue 40): that wraps an httpx response, and openai here runs on httpx2; its public reader
+swallows the keep-alive comments that tell "still reading the prompt" from "not answering",
+and gives no line to check the deadline on; it joins `data:` lines sent without the blank line
+between events into one event that is no JSON; and it refuses a reply that is not an event
+stream, which ralph reads as one piece (model.py).
 """
 
 from __future__ import annotations

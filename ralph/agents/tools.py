@@ -1,4 +1,4 @@
-"""The built-in agent's tools: a shell, a file viewer/editor confined to the worktree, and `finish`.
+"""The built-in agent's tools: a shell, a file viewer/editor confined to the workspace, and `finish`.
 
 Every problem becomes the tool's result text for the model (`Tools.run` never raises):
 a model learns from "old_str occurs 2 times (lines 3, 9)", not from a dead lap.
@@ -84,12 +84,12 @@ class ToolError(Exception):
 
 
 class Tools:
-    """The tools of one lap, bound to its worktree, logs, environment and deadline."""
+    """The tools of one lap, bound to its workspace, logs, environment and deadline."""
 
-    def __init__(self, worktree: Path, log_dir: Path, env: dict[str, str], deadline: float, jail: Jail | None = None):
-        self.worktree = worktree
+    def __init__(self, workspace: Path, log_dir: Path, env: dict[str, str], deadline: float, jail: Jail | None = None):
+        self.workspace = workspace
         self.jail = jail  # the sandbox bash runs in, when laps are sandboxed
-        self.root = worktree.resolve()
+        self.root = workspace.resolve()
         self.log_dir = log_dir
         # stdin is /dev/null, so anything that opens a pager or an editor must not wait for a human
         self.env = dict(env, PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
@@ -119,7 +119,7 @@ class Tools:
         spill = self.log_dir / f"bash-{self.bash_calls}.out"
         done = proc.run(
             [BASH, "-c", command] if BASH else command,
-            self.worktree,
+            self.workspace,
             env=self.env,
             timeout=limit,
             cap=BASH_OUTPUT_CAP,
@@ -152,7 +152,7 @@ class Tools:
         raise ToolError(f"unknown command {command!r}; use view, create, str_replace or insert")
 
     def resolve(self, path_text: str) -> Path:
-        """The real path (symlinks followed), refused unless it is in the worktree and not in .git."""
+        """The real path (symlinks followed), refused unless it is in the workspace and not in .git."""
         given = Path(path_text)
         try:
             resolved = (given if given.is_absolute() else self.root / given).resolve()
@@ -160,7 +160,7 @@ class Tools:
             raise ToolError(f"{path_text}: cannot resolve it ({exc})") from None
         if resolved != self.root and self.root not in resolved.parents:
             raise ToolError(f"{path_text}: outside the worktree {self.root}; use a path inside it")
-        # Only the part below the worktree: whatever lies above it is not the lap's business.
+        # Only the part below the workspace: whatever lies above it is not the lap's business.
         if any(part.lower() == ".git" for part in resolved.relative_to(self.root).parts):
             raise ToolError(f"{path_text}: inside .git; ralph manages git, so edit the project's files only")
         return resolved

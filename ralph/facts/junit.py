@@ -1,9 +1,9 @@
 """Per-test outcomes from the JUnit XML reports a check writes, in pytest's `TestResults`.
 
-A check may name its reports, `{run: "npm test", junit: "reports/*.xml"}`: a path or glob
-relative to the work tree (`validate_pattern` checks one). Before the check runs,
-`remove(worktree, pattern)` deletes whatever matches, so that nothing is left from before;
-after it, `read(matching(worktree, pattern), root=worktree)` gives one of three answers:
+A check may name its reports, `{run: "npm test", junit: "reports/*.xml"}`: a path or git glob
+relative to the work tree, matched by pathspec (`validate_pattern` checks one). Before the check runs,
+`remove(workspace, pattern)` deletes whatever matches, so that nothing is left from before;
+after it, `read(matching(workspace, pattern), root=workspace)` gives one of three answers:
 
 - None: no file matched, the check wrote no report;
 - it raises `ReportUnreadable`, whose text is a one-line reason naming the file and the cause,
@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import xml.etree.ElementTree as ET
-from fnmatch import fnmatchcase
 from pathlib import Path
 
+from ralph.facts.paths import anchored
 from ralph.facts.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, _regular_file, fold
 from ralph.isolation.files import walk
 
@@ -60,41 +61,48 @@ class ReportUnreadable(Exception):
 
 def validate_pattern(pattern: str) -> str:
     """The pattern, plain (no `./`, no doubled `/`); ValueError for one that could reach outside
-    the work tree or names no file."""
+    the work tree, names no file, or means something else as git's glob (pathspec matches it)."""
     parts = [part for part in pattern.split("/") if part not in ("", ".")]
     where = f"junit: {pattern!r} must be a path or glob inside the repository, relative to its top"
     if pattern.startswith(("/", "~")) or ".." in parts or "\0" in pattern or parts[:1] == [".git"]:
         raise ValueError(where)
     if not parts or parts[-1] == "**":
         raise ValueError(f"junit: {pattern!r} names no file: end it with a file name or glob, as in reports/*.xml")
-    return "/".join(parts)
+    plain = "/".join(parts)
+    # A .gitignore line that starts with `!` is a negation, and git drops a line's trailing spaces
+    # (each part is checked: _may_hold matches the pattern's first parts alone).
+    if plain.startswith("!") or any(part != part.rstrip() for part in parts) or not _glob(plain):
+        raise ValueError(
+            f"junit: {pattern!r} is not a glob as git reads one: no leading `!`, no trailing space, [ ] closed"
+        )
+    return plain
 
 
-def matching(worktree: Path, pattern: str) -> list[Path]:
+def matching(workspace: Path, pattern: str) -> list[Path]:
     """What `pattern` matches in the work tree, sorted: files, and links of any kind (listed, so
     that read() refuses them and remove() deletes them); never a folder. Found without entering
     a linked folder or .git, so never anything outside the work tree."""
-    wanted = validate_pattern(pattern).split("/")
+    wanted = validate_pattern(pattern)
     found = []
-    for folder, folders, files in walk(worktree):  # links are among the files: listed, never entered
-        here = Path(folder).relative_to(worktree).parts
-        found += [Path(folder, name) for name in files if _matches((*here, name), wanted)]
-        folders[:] = [name for name in folders if name != ".git" and _may_hold((*here, name), wanted)]
+    for folder, folders, files in walk(workspace):  # links are among the files: listed, never entered
+        here = Path(folder).relative_to(workspace).parts
+        found += [Path(folder, name) for name in files if _matches("/".join((*here, name)), wanted)]
+        folders[:] = [name for name in folders if name != ".git" and _may_hold((*here, name), wanted.split("/"))]
     return sorted(found)
 
 
 def tracked_matches(tracked: list[str], pattern: str) -> list[str]:
     """The paths of `tracked` (files git tracks, relative to the top) that `pattern` matches:
     remove() would delete them before every check, changing the tree the checks judge."""
-    wanted = validate_pattern(pattern).split("/")
-    return [path for path in tracked if _matches(tuple(path.split("/")), wanted)]
+    wanted = validate_pattern(pattern)
+    return [path for path in tracked if _matches(path, wanted)]
 
 
-def remove(worktree: Path, pattern: str) -> list[Path]:
+def remove(workspace: Path, pattern: str) -> list[Path]:
     """Delete what `pattern` matches, before the check writes its reports: a file, a link itself
     (never what it points to), a FIFO a lap left there; never a folder. What was deleted."""
     removed = []
-    for path in matching(worktree, pattern):
+    for path in matching(workspace, pattern):
         try:
             os.unlink(path)  # never follows a link, never deletes a folder
         except OSError:
@@ -317,21 +325,32 @@ class _Refused(Exception):
     """Raised inside the parser: what makes the report one ralph will not read."""
 
 
-def _matches(path: tuple[str, ...], pattern: list[str]) -> bool:
-    if not pattern:
-        return not path
-    if pattern[0] == "**":
-        return any(_matches(path[skip:], pattern[1:]) for skip in range(len(path) + 1))
-    return bool(path) and fnmatchcase(path[0], pattern[0]) and _matches(path[1:], pattern[1:])
+def _glob(pattern: str) -> bool:
+    """Does pathspec read `pattern` as a glob? An unclosed `[` makes a line it skips, a reversed
+    range (`[z-a]`) one it cannot compile."""
+    try:
+        return anchored((pattern,)).patterns[0].include is not None
+    except re.error:
+        return False
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """Does the file at `path` match `pattern` itself? In a .gitignore, a line that matches a folder
+    takes everything inside it, so "reports" would take reports/x.xml: that match ends at the
+    folder's `/`, and a file's own never ends so."""
+    found = anchored((pattern,)).patterns[0].match_file(path)
+    return found is not None and not found.match.group().endswith("/")
 
 
 def _may_hold(folder: tuple[str, ...], pattern: list[str]) -> bool:
-    """Could anything inside `folder` match `pattern`?"""
-    for depth, part in enumerate(folder):
+    """Could anything inside `folder` match `pattern`? pathspec cannot say, so without this
+    matching() would walk every folder of the workspace (node_modules, target) before each check.
+    The folder's first parts must match the pattern's, up to a `**`."""
+    for depth in range(len(folder)):
         if depth >= len(pattern) - 1:  # the pattern's last part names what is found, not a folder
             return False
         if pattern[depth] == "**":
             return True
-        if not fnmatchcase(part, pattern[depth]):
+        if not _matches("/".join(folder[: depth + 1]), "/".join(pattern[: depth + 1])):
             return False
     return True

@@ -212,14 +212,14 @@ class SubmodulesFailed(RalphError):
     """`git submodule update` failed: the environment's fault at the start, the lap's afterwards."""
 
 
-def init_submodules(worktree: Path, timeout: float, env: dict[str, str], jail: Jail | None) -> None:
+def init_submodules(workspace: Path, timeout: float, env: dict[str, str], jail: Jail | None) -> None:
     """A fresh checkout has empty submodule folders; fill them as a fresh clone would.
 
     protocol.file.allow: submodules given as local paths (common in monorepos and tests)
     are refused by git >= 2.38.1 otherwise; they are the user's own repositories.
     """
     result = run(
-        worktree,
+        workspace,
         "-c",
         "protocol.file.allow=always",
         "submodule",

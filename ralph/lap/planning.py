@@ -99,7 +99,7 @@ def _by_the_agent(ctx: RunContext, commit: str, task: str, folder: Path) -> Plan
     lap = LapTask(
         run=ctx.run_name,
         lap=0,
-        worktree=workspace.tree,
+        workspace=workspace.tree,
         prompt=prompt,
         timeout=cfg.limits.lap_timeout,
         log_dir=folder,

@@ -36,7 +36,7 @@ def said(ctx: RunContext, ended: RunEnded) -> Exit:
     how = "done" if code == Exit.DONE else "fuse"
     events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
     last = state.last_record()
-    facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.name.lower(), reason=reason)
+    facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.status, reason=reason)
     if code == Exit.DONE:
         lifecycle.fire(ctx.config.hooks, "on_done", ctx.top, ctx.env, **facts)
     lifecycle.fire(ctx.config.hooks, "on_stop", ctx.top, ctx.env, **facts, exit=int(code))

@@ -101,13 +101,13 @@ class Fuses:
             if self.outage.waited < self.outage.budget:
                 return None
             return RunEnded(
-                Exit.API_ERRORS,
+                Exit.AGENT_UNUSABLE,
                 f"the model endpoint kept failing through {self.outage.waited:g}s of waiting "
                 f"(limits.outage_wait); the last: {last.reason}",
                 state,
             )
         if state.errors_in_a_row() >= 3:
-            return RunEnded(Exit.API_ERRORS, f"3 agent errors in a row; the last: {last.reason}", state)
+            return RunEnded(Exit.AGENT_UNUSABLE, f"3 agent errors in a row; the last: {last.reason}", state)
         return None
 
     def _limited(self, ctx: RunContext, state: RunState) -> RunEnded | None:
@@ -122,33 +122,35 @@ class Fuses:
         left = limits.max_minutes * 60 - (time.monotonic() - self.started) if limits.max_minutes is not None else None
         if left is not None and wait > left:
             reason = f"the agent's limit resets after max_minutes ({limits.max_minutes:g}): {last.reason}"
-            return RunEnded(Exit.MAX_MINUTES, reason, state)
+            return RunEnded(Exit.TIME_SPENT, reason, state)
         if self.limit.waited + wait > self.limit.budget:
             return RunEnded(
-                Exit.API_ERRORS,
+                Exit.AGENT_UNUSABLE,
                 f"the agent is limited, and waiting {wait:.0f}s more would pass limits.limit_wait "
                 f"({self.limit.budget:g}s, {self.limit.waited:.0f}s spent): {last.reason}",
                 state,
             )
         if state.limited_laps() > limits.max_laps:
             return RunEnded(
-                Exit.API_ERRORS, f"the agent was limited in {state.limited_laps()} laps, more than max_laps", state
+                Exit.AGENT_UNUSABLE, f"the agent was limited in {state.limited_laps()} laps, more than max_laps", state
             )
         return None
 
     def _budgets(self, ctx: RunContext, state: RunState) -> RunEnded | None:
         limits = self.limits
         if limits.max_minutes is not None and time.monotonic() - self.started >= limits.max_minutes * 60:
-            return RunEnded(Exit.MAX_MINUTES, f"max_minutes ({limits.max_minutes:g}) reached", state)
+            return RunEnded(Exit.TIME_SPENT, f"max_minutes ({limits.max_minutes:g}) reached", state)
         if limits.max_tokens is not None and state.tokens_used() >= limits.max_tokens:
             reason = f"max_tokens ({limits.max_tokens}) spent: {state.tokens_used()} used"
-            return RunEnded(Exit.MAX_TOKENS, reason, state)
+            return RunEnded(Exit.BUDGET_SPENT, reason, state)
         spent, unknown = state.cost_used()
         if limits.max_cost_usd is not None and spent >= limits.max_cost_usd:
-            return RunEnded(Exit.MAX_TOKENS, f"max_cost_usd ({limits.max_cost_usd:g}) spent: ${spent:.2f} used", state)
+            return RunEnded(
+                Exit.BUDGET_SPENT, f"max_cost_usd ({limits.max_cost_usd:g}) spent: ${spent:.2f} used", state
+            )
         if limits.max_cost_usd is not None and unknown:  # a lap cut off before its tool reported (a timeout)
             return RunEnded(
-                Exit.MAX_TOKENS,
+                Exit.BUDGET_SPENT,
                 f"max_cost_usd ({limits.max_cost_usd:g}) cannot be kept: {unknown} lap(s) of unknown cost "
                 f"(${spent:.2f} known)",
                 state,

@@ -1,4 +1,4 @@
-"""Run the repository's own checks on a worktree, with per-test results where pytest runs.
+"""Run the repository's own checks on a workspace, with per-test results where pytest runs.
 
 Each check either ran (passed or failed) or could not run (ralph/verdict/could_not_run.py); where the
 cause lies outside the lap, in the sandbox or a full disk, the run itself cannot go on.
@@ -57,7 +57,7 @@ class CheckResult(BaseModel):
 
 def run_checks(
     specs: list[CheckSpec],
-    worktree: Path,
+    workspace: Path,
     *,
     timeout: float,
     env: dict[str, str],
@@ -66,13 +66,13 @@ def run_checks(
     user_tree: Path | None = None,
     idle_timeout: float | None = None,
 ) -> list[CheckResult]:
-    """Each check through the shell in `worktree` (inside `jail` when sandboxed); full output
+    """Each check through the shell in `workspace` (inside `jail` when sandboxed); full output
     spilled under `log_dir`. pytest notes the modules it ran from `user_tree`."""
     if user_tree is not None:
         env = dict(env, RALPH_PYTEST_USER_TREE=str(user_tree))
     results = []
     for index, spec in enumerate(specs, 1):
-        result = _run_one(spec, index, worktree, timeout, env, log_dir, jail, idle_timeout)
+        result = _run_one(spec, index, workspace, timeout, env, log_dir, jail, idle_timeout)
         events.emit(
             "check_finished",
             command=result.command,
@@ -90,7 +90,7 @@ def run_checks(
 def _run_one(
     spec: CheckSpec,
     index: int,
-    worktree: Path,
+    workspace: Path,
     timeout: float,
     env: dict[str, str],
     log_dir: Path,
@@ -102,12 +102,12 @@ def _run_one(
     for attempt in range(1, spec.retries + 2):  # noqa: B007 (the attempt that ended it is recorded)
         report = reports / f"check-{index}.pytest.jsonl"
         remove_path(report)  # whatever the last attempt left there: a file, a folder, a link
-        readers.remove_reports(spec, worktree)  # and what the last check (or the lap) left as its report
+        readers.remove_reports(spec, workspace)  # and what the last check (or the lap) left as its report
         check_env = pytest_results.check_env(env, seen_as / report.name)
-        idle = proc.Idle(idle_timeout, worktree) if idle_timeout else None
+        idle = proc.Idle(idle_timeout, workspace) if idle_timeout else None
         done = proc.run(
             spec.run,
-            worktree,
+            workspace,
             env=check_env,
             timeout=timeout,
             spill=log_dir / f"check-{index}.log",  # the whole output, read back by the output readers
@@ -119,13 +119,13 @@ def _run_one(
     whole = readers.whole_output(log_dir / f"check-{index}.log") if readers.reads_output(spec, done.ok) else ""
     # A check with a reader of its own is judged by it alone: any test may write to the pytest
     # report's path, and a forged report must not stand in for the runner's results.
-    tests, unreadable = readers.results(spec, worktree, whole) if spec.reader else (pytest_results.read(report), None)
+    tests, unreadable = readers.results(spec, workspace, whole) if spec.reader else (pytest_results.read(report), None)
     tail = _tail(spec, done, whole)
     if idle is not None and idle.fired:
         tail += f"\n[ralph: idle — printed nothing and changed no file for {idle.seconds:g}s, and was stopped]"
     elif done.timed_out:
         tail += f"\n[ralph: timed out after {timeout:g}s and was killed]"
-    _refuse_outside_causes(spec.run, done, worktree, jail)
+    _refuse_outside_causes(spec.run, done, workspace, jail)
     why = _could_not_run(spec, done, tests, unreadable, check_env, jail)
     return CheckResult(
         command=spec.run,
@@ -171,19 +171,19 @@ def _tail(spec: CheckSpec, done: proc.Completed, whole: str) -> str:
     return lifted + shown[-room:]
 
 
-def _refuse_outside_causes(command: str, done: proc.Completed, worktree: Path, jail: Jail | None) -> None:
+def _refuse_outside_causes(command: str, done: proc.Completed, workspace: Path, jail: Jail | None) -> None:
     """A check that could not run for a cause outside the lap stops the run: the sandbox could
     not start (bubblewrap's own error, and it cannot start `true` either, so a lap that prints
     bubblewrap's words cannot fake it), or the disk is full."""
     if done.ok:
         return
     first = next((line.strip() for line in done.output.splitlines() if line.strip()), "")
-    if jail is not None and first.startswith("bwrap: ") and not proc.run("true", worktree, jail=jail, timeout=60).ok:
+    if jail is not None and first.startswith("bwrap: ") and not proc.run("true", workspace, jail=jail, timeout=60).ok:
         raise RalphError(
             f"the sandbox could not start the check `{command}`: {first[:200]} — `ralph doctor` says what "
             "the sandbox needs; `sandbox: off` runs laps without it"
         )
-    if "No space left on device" in done.output and shutil.disk_usage(worktree).free < DISK_LOW:
+    if "No space left on device" in done.output and shutil.disk_usage(workspace).free < DISK_LOW:
         raise RalphError(f"the disk is full: the check `{command}` could not run — free some space, then `ralph run`")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ralph.verdict.paths import anchored
+from ralph.facts.paths import anchored
 
 GRANT = re.compile(r"\s*\(may change:\s*(?P<paths>[^()]*)\)\s*$")
 

@@ -26,12 +26,12 @@ STREAMS = {
 }
 
 
-def remove_reports(spec: CheckSpec, worktree: Path) -> None:
+def remove_reports(spec: CheckSpec, workspace: Path) -> None:
     """Whatever a report path matches is deleted before the check runs: nothing is left from a
     previous check, or planted by the lap."""
     for pattern in (spec.junit, spec.jest):
         if pattern:
-            junit.remove(worktree, pattern)
+            junit.remove(workspace, pattern)
 
 
 def reads_output(spec: CheckSpec, passed: bool) -> bool:
@@ -39,28 +39,28 @@ def reads_output(spec: CheckSpec, passed: bool) -> bool:
     return spec.reader in STREAMS or not passed
 
 
-def results(spec: CheckSpec, worktree: Path, output: str) -> tuple[TestResults | None, str | None]:
+def results(spec: CheckSpec, workspace: Path, output: str) -> tuple[TestResults | None, str | None]:
     """The check's per-test results from its reader (`output` is all it printed), or why there are
     none (a one-line reason that makes the check one that could not run); (None, None) for a
     check with no reader."""
     reader = spec.reader
     if spec.junit:
-        return _from_files(junit.read, spec.junit, worktree, "JUnit")
+        return _from_files(junit.read, spec.junit, workspace, "JUnit")
     if spec.jest:
-        return _from_files(jest_results.read, spec.jest, worktree, "jest")
+        return _from_files(jest_results.read, spec.jest, workspace, "jest")
     if reader in STREAMS:
         read, what = STREAMS[reader]
-        found = read(output, worktree)
+        found = read(output, workspace)
         return (found, None) if found is not None else (None, f"its output holds no {what}")
     return None, None
 
 
 def _from_files(
-    read: Callable[[list[Path], Path], TestResults | None], pattern: str, worktree: Path, kind: str
+    read: Callable[[list[Path], Path], TestResults | None], pattern: str, workspace: Path, kind: str
 ) -> tuple[TestResults | None, str | None]:
     """The reports a pattern matches, read whole, or why they cannot be (none written, unreadable)."""
     try:
-        found = read(junit.matching(worktree, pattern), worktree)
+        found = read(junit.matching(workspace, pattern), workspace)
     except junit.ReportUnreadable as unreadable:
         return None, f"its {kind} report cannot be read: {unreadable}"
     return (found, None) if found is not None else (None, f"it wrote no {kind} report at `{pattern}`")

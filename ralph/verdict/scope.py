@@ -17,7 +17,7 @@ from functools import lru_cache
 import pathspec
 
 from ralph.facts import check_files
-from ralph.verdict.paths import anchored
+from ralph.facts.paths import anchored
 
 # Gitignore patterns without a slash match a name in any folder; `name/` a folder and all in it.
 NEVER = (
