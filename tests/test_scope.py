@@ -108,10 +108,28 @@ def test_no_wording_grants_and_a_grant_names_its_path_only(tmp_path: Path):
         ("Rewrite tests/test_calc.py for the v2 client", "tests/test_calc.py", False),
         ("Remove the obsolete test_add from tests/test_calc.py", "tests/test_calc.py", False),
         ("(may change: tests/test_calc.py) is what I would write", "tests/test_calc.py", False),  # not at the end
+        # What git's glob syntax cannot read names the literal path it spells, and stops nothing.
+        ("Rename it (may change: tests/[z-a].py)", "tests/[z-a].py", True),
+        ("Rename it (may change: tests/[z-a].py)", "tests/a.py", False),
+        ("Rename it (may change: tests/[)", "tests/[", True),
+        ("Rename it (may change: tests/[)", "tests/test_calc.py", False),
     ],
 )
 def test_only_the_fixed_syntax_at_an_items_end_grants(item: str, path: str, granted: bool):
     assert GuardReport(grants=grants.all_of([item])).allows(path) is granted
+
+
+@pytest.mark.parametrize(
+    "section, pattern", [("scope", "tests/[z-a].py"), ("scope", "src/["), ("protect", "#tests"), ("protect", "x\\")]
+)
+def test_a_glob_git_cannot_read_in_ralph_yaml_is_refused_in_one_line(tmp_path: Path, section: str, pattern: str):
+    repo = make(tmp_path, TICK_MUL)
+    reconfigure(repo, **{section: [pattern]})
+    done = ralph(repo, "run", "--name", "t")
+    assert done.returncode == 1, done.stderr  # bad input (docs/commands.md: exit codes)
+    (line,) = done.stderr.strip().splitlines()
+    assert f"{section}: {pattern!r} is not a glob as git reads one" in line
+    assert git(repo, "for-each-ref", "refs/ralph", "refs/heads/ralph") == ""
 
 
 def test_a_grant_of_the_users_base_item_holds_for_every_lap(tmp_path: Path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ralph.config import problems
 from ralph.config.agent import AgentConfig, RoleConfig, Roles
@@ -24,7 +24,7 @@ from ralph.config.sections import (
     Section,
 )
 from ralph.errors import RalphError
-from ralph.facts import check_files
+from ralph.facts import check_files, paths
 from ralph.facts.presets import COSTED, COSTED_PRESETS, PRESETS
 
 CONFIG_FILE = "ralph.yaml"
@@ -139,6 +139,16 @@ class Config(Section):
             if not parts or PurePosixPath(path).is_absolute() or ".." in parts or parts[0] == ".git":
                 raise ValueError(f"copy: '{path}' must be a path inside the repository, relative to its top")
         return [str(PurePosixPath(path)) for path in paths]
+
+    @field_validator("protect", "scope")
+    @classmethod
+    def _globs_git_reads(cls, patterns: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        for pattern in patterns or ():
+            line = pattern.partition("#")[0] if info.field_name == "protect" else pattern
+            why = paths.problem(line if info.field_name == "protect" or line.startswith(("/", "!")) else "/" + line)
+            if why:
+                raise ValueError(f"{info.field_name}: {pattern!r} is not a glob as git reads one ({why})")
+        return patterns
 
     @field_validator("checks", mode="before")
     @classmethod

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ralph.facts import paths
 from ralph.facts.paths import anchored
 from ralph.facts.pytest_results import COLLECTION, REPORT_MAX_BYTES, TestResults, _regular_file, fold
 from ralph.isolation.files import walk
@@ -328,10 +328,7 @@ class _Refused(Exception):
 def _glob(pattern: str) -> bool:
     """Does pathspec read `pattern` as a glob? An unclosed `[` makes a line it skips, a reversed
     range (`[z-a]`) one it cannot compile."""
-    try:
-        return anchored((pattern,)).patterns[0].include is not None
-    except re.error:
-        return False
+    return paths.problem("/" + pattern) is None
 
 
 def _matches(path: str, pattern: str) -> bool:

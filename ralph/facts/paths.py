@@ -1,17 +1,47 @@
 """Paths as the user writes them in ralph.yaml and TODO.md: git's own glob syntax, matched by
-pathspec rather than by a matcher of our own."""
+pathspec rather than by a matcher of our own.
+
+Every pattern is matched, whatever it holds: a line git's syntax cannot read (`[z-a]`, a lone
+`\\`, an unclosed `[`) is taken as the literal path it spells, so no pattern from ralph.yaml, TODO.md or a
+repository's own files can stop ralph. ralph.yaml's are refused where it is read (`problem`).
+"""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import pathspec
 
+_SPECIAL = re.compile(r"[\\*?\[\]]")
+
 
 @lru_cache(maxsize=256)
+def spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    """Patterns as .gitignore lines mean them: `tests/` at any depth, `/conftest.py` from the
+    root, `[ab]`, `**`, `!` to take a path back."""
+    return pathspec.GitIgnoreSpec.from_lines([line if problem(line) is None else _literal(line) for line in patterns])
+
+
 def anchored(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     """Patterns from the repository's root, whatever they look like: `setup.cfg` is the root's
     file, not every file of that name (as a .gitignore line without a slash would be)."""
-    return pathspec.GitIgnoreSpec.from_lines(
-        [pattern if pattern.startswith(("/", "!")) else "/" + pattern for pattern in patterns]
-    )
+    return spec(tuple(pattern if pattern.startswith(("/", "!")) else "/" + pattern for pattern in patterns))
+
+
+@lru_cache(maxsize=1024)
+def problem(line: str) -> str | None:
+    """Why git's glob syntax cannot read `line`, None when it can."""
+    try:
+        compiled = pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, re.error) as error:  # pathspec's own error is a ValueError; a range like [z-a], re's
+        return str(error)
+    if not compiled.patterns or compiled.patterns[0].include is None:
+        return "git reads it as no pattern at all: a comment, a blank, an unclosed ["
+    return None
+
+
+def _literal(line: str) -> str:
+    """The line as a pattern that matches exactly the path it spells."""
+    escaped = _SPECIAL.sub(lambda found: "\\" + found.group(0), line)
+    return "\\" + escaped if escaped.startswith(("!", "#")) else escaped

@@ -10,14 +10,14 @@ from ralph import config as config_module
 from ralph import git, todo
 from ralph.config.sections import CheckSpec
 from ralph.errors import RalphError
-from ralph.facts import junit
+from ralph.facts import junit, paths
 from ralph.facts.pytest_results import COLLECTION
 from ralph.git.layout import RunRefs
 from ralph.isolation import sandbox
 from ralph.lap.context import RunContext
 from ralph.records.ledger import RunState
 from ralph.show import ui
-from ralph.verdict import checks, could_not_run, failure_lines, guard, readers
+from ralph.verdict import checks, could_not_run, failure_lines, readers
 
 
 def refuse_bad_start(
@@ -76,7 +76,7 @@ def warn_unmatched_patterns(ctx: RunContext, base: str) -> None:
     ]
     files = git.files_at(ctx.top, base) if own else []
     for pattern in own:
-        if not any(True for _ in guard.spec_of([pattern.partition("#")[0]]).match_files(files)):
+        if not any(True for _ in paths.spec((pattern.partition("#")[0],)).match_files(files)):
             ui.warn(f"protect: '{pattern}' matches no file at the run's start")
 
 

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-import pathspec
-
 from ralph import git, todo
+from ralph.facts import paths
 from ralph.verdict import grants, inline_tests, shadowing
 from ralph.verdict.scope import Scope, never_itself
 
@@ -118,11 +116,11 @@ def _scope_problems(
             report.out_of_scope.append(path)
             found[why].append(path)
     problems = []
-    for why, paths in found.items():
-        if not paths:
+    for why, named in found.items():
+        if not named:
             continue
-        listed = _listed([f"{path} ({_WHAT.get(statuses[path], 'modified')})" for path in paths])
-        grant = f'grant it with "(may change: {", ".join(paths[:SHOWN])})" at the end of a TODO item of yours'
+        listed = _listed([f"{path} ({_WHAT.get(statuses[path], 'modified')})" for path in named])
+        grant = f'grant it with "(may change: {", ".join(named[:SHOWN])})" at the end of a TODO item of yours'
         if why == "outside":
             problems.append(f"outside the run's scope: {listed} — {grant}, or widen scope: in ralph.yaml")
         else:
@@ -258,16 +256,6 @@ def _tests_changed(old: str | None, new: str | None) -> bool:
     return any(after.get(key) != text for key, text in inline_tests.rust_tests(old).items())
 
 
-def spec_of(patterns: list[str]) -> pathspec.GitIgnoreSpec:
-    """Patterns as git users mean them (.gitignore rules: `tests/`, `/conftest.py`, `[ab]`, `!`),
-    by pathspec rather than by a matcher of our own."""
-    return _spec(tuple(patterns))
-
-
-@lru_cache(maxsize=256)
-def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
-
-
 def matches(patterns: list[str], path: str) -> bool:
-    return spec_of(patterns).match_file(path)
+    """Patterns as git users mean them (.gitignore rules: `tests/`, `/conftest.py`, `[ab]`, `!`)."""
+    return paths.spec(tuple(patterns)).match_file(path)

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
-import pathspec
-
-from ralph.facts import check_files
+from ralph.facts import check_files, paths
 from ralph.facts.paths import anchored
 
 # Gitignore patterns without a slash match a name in any folder; `name/` a folder and all in it.
@@ -57,7 +54,7 @@ NEVER = (
 )
 # Matched without regard to case: macOS and Windows file systems, and the tools on them, read
 # `Conftest.py` as conftest.py and `.ENV` as .env.
-_NEVER = pathspec.GitIgnoreSpec.from_lines([pattern.lower() for pattern in NEVER])
+_NEVER = paths.spec(tuple(pattern.lower() for pattern in NEVER))
 # A name in no folder `protect` covers whole: a conftest.py is in a test folder when it is.
 _PROBE = ".ralph-probe"
 
@@ -108,10 +105,5 @@ def never(path: str, runs: tuple[str, ...], protect: tuple[str, ...]) -> bool:
     folded = path.lower()
     if folded.rsplit("/", 1)[-1] == "conftest.py":
         folder = path.rpartition("/")[0]
-        return not folder or not _spec(tuple(p for p in protect if "#" not in p)).match_file(f"{folder}/{_PROBE}")
-    return _NEVER.match_file(folded) or _spec(tuple(run.lower() for run in runs)).match_file(folded)
-
-
-@lru_cache(maxsize=64)
-def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
+        return not folder or not paths.spec(tuple(p for p in protect if "#" not in p)).match_file(f"{folder}/{_PROBE}")
+    return _NEVER.match_file(folded) or paths.spec(tuple(run.lower() for run in runs)).match_file(folded)
