@@ -84,6 +84,7 @@ class Diff:
     lines: list[tuple[str, str]]  # (kind: add, del, hunk or "", the line)
     commit: str
     cut: bool  # only the start is shown
+    failed: str = ""  # git could not show it (a note naming a parent that is no commit): its first line
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,14 @@ def _tokens_chart(records: list[LapRecord | None], numbers: list[int]) -> Tokens
 
 def _read_diff(top: Path, parent: str, commit: str) -> Diff:
     # Read capped: a lap may have committed a file of gigabytes; the page shows the diff's start.
-    shown = git.run(top, "diff", "--no-color", "--stat=100", "--patch", parent, commit, "--", cap=4 * DIFF_CAP)
+    # The parent is read from a note, which anyone who can push to the remote can write: after
+    # --end-of-options, git takes it as a revision whatever it says (`--output=FILE` would write).
+    shown = git.run(
+        top, "diff", "--no-color", "--stat=100", "--patch", "--end-of-options", parent, commit, "--",
+        cap=4 * DIFF_CAP, check=False,
+    )  # fmt: skip
+    if not shown.ok:
+        return Diff([], commit, cut=False, failed=ui.one_line(shown.stderr or shown.output, 300))
     text = shown.output
     cut = len(text) > DIFF_CAP or bool(shown.cut_bytes)
     lines = [(_kind(line), line) for line in text[:DIFF_CAP].splitlines()]
