@@ -3,6 +3,7 @@ Chromium) and judged by what it draws."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from helpers.browser import browse, colour_runs, rgb, screenshot_rows
 from helpers.jobs import mul_repo
-from helpers.repos import make_repo
+from helpers.repos import git, make_repo
 from helpers.running import ralph
 
 from ralph.agents.scripted import Reply, ScriptedServer, Step, bash, finish, tool_call
@@ -128,3 +129,19 @@ def test_the_todo_count_is_the_green_tips_not_a_red_laps(tmp_path: Path):
     shown = ralph(repo, "report", "-o", "-").stdout
     assert "laps</span><b>1: 0 green, 1 red" in shown
     assert "<span class=muted>TODO done</span><b>0/1</b>" in shown
+
+
+def test_a_notes_parent_is_a_revision_to_git_never_an_option(tmp_path: Path):
+    """Notes can be pushed to a remote by anyone: a parent of `--output=FILE` wrote the lap's diff
+    over FILE when the report asked git for it."""
+    agent = {"kind": "command", "command": "sed -i 's/\\[ \\]/[x]/' TODO.md && echo done > notes.txt"}
+    repo = make_repo(tmp_path / "repo", config={"goal": "g", "agent": agent, "checks": ["true"]}, todo=["a"])
+    assert ralph(repo, "run", "--name", "s").returncode == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's")
+    note = json.loads(git(repo, "notes", "--ref=ralph", "show", "refs/ralph/s/laps/1"))
+    note["parent"] = f"--output={victim}"
+    git(repo, "notes", "--ref=ralph", "add", "-f", "-m", json.dumps(note), "refs/ralph/s/laps/1")
+    shown = ralph(repo, "report", "-o", "-")
+    assert shown.returncode == 0 and victim.read_text() == "the user's"
+    assert f"git cannot show it: fatal: bad revision &#39;--output={victim}&#39;" in shown.stdout

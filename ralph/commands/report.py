@@ -5,7 +5,7 @@ and each lap with its checks, tests, ticked items, judge's scores and diff."""
 from __future__ import annotations
 
 import sys
-from html import escape
+from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git
@@ -15,9 +15,9 @@ from ralph.git.layout import RunRefs
 from ralph.isolation.files import replace_with
 from ralph.records import ledger
 from ralph.records.formats import LapRecord, LapStatus
-from ralph.records.ledger import RunState
+from ralph.records.ledger import Lap, RunState
 from ralph.run import summary
-from ralph.show import ui
+from ralph.show import pages, ui
 
 DIFF_CAP = 100_000  # characters of a lap's diff in the page; the rest is one `git show` away
 COLOURS = {
@@ -29,22 +29,6 @@ COLOURS = {
 }
 TOKENS_COLOUR, SESSION_COLOUR = "#8250df", "#0969da"
 WIDTH = 960  # the charts' drawing width, in SVG units
-
-STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#1f2328;padding:0 12px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
-.muted{color:#59636e}.facts{display:flex;gap:24px;flex-wrap:wrap;margin:12px 0}
-.facts div{background:#f6f8fa;border-radius:6px;padding:8px 12px}.facts b{display:block;font-size:18px}
-.status{font-weight:600;padding:1px 8px;border-radius:10px;color:#fff}
-.green{background:#2da44e}.red{background:#cf222e}.error{background:#bf8700}.limited{background:#1b7c83}
-.unknown{background:#8c959f}
-details.lap{border:1px solid #d1d9e0;border-radius:6px;margin:8px 0;padding:6px 12px}
-details.lap>summary{cursor:pointer}table{border-collapse:collapse;margin:6px 0}
-td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
-pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;line-height:1.35}
-.pass{color:#116329}.fail{color:#cf222e}.add{color:#116329;background:#dafbe1}.del{color:#82071e;background:#ffebe9}.hunk{color:#0550ae}
-.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
-"""
 
 
 def report(cwd: Path, run: str | None, output: str | None) -> Exit:
@@ -63,55 +47,94 @@ def report(cwd: Path, run: str | None, output: str | None) -> Exit:
     return Exit.DONE
 
 
+@dataclass(frozen=True)
+class Bar:
+    """A lap in the timeline: where its bar starts and how wide it is, in SVG units."""
+
+    number: int
+    record: LapRecord | None
+    seconds: float
+    x: float
+    width: float
+    colour: str
+
+
+@dataclass(frozen=True)
+class TokenBar:
+    number: int
+    tokens: int
+    x: float
+    y: float
+
+
+@dataclass(frozen=True)
+class TokensChart:
+    """Bars: each lap's largest request (what a fresh lap carried); line: those added up, what
+    one session doing every lap so far would be sending."""
+
+    bars: list[TokenBar]
+    step: float  # the width a lap has
+    height: int
+    top: int  # the tokens at the chart's top
+    points: list[tuple[float, float]]  # the session line
+    session: int  # the session's tokens by the last lap
+
+
+@dataclass(frozen=True)
+class Diff:
+    lines: list[tuple[str, str]]  # (kind: add, del, hunk or "", the line)
+    commit: str
+    cut: bool  # only the start is shown
+    failed: str = ""  # git could not show it (a note naming a parent that is no commit): its first line
+
+
+@dataclass(frozen=True)
+class LapView:
+    number: int
+    commit: str
+    record: LapRecord | None
+    problem: str  # why there is no record
+    diff: Diff | None
+
+
 def render(top: Path, state: RunState) -> str:
     records = [lap.record for lap in state.laps]
-    laps = "\n".join(_lap(top, lap.number, lap.commit, lap.record, lap.problem) for lap in state.laps)
+    numbers = [lap.number for lap in state.laps]
     known = any(r and r.agent.usage.requests for r in records)
-    tokens = _tokens_chart(records, [lap.number for lap in state.laps]) if known else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width,initial-scale=1">
-<title>ralph run {escape(state.name)}</title><style>{STYLE}</style></head>
-<body>
-<h1>ralph run {escape(state.name)}</h1>
-<p class="goal">{escape(state.record.config.goal)}</p>
-{_outcome(top, state, records)}
-<h2>Laps</h2>
-{_timeline(records, [lap.number for lap in state.laps])}
-{tokens}
-{laps}
-<p class="muted">Review with git: <code>git log --notes=ralph ralph/{escape(state.name)}</code> ·
-<code>git show {escape(RunRefs(state.name).laps)}N</code></p>
-</body></html>
-"""
-
-
-def _outcome(top: Path, state: RunState, records: list[LapRecord | None]) -> str:
-    known = [r for r in records if r]
-    counts = {status: sum(r.status == status for r in known) for status in LapStatus}
-    outcome = "done" if state.is_done else "not done"
-    seconds = sum(r.duration_s for r in known)
-    tokens = state.tokens_used()
-    facts = [
-        ("outcome", f'<span class="status {"green" if state.is_done else "unknown"}">{outcome}</span>'),
-        (
-            "laps",
-            f"{len(records)}: "
-            + ", ".join(f"{n} {status}" for status, n in counts.items() if n or status != LapStatus.LIMITED),
-        ),
-        ("TODO done", _todo_done(top, state)),
-        ("time in laps", f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"),
-        ("tokens", f"{tokens:,}" if tokens else "unknown"),
-        ("cost", _spent(*state.cost_used())),
-        ("green line", f"{state.record.base[:10]} → {state.green[:10]}"),
-    ]
-    cells = "".join(f"<div><span class=muted>{name}</span><b>{value}</b></div>" for name, value in facts)
-    return f'<div class="facts" id="outcome">{cells}</div>'
+    laps = [_lap(top, lap) for lap in state.laps]
+    known_records = [r for r in records if r]
+    return pages.render(
+        "report.html.j2",
+        name=state.name,
+        goal=state.record.config.goal,
+        laps_ref=RunRefs(state.name).laps,
+        done=state.is_done,
+        counts={status: sum(r.status == status for r in known_records) for status in LapStatus},
+        lap_count=len(records),
+        todo_done=_todo_done(top, state),
+        time_in_laps=_time(sum(r.duration_s for r in known_records)),
+        tokens=state.tokens_used(),
+        cost=_spent(*state.cost_used()),
+        base=state.record.base,
+        green=state.green,
+        bars=_timeline(records, numbers),
+        chart=_tokens_chart(records, numbers) if known else None,
+        laps=laps,
+        statuses=list(LapStatus),
+        colours=COLOURS,
+        width=WIDTH,
+        tokens_colour=TOKENS_COLOUR,
+        session_colour=SESSION_COLOUR,
+    )
 
 
 def _todo_done(top: Path, state: RunState) -> str:
     counts = summary.todo_on_tip(top, state)
     return f"{counts.done}/{counts.total}" if counts.total else "–"
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _spent(spent: float, unknown: int) -> str:
@@ -120,37 +143,24 @@ def _spent(spent: float, unknown: int) -> str:
     return f"${spent:.2f}" + (f" + {unknown} lap(s) unknown" if unknown else "")
 
 
-def _timeline(records: list[LapRecord | None], numbers: list[int]) -> str:
+def _lap(top: Path, lap: Lap) -> LapView:
+    diff = _read_diff(top, lap.record.parent, lap.commit) if lap.record else None
+    return LapView(lap.number, lap.commit, lap.record, lap.problem, diff)
+
+
+def _timeline(records: list[LapRecord | None], numbers: list[int]) -> list[Bar]:
     """A bar a lap, as wide as the lap was long (at least 3 units), coloured by its status."""
-    if not records:
-        return "<p>No lap yet.</p>"
     durations = [max(r.duration_s if r else 0.0, 0.0) for r in records]
     scale = (WIDTH - 3 * len(records)) / (sum(durations) or 1)
     x, bars = 0.0, []
     for number, record, seconds in zip(numbers, records, durations, strict=True):
         width = max(3.0, seconds * scale)
-        status = record.status if record else None
-        title = f"lap {number}: {status or 'no record'}, {seconds:.1f}s" + (f" — {record.reason}" if record else "")
-        label = (
-            f'<text x="{x + width / 2:.1f}" y="30" text-anchor="middle" font-size="11" fill="#fff">{number}</text>'
-            if width >= 18
-            else ""
-        )
-        bars.append(
-            f'<g class="lap-bar" data-status="{status or "unknown"}"><title>{escape(title)}</title>'
-            f'<rect x="{x:.1f}" y="12" width="{width - 1:.1f}" height="28" fill="{COLOURS[status]}"/>{label}</g>'
-        )
+        bars.append(Bar(number, record, seconds, x, width, COLOURS[record.status if record else None]))
         x += width
-    legend = "".join(f'<span style="background:{COLOURS[s]}"></span>{s}' for s in LapStatus)
-    return (
-        f'<svg id="timeline" viewBox="0 0 {WIDTH} 44" width="100%" role="img" aria-label="laps by duration">'
-        f'{"".join(bars)}</svg><div class="legend muted">time →{legend}</div>'
-    )
+    return bars
 
 
-def _tokens_chart(records: list[LapRecord | None], numbers: list[int]) -> str:
-    """Bars: each lap's largest request (what a fresh lap carried); line: those added up, what
-    one session doing every lap so far would be sending."""
+def _tokens_chart(records: list[LapRecord | None], numbers: list[int]) -> TokensChart:
     this_lap = [r.agent.usage.largest_prompt_tokens if r else 0 for r in records]
     session = [sum(this_lap[: i + 1]) for i in range(len(this_lap))]
     height, top = 160, max(session[-1], 1)
@@ -159,102 +169,38 @@ def _tokens_chart(records: list[LapRecord | None], numbers: list[int]) -> str:
     def y(tokens: int) -> float:
         return height - tokens / top * (height - 10)
 
-    bars = "".join(
-        f'<rect class="tokens-bar" x="{i * step + step * 0.15:.1f}" y="{y(t):.1f}" width="{step * 0.7:.1f}" '
-        f'height="{height - y(t):.1f}" fill="{TOKENS_COLOUR}"><title>lap {number}: {t:,} tokens</title></rect>'
+    bars = [
+        TokenBar(number, t, i * step + step * 0.15, y(t))
         for i, (number, t) in enumerate(zip(numbers, this_lap, strict=True))
-    )
-    points = " ".join(f"{i * step + step / 2:.1f},{y(t):.1f}" for i, t in enumerate(session))
-    return (
-        f'<h2>Tokens</h2><svg id="tokens" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
-        f'aria-label="tokens per lap against one session">{bars}'
-        f'<text x="4" y="12" font-size="11" fill="#59636e">{top:,} tokens</text>'
-        f'<polyline points="{points}" fill="none" stroke="{SESSION_COLOUR}" stroke-width="3"/></svg>'
-        f'<div class="legend muted"><span style="background:{TOKENS_COLOUR}"></span>this lap (its largest request)'
-        f'<span style="background:{SESSION_COLOUR}"></span>one session (every lap so far, {session[-1]:,} at the end)'
-        "</div>"
-    )
-
-
-def _lap(top: Path, number: int, commit: str, record: LapRecord | None, problem: str) -> str:
-    if record is None:
-        return (
-            f'<details class="lap" data-status="unknown"><summary><b>lap {number}</b> '
-            f'<span class="status unknown">?</span> {escape(problem)}</summary></details>'
-        )
-    parts = [f"<p>{escape(record.agent.summary)}</p>" if record.agent.summary else ""]
-    facts = [
-        ("reason", escape(record.reason)),
-        ("time", f"{record.duration_s:.1f}s (prepare {record.prepare_s:.1f}s, agent {record.agent.duration_s:.1f}s)"),
-        ("commit", f"<code>{commit[:12]}</code> on {record.parent[:10]}"),
-        ("TODO", f"{record.todo.done} done, {record.todo.open} open"),
-        ("ticked", escape("; ".join(record.ticked)) or "none"),
     ]
-    if record.tests:
-        facts.append(("tests passing", f"{record.tests.passing_before} → {record.tests.passing_after}"))
-    if record.agent.usage.requests:
-        usage = record.agent.usage
-        largest = f", largest {usage.largest_prompt_tokens:,}" if usage.largest_prompt_tokens else ""
-        facts.append(("tokens", f"{usage.total:,} in {ui.many(usage.requests, 'request')}{largest}"))
-    if record.agent.usage.cost_usd is not None:
-        facts.append(("cost", f"${record.agent.usage.cost_usd:.4f}"))
-    parts.append("<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts) + "</table>")
-    if record.checks:
-        marks = ["pass" if check.passed else "fail" for check in record.checks]
-        rows = "".join(
-            f"<tr><td class={mark}>{mark}</td><td><code>{escape(check.command)}</code></td>"
-            f"<td>{check.duration_s:.1f}s</td></tr>"
-            for mark, check in zip(marks, record.checks, strict=True)
-        )
-        parts.append(f"<table class=checks><tr><th>check</th><th>command</th><th>time</th></tr>{rows}</table>")
-    if record.judge:
-        parts.append(_judge(record))
-    parts.append(_diff(top, record.parent, commit))
-    slot = f" (slot {record.slot}: {escape('; '.join(record.items))})" if record.slot is not None else ""
-    return (
-        f'<details class="lap" data-status="{record.status}"><summary><b>lap {number}</b>{slot} '
-        f'<span class="status {record.status}">{record.status}</span> {escape(record.reason)}</summary>'
-        f"{''.join(parts)}</details>"
-    )
+    points = [(i * step + step / 2, y(t)) for i, t in enumerate(session)]
+    return TokensChart(bars, step, height, top, points, session[-1])
 
 
-def _judge(record: LapRecord) -> str:
-    judge = record.judge
-    assert judge is not None
-    if judge.status == "unavailable":
-        return f"<p><b>judge</b> unavailable: {escape(judge.detail)}</p>"
-    rows = "".join(
-        f"<tr><td>{score.score:g}</td><td>{escape(score.dimension)}</td><td>{escape(score.reason)}"
-        f"{'' if score.counted else ' (not counted: its evidence is in neither the diff nor a changed file)'}</td></tr>"
-        for score in judge.scores
-    )
-    blocking = "".join(f"<li>{escape(item)}</li>" for item in judge.blocking)
-    return (
-        f'<div class="judge"><p><b>judge</b> {judge.status}: score {judge.score}</p>'
-        f"<table><tr><th>score</th><th>dimension</th><th>why</th></tr>{rows}</table>"
-        + (f"<p>blocking:</p><ul>{blocking}</ul>" if blocking else "")
-        + "</div>"
-    )
+def _read_diff(top: Path, parent: str, commit: str) -> Diff:
+    # Read capped: a lap may have committed a file of gigabytes; the page shows the diff's start.
+    # The parent is read from a note, which anyone who can push to the remote can write: after
+    # --end-of-options, git takes it as a revision whatever it says (`--output=FILE` would write).
+    shown = git.run(
+        top, "diff", "--no-color", "--stat=100", "--patch", "--end-of-options", parent, commit, "--",
+        cap=4 * DIFF_CAP, check=False,
+    )  # fmt: skip
+    if not shown.ok:
+        return Diff([], commit, cut=False, failed=ui.one_line(shown.stderr or shown.output, 300))
+    text = shown.output
+    cut = len(text) > DIFF_CAP or bool(shown.cut_bytes)
+    lines = [(_kind(line), line) for line in text[:DIFF_CAP].splitlines()]
+    return Diff(lines, commit, cut)
+
+
+def _kind(line: str) -> str:
+    if line.startswith("+") and not line.startswith("+++"):
+        return "add"
+    if line.startswith("-") and not line.startswith("---"):
+        return "del"
+    return "hunk" if line.startswith("@@") else ""
 
 
 def _diff(top: Path, parent: str, commit: str) -> str:
-    # Read capped: a lap may have committed a file of gigabytes; the page shows the diff's start.
-    shown = git.run(top, "diff", "--no-color", "--stat=100", "--patch", parent, commit, "--", cap=4 * DIFF_CAP)
-    text, cut = shown.output, ""
-    if len(text) > DIFF_CAP or shown.cut_bytes:
-        cut = f"[... the rest of the diff: git show {commit[:12]}]"
-        text = text[:DIFF_CAP]
-    lines = []
-    for line in text.splitlines():
-        kind = (
-            "add"
-            if line.startswith("+") and not line.startswith("+++")
-            else "del"
-            if line.startswith("-") and not line.startswith("---")
-            else "hunk"
-            if line.startswith("@@")
-            else ""
-        )
-        lines.append(f'<span class="{kind}">{escape(line)}</span>' if kind else escape(line))
-    body = "\n".join(lines) + (f"\n{escape(cut)}" if cut else "")
-    return f"<details><summary>diff</summary><pre>{body}</pre></details>"
+    """A lap's diff as the page shows it, alone."""
+    return pages.render("diff.html.j2", diff=_read_diff(top, parent, commit))
