@@ -75,3 +75,27 @@ def test_an_unreadable_note_says_why_instead_of_calling_it_a_crash(old_run: Path
         "unreadable note: status: Input should be 'green', 'red', 'error' or 'limited'"
     )
     assert "unreadable note" in ralph(old_run, "show", "1").stdout
+
+
+@pytest.mark.parametrize("value", ["--output=/tmp/x", "HEAD", "abc123", "A" * 40, "0" * 41])
+def test_a_commit_in_a_note_or_record_is_a_full_object_id_or_the_note_does_not_read(old_run: Path, value: str):
+    """A stored commit reaches git's command line (`git diff PARENT`, `git rev-list BASE..`):
+    only what git writes as an object id is read as one, never an option or a name."""
+    rewrite_note(old_run, 2, lambda text: json.dumps(dict(json.loads(text), parent=value)))
+    laps = json.loads(ralph(old_run, "log", "--json").stdout)["laps"]
+    assert laps[1]["problem"].startswith("unreadable note: parent: String should match pattern")
+    shown = ralph(old_run, "show", "2")
+    assert shown.returncode == 0 and "unreadable note" in shown.stdout
+    blob = git(old_run, "rev-parse", "refs/ralph/old/run")
+    record = json.loads(git(old_run, "cat-file", "blob", blob))
+    (old_run.parent / "record.json").write_text(json.dumps(dict(record, base=value)))
+    git(
+        old_run,
+        "update-ref",
+        "refs/ralph/old/run",
+        git(old_run, "hash-object", "-w", str(old_run.parent / "record.json")),
+    )
+    result = ralph(old_run, "report", "-o", str(old_run.parent / "report.html"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "the record of run 'old' does not read: base: String should match pattern" in result.stderr
+    assert not (old_run.parent / "report.html").exists() and not Path("/tmp/x").exists()

@@ -187,12 +187,12 @@ def test_endpoint_failures_are_waited_out_not_counted_as_agent_errors():
             reason="agent error",
             started_at="",
             duration_s=1,
-            commit=f"c{number}",
-            parent="g",
+            commit=f"{number:040x}",
+            parent="0" * 40,
             agent=agent,
             todo=Counts(open=1, done=0),
         )
-        return Lap(number, f"c{number}", record)
+        return Lap(number, f"{number:040x}", record)
 
     state = RunState("r", record=None, green="g", laps=[lap(1, True), lap(2, True), lap(3, False)])  # type: ignore[arg-type]
     assert state.errors_in_a_row() == 1

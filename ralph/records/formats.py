@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ralph.agents.base import AgentResult, Usage
 from ralph.config import Config
@@ -30,6 +30,9 @@ from ralph.verdict.checks import CheckResult
 # 9: a run's record may name the GitHub issue it came from (issue); a lap says whether agent.escalate
 #    ran it (escalated), the item it split (split), and whether it was one of `--best-of` N (best_of).
 FORMAT = 9
+# A commit as ralph writes one: git's full object id (SHA-1 or SHA-256). Allowed, not filtered: a
+# stored value reaches git's command line (`git diff PARENT`), where `--output=FILE` is an option.
+ObjectId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")]
 
 
 class LapStatus(StrEnum):
@@ -76,7 +79,7 @@ class RunRecord(BaseModel):
     format: int = FORMAT
     run: str
     created_at: str
-    base: str
+    base: ObjectId
     user_branch: str | None
     config: Config  # the configuration the run is judged by
     baseline: list[CheckResult]  # the checks on the base commit
@@ -128,8 +131,8 @@ class LapRecord(BaseModel):
     started_at: str
     duration_s: float
     prepare_s: float = 0.0  # of duration_s: the workspace reset to the start commit, copy and setup
-    commit: str
-    parent: str  # the last green commit the lap started from
+    commit: ObjectId
+    parent: ObjectId  # the last green commit the lap started from
     checks: list[CheckResult] = []
     agent: AgentResult
     todo: Counts  # the TODO's items after the lap
