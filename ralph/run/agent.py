@@ -13,8 +13,9 @@ from ralph.git.ledger import RunState
 from ralph.git.records import LapStatus
 from ralph.isolation import crashpoint
 from ralph.run import prompt
-from ralph.run.context import LapTurn, RunContext
+from ralph.run.context import RunContext
 from ralph.run.prepare import Prepared
+from ralph.run.turn import Turn
 from ralph.run.watch import watching_the_repository
 from ralph.show import events
 from ralph.verdict import guard as guard_module
@@ -31,7 +32,7 @@ class Worked:
     tampered: list[str]  # what it changed in the shared repository state (put back): unsandboxed laps only
 
 
-def work(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared) -> Worked:
+def work(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared) -> Worked:
     """The agent's lap. Sandboxed, the lap cannot reach the repository. Without a sandbox, code
     the agent wrote runs as the user: whatever it does to the shared repository state is put
     back, here (before ralph's own git reads the repository's config to stage the lap) and
@@ -41,16 +42,16 @@ def work(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared) ->
     with watching_the_repository(ctx, turn.number) as tampered:
         crashpoint.reached("agent")
         events.emit("phase_changed", phase="agent")
-        chosen = ctx.config.agents[turn.which]
+        chosen = ctx.config.agents[turn.agent_index]
         result = (
-            ctx.agents[turn.which]
+            ctx.agents[turn.agent_index]
             .run_lap(task)
             .model_copy(update={"name": chosen.name, "model": chosen.model if chosen.kind == "openai" else None})
         )
     return Worked(result=result, told=told, tampered=tampered)
 
 
-def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, told: list[str]) -> LapTask:
+def _task(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared, told: list[str]) -> LapTask:
     limits, slot, items = ctx.config.limits, turn.slot, turn.items
     lap_prompt = prompt.build(
         ctx.config,

@@ -39,6 +39,7 @@ from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, agent_for
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
+from ralph.run.turn import Turn
 from ralph.show import events, ui
 from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult
@@ -112,7 +113,10 @@ def candidate(ctx: RunContext, slot: int) -> NoReturn:
         raise RalphError(f"ralph/{ctx.run_name} moved since the round began (by hand?) — run `ralph run` again")
     events.emit("lap_started", lap=lap, max_laps=ctx.config.limits.max_laps)
     round_of = BestOf(first_lap=this_round.first_lap, of=this_round.of)
-    record = run_lap(ctx, state, lap, agent_for(ctx.config, state), (this_round.item,), slot, best_of=round_of)
+    turn = Turn(
+        number=lap, agent_index=agent_for(ctx.config, state), items=(this_round.item,), slot=slot, best_of=round_of
+    )
+    record = run_lap(ctx, state, turn)
     ends.lap_ended(ctx, record)
     raise RunEnded(Exit.DONE, f"candidate lap {lap} ended", state)
 

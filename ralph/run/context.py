@@ -1,4 +1,4 @@
-"""What the laps of one run share (RunContext), and what one lap is asked to do (LapTurn)."""
+"""What the laps of one run share: RunContext."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from ralph.agents.base import Agent
 from ralph.agents.mcp_tools import McpTools
 from ralph.config import Config
 from ralph.git.credentials import credential_files
-from ralph.git.records import BestOf
 from ralph.git.remote import Remote
 from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
@@ -128,19 +127,3 @@ def _paths_inside(output: str, top: Path) -> list[str]:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LapTurn:
-    """Which lap this is and who runs it: agent `which` of config.agents (`escalated`: it is
-    agent.escalate, on a stuck item); in a parallel run, slot `slot`, on the TODO items it
-    claimed (their claims `held_by` that holder); `best_of`: a candidate of that `--best-of`
-    round, on its one item, which its round lands or not."""
-
-    number: int
-    which: int = 0
-    escalated: bool = False
-    items: tuple[str, ...] = ()
-    slot: int | None = None
-    held_by: str | None = None
-    best_of: BestOf | None = None

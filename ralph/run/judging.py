@@ -12,7 +12,8 @@ from ralph.git.ledger import RunState
 from ralph.git.records import JudgeRecord, LapStatus
 from ralph.run import checking
 from ralph.run.commit import LapCommit
-from ralph.run.context import LapTurn, RunContext
+from ralph.run.context import RunContext
+from ralph.run.turn import Turn
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet
@@ -60,7 +61,7 @@ def judge(ctx: RunContext, state: RunState, lap: LapCommit, agent: AgentResult, 
     return _after_checks(ctx, state, lap, agent, report, checked, log_dir)
 
 
-def overruled(judged: Judged, turn: LapTurn, ticked: list[str], tampered: list[str]) -> Judged:
+def overruled(judged: Judged, turn: Turn, ticked: list[str], tampered: list[str]) -> Judged:
     """Red, whatever the checks said, for a lap that ticked items another lap may be doing right
     now, or reached outside its workspace."""
     stray = [item for item in ticked if item not in turn.items] if turn.slot is not None else []

@@ -19,10 +19,11 @@ from ralph.git.layout import RunRefs
 from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import crashpoint
 from ralph.run.commit import LapCommit
-from ralph.run.context import LapTurn, RunContext
+from ralph.run.context import RunContext
 from ralph.run.judging import judge
 from ralph.run.rebase import rebase_lap
 from ralph.run.record import LapFacts, lap_record
+from ralph.run.turn import Turn
 
 LOST_CLAIMS = (
     "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
@@ -31,7 +32,7 @@ LOST_CLAIMS = (
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
-def land(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def land(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
     """The lap's record as it ends: green and landed, or overruled red when it could not land; a
     `--best-of` candidate's as recorded (its round lands the best of them)."""
     if turn.best_of is not None:
@@ -54,7 +55,7 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
     return record.model_copy(update=dict(progress=False, done=False, best_of=measured))
 
 
-def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
     claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
     for _ in range(MOVED_LINE_RETRIES):
         landing: dict[str, tuple[str | None, str | None]] = {

@@ -305,14 +305,10 @@ def _laps(ctx: RunContext, state: RunState) -> NoReturn:
     while True:
         fuses.check(ctx, state)
         turn = next_turn(ctx, state)
-        fuses.wait_out(state, turn.which)
-        number = state.next_lap
-        events.emit("lap_started", lap=number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
-        if turn.split is not None:
-            record = split.split_lap(ctx, state, number, turn)
-        else:
-            record = run_lap(ctx, state, number, turn.which, escalated=turn.escalated)
+        fuses.wait_out(state, turn.agent_index)
+        events.emit("lap_started", lap=turn.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
+        record = split.split_lap(ctx, state, turn) if turn.split is not None else run_lap(ctx, state, turn)
         ends.lap_ended(ctx, record)
-        state.laps.append(ledger.Lap(number, record.commit, record))
+        state.laps.append(ledger.Lap(turn.number, record.commit, record))
         if record.status == LapStatus.GREEN:
             state.green = record.commit

@@ -38,6 +38,7 @@ from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, slot_turn
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
+from ralph.run.turn import Turn
 from ralph.run.workers import Crew
 from ralph.show import events, ui
 
@@ -193,11 +194,10 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
             continue
         pace.poll = pace.quick
         try:
-            state, turn = claimed.state, slot_turn(ctx.config, claimed.state, claimed.items)
-            events.emit("lap_started", lap=claimed.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
-            record = run_lap(
-                ctx, state, claimed.number, turn.which, claimed.items, slot, claimed.mine, escalated=turn.escalated
-            )
+            mine = Turn(number=claimed.number, items=tuple(claimed.items), slot=slot, held_by=claimed.mine)
+            state, turn = claimed.state, slot_turn(ctx.config, claimed.state, mine)
+            events.emit("lap_started", lap=turn.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
+            record = run_lap(ctx, state, turn)
         finally:
             _let_go(ctx, claimed.items, claimed.mine, claimed.number, claimed.lap_mine)
         ends.lap_ended(ctx, record)
