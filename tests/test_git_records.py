@@ -10,7 +10,8 @@ import pytest
 from helpers.repos import git
 from helpers.running import ralph
 
-from ralph.git.records import FORMAT
+from ralph.git import ledger
+from ralph.git.records import FORMAT, LapRecord
 
 BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"
 
@@ -75,3 +76,16 @@ def test_an_unreadable_note_says_why_instead_of_calling_it_a_crash(old_run: Path
         "unreadable note: status: Input should be 'green', 'red', 'error' or 'limited'"
     )
     assert "unreadable note" in ralph(old_run, "show", "1").stdout
+
+
+def test_a_notes_fallback_is_the_agent_index_and_keeps_its_key(old_run: Path):
+    """The code names it agent_index; a note keeps the key every ralph since format 5 wrote."""
+    rewrite_note(old_run, 2, lambda text: json.dumps(dict(json.loads(text), fallback=1)))
+    state = ledger.load(old_run, "old")
+    assert state is not None and state.laps[1].record is not None
+    record = state.laps[1].record
+    assert record.agent_index == 1
+    written = json.loads(record.model_dump_json(indent=1))
+    assert written["fallback"] == 1 and "agent_index" not in written
+    assert LapRecord.model_validate_json(record.model_dump_json(indent=1)) == record
+    assert json.loads(ralph(old_run, "log", "--json").stdout)["laps"][1]["fallback"] == 1

@@ -42,7 +42,7 @@ def _facts(ctx: RunContext, turn: Turn, prepared: prepare.Prepared, worked: agen
         prepare_s=prepared.prepare_s,
         agent=worked.result,
         told=list(worked.told.values()),
-        fallback=turn.agent_index,
+        agent_index=turn.agent_index,
         slot=turn.slot,
         items=list(turn.items),
         worker=ctx.worker,

@@ -249,7 +249,7 @@ def _recorded(
         prepare_s=prepared.prepare_s,
         agent=result,
         told=[],
-        fallback=turn.agent_index,
+        agent_index=turn.agent_index,
         slot=None,
         items=[],
         worker=ctx.worker,
