@@ -19,6 +19,7 @@ from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
 from ralph.isolation.sandbox import needed
 from ralph.isolation.workspace import Workspace
+from ralph.run.modes import Mode, Plain
 from ralph.show import events, ui
 from ralph.verdict.checks import CheckResult, run_checks
 from ralph.verdict.judge import Judge
@@ -38,7 +39,7 @@ class RunContext:
     sandboxed: bool  # the lap's code runs inside bubblewrap
     judge: Judge | None = None  # roles.judge: scores laps the checks passed
     mcp: McpTools | None = None  # the MCP servers' tools, started for the run
-    worker: str | None = None  # `--remote`: this worker's name among the run's (workers.Crew)
+    mode: Mode = Plain()  # what this process is to the run (modes.mode_of)
     remote: Remote | None = None  # `--remote`: the git remote that keeps the run's refs and notes
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is given the whole job
     hidden: tuple[Path, ...] = ()  # `ralph bench`: folders that read as empty in the sandbox
@@ -47,6 +48,11 @@ class RunContext:
     @property
     def top(self) -> Path:
         return self.repo.top
+
+    @property
+    def worker(self) -> str | None:
+        """`--remote`: this worker's name among the run's (workers.Crew); its laps' notes say it."""
+        return self.mode.worker
 
     def jail(self, phase: str, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
         """The sandbox for one phase of a lap; None when laps are not sandboxed. What

@@ -73,11 +73,7 @@ def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) ->
 def _unlanded(ctx: RunContext, record: LapRecord) -> None:
     """A worker of a remote's run lands only its own laps: one that did not land now never will."""
     branch = git.rev(ctx.top, RunRefs(ctx.run_name).branch) or record.parent
-    if (
-        ctx.worker is not None
-        and record.status == LapStatus.GREEN
-        and not git.is_ancestor(ctx.top, record.commit, branch)
-    ):
+    if ctx.mode.on_remote and record.status == LapStatus.GREEN and not git.is_ancestor(ctx.top, record.commit, branch):
         with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
             _overrule(ctx, record, "interrupted before it landed; its items are done again")
 
