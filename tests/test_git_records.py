@@ -10,7 +10,8 @@ import pytest
 from helpers.repos import git
 from helpers.running import ralph
 
-from ralph.records.formats import FORMAT
+from ralph.records import ledger
+from ralph.records.formats import FORMAT, LapRecord
 
 BUNDLE = Path(__file__).parent / "fixtures" / "format1-run.bundle"
 
@@ -99,3 +100,16 @@ def test_a_commit_in_a_note_or_record_is_a_full_object_id_or_the_note_does_not_r
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "the record of run 'old' does not read: base: String should match pattern" in result.stderr
     assert not (old_run.parent / "report.html").exists() and not Path("/tmp/x").exists()
+
+
+def test_a_notes_fallback_is_the_agent_index_and_keeps_its_key(old_run: Path):
+    """The code names it agent_index; a note keeps the key every ralph since format 5 wrote."""
+    rewrite_note(old_run, 2, lambda text: json.dumps(dict(json.loads(text), fallback=1)))
+    state = ledger.load(old_run, "old")
+    assert state is not None and state.laps[1].record is not None
+    record = state.laps[1].record
+    assert record.agent_index == 1
+    written = json.loads(record.model_dump_json(indent=1))
+    assert written["fallback"] == 1 and "agent_index" not in written
+    assert LapRecord.model_validate_json(record.model_dump_json(indent=1)) == record
+    assert json.loads(ralph(old_run, "log", "--json").stdout)["laps"][1]["fallback"] == 1

@@ -181,7 +181,7 @@ def _scratch(repo: git.RepoInfo, cfg: config_module.Config, folder: Path, cleanu
         agents=agents,
         env=env,
         workspace=workspace,
-        sandboxed=endpoint is None and sandboxed(repo, cfg, side_by_side=False, remote=None),
+        sandboxed=endpoint is None and sandboxed(repo, cfg),
         mcp=mcp,
     )
 

@@ -220,7 +220,8 @@ class Config(Section):
 
     @property
     def agents(self) -> list[AgentConfig]:
-        """The agent, its fallbacks, then agent.escalate: a lap's `fallback` is its index here."""
+        """The agent, its fallbacks, then agent.escalate: a lap's agent_index (its note's
+        `fallback`) is its index here."""
         return [self.agent, *self.agent.fallback, *([self.agent.escalate] if self.agent.escalate else [])]
 
     @property

@@ -18,10 +18,11 @@ from ralph.git import layout
 from ralph.git.layout import RunRefs
 from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
-from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.context import RunContext
 from ralph.lap.judging import judge
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
+from ralph.lap.turn import Turn
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
 
@@ -32,7 +33,7 @@ LOST_CLAIMS = (
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
-def land(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def land(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
     """The lap's record as it ends: green and landed, or overruled red when it could not land; a
     `--best-of` candidate's as recorded (its round lands the best of them)."""
     if turn.best_of is not None:
@@ -55,7 +56,7 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
     return record.model_copy(update=dict(progress=False, done=False, best_of=measured))
 
 
-def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
     claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
     for _ in range(MOVED_LINE_RETRIES):
         landing: dict[str, tuple[str | None, str | None]] = {
@@ -73,11 +74,7 @@ def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord)
 def _unlanded(ctx: RunContext, record: LapRecord) -> None:
     """A worker of a remote's run lands only its own laps: one that did not land now never will."""
     branch = git.rev(ctx.top, RunRefs(ctx.run_name).branch) or record.parent
-    if (
-        ctx.worker is not None
-        and record.status == LapStatus.GREEN
-        and not git.is_ancestor(ctx.top, record.commit, branch)
-    ):
+    if ctx.mode.on_remote and record.status == LapStatus.GREEN and not git.is_ancestor(ctx.top, record.commit, branch):
         with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
             _overrule(ctx, record, "interrupted before it landed; its items are done again")
 

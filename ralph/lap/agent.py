@@ -10,8 +10,9 @@ from ralph import git
 from ralph.agents.base import AgentResult, LapTask
 from ralph.isolation import crashpoint
 from ralph.lap import prompt
-from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.context import RunContext
 from ralph.lap.prepare import Prepared
+from ralph.lap.turn import Turn
 from ralph.lap.watch import watching_the_repository
 from ralph.records import ledger
 from ralph.records.formats import LapStatus
@@ -31,7 +32,7 @@ class Worked:
     tampered: list[str]  # what it changed in the shared repository state (put back): unsandboxed laps only
 
 
-def work(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared) -> Worked:
+def work(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared) -> Worked:
     """The agent's lap. Sandboxed, the lap cannot reach the repository. Without a sandbox, code
     the agent wrote runs as the user: whatever it does to the shared repository state is put
     back, here (before ralph's own git reads the repository's config to stage the lap) and
@@ -41,16 +42,16 @@ def work(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared) ->
     with watching_the_repository(ctx, turn.number) as tampered:
         crashpoint.reached("agent")
         events.emit("phase_changed", phase="agent")
-        chosen = ctx.config.agents[turn.which]
+        chosen = ctx.config.agents[turn.agent_index]
         result = (
-            ctx.agents[turn.which]
+            ctx.agents[turn.agent_index]
             .run_lap(task)
             .model_copy(update={"name": chosen.name, "model": chosen.model if chosen.kind == "openai" else None})
         )
     return Worked(result=result, told=told, tampered=tampered)
 
 
-def _task(ctx: RunContext, state: RunState, turn: LapTurn, prepared: Prepared, told: list[str]) -> LapTask:
+def _task(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared, told: list[str]) -> LapTask:
     limits, slot, items = ctx.config.limits, turn.slot, turn.items
     lap_prompt = prompt.build(
         ctx.config,

@@ -1,4 +1,4 @@
-"""What the laps of one run share (RunContext), and what one lap is asked to do (LapTurn)."""
+"""What the laps of one run share: RunContext."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ralph.git.remote import Remote
 from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
 from ralph.isolation.sandbox import needed
-from ralph.records.formats import BestOf
+from ralph.lap.modes import Mode, Plain
 from ralph.show import events, ui
 from ralph.verdict.checks import CheckResult, run_checks
 from ralph.verdict.judge import Judge
@@ -39,7 +39,7 @@ class RunContext:
     sandboxed: bool  # the lap's code runs inside bubblewrap
     judge: Judge | None = None  # roles.judge: scores laps the checks passed
     mcp: McpTools | None = None  # the MCP servers' tools, started for the run
-    worker: str | None = None  # `--remote`: this worker's name among the run's (workers.Crew)
+    mode: Mode = Plain()  # what this process is to the run (modes.mode_of)
     remote: Remote | None = None  # `--remote`: the git remote that keeps the run's refs and notes
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is given the whole job
     hidden: tuple[Path, ...] = ()  # `ralph bench`: folders that read as empty in the sandbox
@@ -48,6 +48,11 @@ class RunContext:
     @property
     def top(self) -> Path:
         return self.repo.top
+
+    @property
+    def worker(self) -> str | None:
+        """`--remote`: this worker's name among the run's (workers.Crew); its laps' notes say it."""
+        return self.mode.worker
 
     def jail(self, phase: str, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
         """The sandbox for one phase of a lap; None when laps are not sandboxed. What
@@ -128,19 +133,3 @@ def _paths_inside(output: str, top: Path) -> list[str]:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True, kw_only=True)
-class LapTurn:
-    """Which lap this is and who runs it: agent `which` of config.agents (`escalated`: it is
-    agent.escalate, on a stuck item); in a parallel run, slot `slot`, on the TODO items it
-    claimed (their claims `held_by` that holder); `best_of`: a candidate of that `--best-of`
-    round, on its one item, which its round lands or not."""
-
-    number: int
-    which: int = 0
-    escalated: bool = False
-    items: tuple[str, ...] = ()
-    slot: int | None = None
-    held_by: str | None = None
-    best_of: BestOf | None = None

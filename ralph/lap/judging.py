@@ -10,7 +10,8 @@ from ralph import git
 from ralph.agents.base import AgentResult
 from ralph.lap import checking
 from ralph.lap.commit import LapCommit
-from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.context import RunContext
+from ralph.lap.turn import Turn
 from ralph.records.formats import JudgeRecord, LapStatus
 from ralph.records.ledger import RunState
 from ralph.show import events
@@ -60,7 +61,7 @@ def judge(ctx: RunContext, state: RunState, lap: LapCommit, agent: AgentResult, 
     return _after_checks(ctx, state, lap, agent, report, checked, log_dir)
 
 
-def overruled(judged: Judged, turn: LapTurn, ticked: list[str], tampered: list[str]) -> Judged:
+def overruled(judged: Judged, turn: Turn, ticked: list[str], tampered: list[str]) -> Judged:
     """Red, whatever the checks said, for a lap that ticked items another lap may be doing right
     now, or reached outside its workspace."""
     stray = [item for item in ticked if item not in turn.items] if turn.slot is not None else []

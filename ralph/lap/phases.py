@@ -6,41 +6,25 @@ TODO before and after, the commit's changes) is handed on, not read through git 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ralph.errors import RalphError
 from ralph.isolation import crashpoint
 from ralph.lap import advance, agent, commit, disk, judging, prepare, record
 from ralph.lap.commit import LapCommit
-from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.context import RunContext
 from ralph.lap.judging import Judged
+from ralph.lap.turn import Turn
 from ralph.lap.watch import watching_the_repository
-from ralph.records.formats import BestOf, LapRecord, LapStatus
+from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import RunState
 from ralph.show import events, ui
 from ralph.workspace.workspace import WorkspaceTampered
 
 
-def run_lap(
-    ctx: RunContext,
-    state: RunState,
-    number: int,
-    which: int = 0,
-    items: Sequence[str] = (),
-    slot: int | None = None,
-    held_by: str | None = None,
-    escalated: bool = False,
-    best_of: BestOf | None = None,
-) -> LapRecord:
-    """Lap `number`, run by agent `which` of config.agents (`escalated`: agent.escalate, on a
-    stuck item); in a parallel run, by slot `slot`, on the TODO items it claimed (their claims
-    `held_by` that holder); `best_of`: a candidate of that round."""
-    turn = LapTurn(
-        number=number, which=which, items=tuple(items), slot=slot, held_by=held_by, escalated=escalated, best_of=best_of
-    )
-    prepared = prepare.start_lap(ctx, state, number)
+def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
+    """Lap `turn.number`, as `turn` says: by which agent, on which items, in which slot."""
+    prepared = prepare.start_lap(ctx, state, turn.number)
     worked = agent.work(ctx, state, turn, prepared)
-    with watching_the_repository(ctx, number) as tampered:
+    with watching_the_repository(ctx, turn.number) as tampered:
         events.emit("phase_changed", phase="committing")
         lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
     judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
@@ -50,7 +34,7 @@ def run_lap(
     return advance.land(ctx, turn, facts, recorded)
 
 
-def _facts(ctx: RunContext, turn: LapTurn, prepared: prepare.Prepared, worked: agent.Worked) -> record.LapFacts:
+def _facts(ctx: RunContext, turn: Turn, prepared: prepare.Prepared, worked: agent.Worked) -> record.LapFacts:
     return record.LapFacts(
         number=turn.number,
         started=prepared.started,
@@ -58,7 +42,7 @@ def _facts(ctx: RunContext, turn: LapTurn, prepared: prepare.Prepared, worked: a
         prepare_s=prepared.prepare_s,
         agent=worked.result,
         told=list(worked.told.values()),
-        fallback=turn.which,
+        agent_index=turn.agent_index,
         slot=turn.slot,
         items=list(turn.items),
         worker=ctx.worker,
@@ -67,7 +51,7 @@ def _facts(ctx: RunContext, turn: LapTurn, prepared: prepare.Prepared, worked: a
 
 
 def _commit_and_judge(
-    ctx: RunContext, state: RunState, turn: LapTurn, prepared: prepare.Prepared, worked: agent.Worked
+    ctx: RunContext, state: RunState, turn: Turn, prepared: prepare.Prepared, worked: agent.Worked
 ) -> tuple[LapCommit, Judged]:
     """The lap committed, checked and judged. Where that fails on a full disk, a red lap: of its
     commit, or (none made yet) of the last green tree, nothing of the lap trusted; its files

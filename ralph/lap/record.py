@@ -28,7 +28,7 @@ class LapFacts:
     prepare_s: float  # the workspace made ready at the lap's start: reset, copy, setup
     agent: AgentResult
     told: list[str]  # the user's messages the lap's prompt carried (`ralph tell`)
-    fallback: int  # which of config.agents ran it
+    agent_index: int  # which of config.agents ran it
     slot: int | None
     items: list[str]
     worker: str | None
@@ -69,7 +69,7 @@ def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit
         removed_before_checks=judged.removed,
         judge=judged.judge,
         told=facts.told,
-        fallback=facts.fallback,
+        agent_index=facts.agent_index,
         slot=facts.slot,
         items=facts.items,
         worker=facts.worker,

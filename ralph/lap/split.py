@@ -25,11 +25,11 @@ from ralph.agents.base import AgentResult
 from ralph.errors import RalphError
 from ralph.lap import advance, checking, planning, prepare, record
 from ralph.lap.commit import LapCommit, lap_message, unjudged
-from ralph.lap.context import LapTurn, RunContext
+from ralph.lap.context import RunContext
 from ralph.lap.judging import Judged
+from ralph.lap.turn import Turn
 from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import RunState
-from ralph.run.fuses import Turn
 from ralph.show import ui
 from ralph.verdict import grants, ratchet
 from ralph.verdict import guard as guard_module
@@ -63,10 +63,10 @@ class SplitRefused(RalphError):
     """The planner's answer is not a split of the one item that leaves the rest as it is."""
 
 
-def split_lap(ctx: RunContext, state: RunState, number: int, turn: Turn) -> LapRecord:
-    """Lap `number`: the planner role splits `turn.split`; the lap's commit is that TODO.md."""
+def split_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
+    """Lap `turn.number`: the planner role splits `turn.split`; the lap's commit is that TODO.md."""
     assert turn.split is not None
-    item, started = turn.split, time.monotonic()
+    item, number, started = turn.split, turn.number, time.monotonic()
     prepared = prepare.start_lap(ctx, state, number)
     (prepared.log_dir / "planner").mkdir()
     try:
@@ -249,7 +249,7 @@ def _recorded(
         prepare_s=prepared.prepare_s,
         agent=result,
         told=[],
-        fallback=turn.which,
+        agent_index=turn.agent_index,
         slot=None,
         items=[],
         worker=ctx.worker,
@@ -257,7 +257,7 @@ def _recorded(
     )
     recorded = record.lap_record(ctx, state, facts, lap, judged)
     record.save(ctx, recorded, {}, judged.stop)
-    return advance.land(ctx, LapTurn(number=number, which=turn.which), facts, recorded)
+    return advance.land(ctx, turn, facts, recorded)
 
 
 def _planner_model(ctx: RunContext) -> str | None:

@@ -121,7 +121,9 @@ class TestChanges(BaseModel):
 class LapRecord(BaseModel):
     """The JSON note on each lap commit."""
 
-    model_config = ConfigDict(allow_inf_nan=False)  # ralph writes none; a note edited on a remote may
+    # allow_inf_nan: ralph writes none; a note edited on a remote may. The aliases: a field's name
+    # in the code is not always its key in the note, which stays as older ralphs wrote it.
+    model_config = ConfigDict(allow_inf_nan=False, validate_by_name=True, serialize_by_alias=True)
 
     format: int = FORMAT
     run: str
@@ -148,7 +150,8 @@ class LapRecord(BaseModel):
     removed_before_checks: list[str] = []  # untracked (strict: and ignored) files deleted
     judge: JudgeRecord | None = None  # when roles.judge is on and the checks passed
     told: list[str] = []  # messages from the user (`ralph tell`) this lap's prompt carried
-    fallback: int = 0  # which agent ran it: 0 the agent, N its Nth fallback
+    # Which of config.agents ran it: 0 the agent, N its Nth fallback (the last: agent.escalate).
+    agent_index: int = Field(0, alias="fallback")
     slot: int | None = None  # `--parallel`: the slot that ran it (1..N); None when laps run one at a time
     items: list[str] = []  # `--parallel`: the TODO items it claimed
     worker: str | None = None  # `--remote`: the worker that ran it (host:pid:tag); its number is `slot`

@@ -17,20 +17,18 @@ The others stay under their lap refs (`ralph show N`), their notes saying which 
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-from dataclasses import asdict, dataclass
 from typing import NoReturn
 
 from ralph import git, todo
-from ralph.config import Config
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.git.layout import RunRefs
-from ralph.isolation import proc, sandbox
+from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.lap.context import RunContext
+from ralph.lap.modes import Candidate, Round, Rounds, slot_name
 from ralph.lap.phases import run_lap
+from ralph.lap.turn import Turn
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
 from ralph.records.ledger import RunState
@@ -43,46 +41,9 @@ from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult
 from ralph.workspace.workspace import folder_for
 
-ROUND_VAR = parallel.CANDIDATE_VAR  # a candidate slot's round and lap, as its coordinator gave them
-NEEDS_SANDBOX = (
-    "--best-of needs laps in the sandbox (bubblewrap): unsandboxed, each candidate's lap could "
-    "change the repository's refs under the others — install bubblewrap, or run without it"
-)
 
-
-@dataclass(frozen=True)
-class Round:
-    """N candidate laps, numbered from `first_lap`, on `item`, each from the green commit `green`."""
-
-    green: str
-    item: str
-    first_lap: int
-    of: int
-
-    @property
-    def laps(self) -> range:
-        return range(self.first_lap, self.first_lap + self.of)
-
-    def env(self, lap: int) -> dict[str, str]:
-        """What tells a slot to be candidate `lap` of this round."""
-        return {ROUND_VAR: json.dumps({**asdict(self), "lap": lap})}
-
-
-def refuse(options: RunOptions, cfg: Config) -> None:
-    """--best-of with what it cannot go with, before anything starts."""
-    if options.parallel > 1:
-        raise RalphError("--best-of runs its candidates side by side itself — use --best-of or --parallel, not both")
-    if options.remote is not None:
-        raise RalphError("--best-of runs its candidates on this machine — use --best-of or --remote, not both")
-    if not sandbox.decide(cfg.sandbox.mode):
-        raise RalphError(NEEDS_SANDBOX)
-
-
-def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
+def coordinate(ctx: RunContext, mode: Rounds, options: RunOptions) -> NoReturn:
     """Rounds until the run is done or a fuse blows (RunEnded); max_laps counts every candidate."""
-    assert options.best_of is not None
-    if not ctx.sandboxed:  # the run's own configuration, as a resumed run pinned it
-        raise RalphError(NEEDS_SANDBOX)
     fuses = Fuses(ctx.config.limits)
     _land_the_chosen(ctx)
     while True:
@@ -90,7 +51,7 @@ def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
         assert state is not None  # started before its rounds
         fuses.check(ctx, state)
         fuses.wait_out(state, agent_for(ctx.config, state))
-        this_round = _next_round(ctx, state, options.best_of)
+        this_round = _next_round(ctx, state, mode.of)
         try:
             codes = _run_candidates(ctx, options, this_round)
         except (KeyboardInterrupt, Interrupted):
@@ -103,32 +64,25 @@ def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
             raise RalphError(f"candidate {slot} of the round ended with exit code {code} — its lines above say why")
 
 
-def candidate(ctx: RunContext, slot: int) -> NoReturn:
+def candidate(ctx: RunContext, mode: Candidate) -> NoReturn:
     """A slot's one lap, as candidate of the round its coordinator gave it; not landed."""
-    this_round, lap = _given()
+    this_round, lap = mode.round, mode.lap
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run was started before its slots
     if state.green != this_round.green:
         raise RalphError(f"ralph/{ctx.run_name} moved since the round began (by hand?) — run `ralph run` again")
     events.emit("lap_started", lap=lap, max_laps=ctx.config.limits.max_laps)
     round_of = BestOf(first_lap=this_round.first_lap, of=this_round.of)
-    record = run_lap(ctx, state, lap, agent_for(ctx.config, state), (this_round.item,), slot, best_of=round_of)
+    turn = Turn(
+        number=lap,
+        agent_index=agent_for(ctx.config, state),
+        items=(this_round.item,),
+        slot=mode.number,
+        best_of=round_of,
+    )
+    record = run_lap(ctx, state, turn)
     ends.lap_ended(ctx, record)
     raise RunEnded(Exit.DONE, f"candidate lap {lap} ended", state)
-
-
-def is_candidate() -> bool:
-    """Whether this slot was started as a candidate of a `--best-of` round."""
-    return ROUND_VAR in os.environ
-
-
-def _given() -> tuple[Round, int]:
-    try:
-        given = json.loads(os.environ[ROUND_VAR])
-        lap = int(given.pop("lap"))
-        return Round(str(given["green"]), str(given["item"]), int(given["first_lap"]), int(given["of"])), lap
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise RalphError(f"{ROUND_VAR} does not read: it is for the slots `ralph run --best-of` starts") from None
 
 
 def _next_round(ctx: RunContext, state: RunState, best_of: int) -> Round:
@@ -162,7 +116,7 @@ def _run_candidates(ctx: RunContext, options: RunOptions, this_round: Round) -> 
         for thread in relays:
             thread.join(5)
         for slot in range(1, this_round.of + 1):  # a slot killed outright left its workspace
-            remove_path(folder_for(ctx.repo.common_dir, parallel.slot_name(ctx.run_name, slot)))
+            remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
     return [child.returncode for child in children]
 
 

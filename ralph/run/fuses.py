@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from ralph import git, todo
@@ -16,6 +16,7 @@ from ralph.config.sections import Limits
 from ralph.errors import Exit
 from ralph.lap import planning
 from ralph.lap.context import RunContext
+from ralph.lap.turn import Turn
 from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import RunState
 from ralph.run.ends import RunEnded
@@ -82,15 +83,15 @@ class Fuses:
             if ended is not None:
                 raise ended
 
-    def wait_out(self, state: RunState, which: int) -> None:
-        """Before agent `which`'s lap: a failing endpoint or a limit the last lap hit, waited out
-        when there is no other agent to turn to."""
+    def wait_out(self, state: RunState, agent_index: int) -> None:
+        """Before a lap of agent `agent_index` of config.agents: a failing endpoint or a limit the
+        last lap hit, waited out when there is no other agent to turn to."""
         last = state.last_record()
-        if last is not None and _endpoint_failed(last) and which == last.fallback:
+        if last is not None and _endpoint_failed(last) and agent_index == last.agent_index:
             self.outage.wait()
         else:
             self.outage = Outage(self.limits.outage_wait)
-        if last is not None and last.status == LapStatus.LIMITED and which == last.fallback:
+        if last is not None and last.status == LapStatus.LIMITED and agent_index == last.agent_index:
             self.limit.wait(_limit_wait(last, state.limited_in_a_row()), last.reason)
 
     def _agent_failing(self, ctx: RunContext, state: RunState) -> RunEnded | None:
@@ -116,7 +117,7 @@ class Fuses:
         if last is None or last.status != LapStatus.LIMITED:
             return None
         # (laps side by side are never escalated: their agent is agent_for's)
-        if (next_turn(ctx, state).which if last.escalated else agent_for(ctx.config, state)) != last.fallback:
+        if (next_turn(ctx, state).agent_index if last.escalated else agent_for(ctx.config, state)) != last.agent_index:
             return None
         wait = _limit_wait(last, state.limited_in_a_row())
         left = limits.max_minutes * 60 - (time.monotonic() - self.started) if limits.max_minutes is not None else None
@@ -184,48 +185,35 @@ def agent_for(cfg: Config, state: RunState) -> int:
     if not records:
         return 0
     last = len(cfg.agent.fallback)
-    which, after = min(records[-1].fallback, last), cfg.agent.fallback_after
-    recent = [record for record in records[-after:] if record.fallback == which]
+    agent_index, after = min(records[-1].agent_index, last), cfg.agent.fallback_after
+    recent = [record for record in records[-after:] if record.agent_index == agent_index]
     failing = len(recent) == after and all(record.agent.outcome != "ok" for record in recent)
     if records[-1].status == LapStatus.LIMITED or failing:
-        return min(which + 1, last)
-    return which
-
-
-@dataclass(frozen=True)
-class Turn:
-    """Who runs the next lap of a plain run: agent `which` of config.agents; `escalated` when it is
-    agent.escalate on a stuck item; `split`: the stuck item the planner splits instead."""
-
-    which: int
-    escalated: bool = False
-    split: str | None = None
-
-    def said(self, cfg: Config) -> dict[str, str]:
-        """What the lap_started event says of a lap on a stuck item: the agent escalated to, the item split."""
-        if self.escalated:
-            return {"escalated": cfg.agents[self.which].name}
-        return {"split": self.split} if self.split is not None else {}
+        return min(agent_index + 1, last)
+    return agent_index
 
 
 def next_turn(ctx: RunContext, state: RunState) -> Turn:
-    """The next lap's turn. An item is stuck after agent.escalate_after red laps in a row on it
-    (since the green line last moved, every lap of a plain run started from the same TODO and was
-    told to take its first open item first): the next laps are agent.escalate's, until a lap is
-    green; after as many escalated red laps (or at once without agent.escalate) the planner role
-    splits it, once, where there is one (`splits`); then agent.escalate's laps again, or the agent's."""
-    cfg, which = ctx.config, agent_for(ctx.config, state)
+    """The next lap's turn in a run of laps one at a time (lap state.next_lap). An item is stuck
+    after agent.escalate_after red laps in a row on it (since the green line last moved, every lap
+    of a plain run started from the same TODO and was told to take its first open item first): the
+    next laps are agent.escalate's, until a lap is green; after as many escalated red laps (or at
+    once without agent.escalate) the planner role splits it, once, where there is one (`splits`);
+    then agent.escalate's laps again, or the agent's."""
+    cfg, number, agent_index = ctx.config, state.next_lap, agent_for(ctx.config, state)
     after, escalate = cfg.agent.escalate_after, cfg.escalate_index
     since = _since_green(state)
     red = [record for record in since if record.status == LapStatus.RED]
     if after is None or len([record for record in red if not (record.escalated or record.split)]) < after:
-        return Turn(which)
+        return Turn(number=number, agent_index=agent_index)
     if escalate is not None and len([record for record in red if record.escalated]) < after:
-        return Turn(escalate, escalated=True)
+        return Turn(number=number, agent_index=escalate, escalated=True)
     item = _first_open(ctx, state.green)
     if splits(cfg) and item and not any(record.split for record in since) and _splittable(ctx, state, item):
-        return Turn(which, split=item)
-    return Turn(escalate, escalated=True) if escalate is not None else Turn(which)
+        return Turn(number=number, agent_index=agent_index, split=item)
+    if escalate is not None:
+        return Turn(number=number, agent_index=escalate, escalated=True)
+    return Turn(number=number, agent_index=agent_index)
 
 
 def splits(cfg: Config) -> bool:
@@ -245,20 +233,21 @@ def say_unsplit(cfg: Config) -> None:
         )
 
 
-def slot_turn(cfg: Config, state: RunState, items: list[str]) -> Turn:
-    """The turn of a lap of slots side by side on the `items` it claimed: agent.escalate's when
-    one of them is stuck, after agent.escalate_after red laps in a row on it (of the laps that
-    claimed it; a green one, on it or not, ends the row), until a lap on it is green. Never a
-    split: the split lap's TODO.md would not survive the rebase onto a line others moved."""
-    which, after, escalate = agent_for(cfg, state), cfg.agent.escalate_after, cfg.escalate_index
+def slot_turn(cfg: Config, state: RunState, claimed: Turn) -> Turn:
+    """The turn of a lap of slots side by side, `claimed` (its number, slot, and the items it
+    claimed) with its agent: agent.escalate's when one of its items is stuck, after
+    agent.escalate_after red laps in a row on it (of the laps that claimed it; a green one, on it
+    or not, ends the row), until a lap on it is green. Never a split: the split lap's TODO.md
+    would not survive the rebase onto a line others moved."""
+    agent_index, after, escalate = agent_for(cfg, state), cfg.agent.escalate_after, cfg.escalate_index
     if after is None or escalate is None:
-        return Turn(which)
-    for item in items:
+        return replace(claimed, agent_index=agent_index)
+    for item in claimed.items:
         on_it = [lap.record for lap in state.laps if lap.record and item in lap.record.items]
         row = list(itertools.takewhile(lambda record: record.status != LapStatus.GREEN, reversed(on_it)))
         if len([record for record in row if record.status == LapStatus.RED]) >= after:
-            return Turn(escalate, escalated=True)
-    return Turn(which)
+            return replace(claimed, agent_index=escalate, escalated=True)
+    return replace(claimed, agent_index=agent_index)
 
 
 def _since_green(state: RunState) -> list[LapRecord]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from pathlib import Path
 from typing import NoReturn
 
 from ralph import config as config_module
@@ -20,8 +19,9 @@ from ralph.facts.presets import PRESETS
 from ralph.git import layout
 from ralph.git.remote import Remote, check_remote
 from ralph.isolation import hardening, orphans, proc, sandbox
-from ralph.lap import split
+from ralph.lap import modes, split
 from ralph.lap.context import RunContext
+from ralph.lap.modes import Candidate, Mode, Parallel, Plain, Rounds, Slot, Worker
 from ralph.lap.phases import run_lap
 from ralph.records import ledger
 from ralph.records.formats import LapStatus, NewerFormat
@@ -29,7 +29,7 @@ from ralph.records.ledger import RunState
 from ralph.run import best_of, ends, parallel, refusals, start, workers
 from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, next_turn, say_unsplit
-from ralph.run.options import RunOptions
+from ralph.run.options import RunOptions, mode_of, not_started
 from ralph.show import events, ui, view
 from ralph.verdict.judge import Judge, check_independence
 from ralph.workspace import user_state
@@ -40,70 +40,64 @@ RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a 
 
 def run(options: RunOptions) -> Exit:
     """`ralph run`: its exit code; whatever ends it, the events end with run_ended."""
+    try:
+        mode = mode_of(options, os.environ)
+    except RalphError as refused:
+        with view.watching(options.display, options.events_to):
+            ends.failed(refused)
+        raise
     # Slots' lines are relayed as they come, marked with their slot: no live view to draw over them.
-    side_by_side = options.parallel > 1 or options.best_of is not None
-    display = "plain" if side_by_side and options.display == "auto" else options.display
+    display = "plain" if mode.coordinates and options.display == "auto" else options.display
     with view.watching(display, options.events_to):
         try:
             try:
-                return _run(options)
+                return _run(options, mode)
             except start.StartedElsewhere as lost:  # the run exists now: join it, with its configuration
                 ui.say(str(lost))
-                return _run(options)
+                return _run(options, mode)
         except BaseException as stopped:  # the events end with run_ended, whatever ended the run
             ends.failed(stopped)
             raise
 
 
-def _run(options: RunOptions) -> Exit:
-    side_by_side = options.parallel > 1 or options.slot is not None or options.remote is not None
-    if options.items_per_lap > 1 and not side_by_side:
-        raise RalphError("--items-per-lap is for --parallel runs: a lap of a plain run works on what it chooses")
+def _run(options: RunOptions, mode: Mode) -> Exit:
     repo = git.open_repo(options.cwd)
     cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
-    if options.best_of is not None:
-        best_of.refuse(options, cfg)
-    if options.remote is not None:
-        name, remote = _remote(repo, options.remote, options)
-        return _run_here(options, repo, cfg, name, remote)
-    return _run_here(options, repo, cfg, options.name or start.name_for(repo.top, cfg.goal, options.issue))
+    if isinstance(mode, Rounds) and not sandbox.decide(cfg.sandbox.mode):  # refused before anything starts
+        raise RalphError(modes.BEST_OF_NEEDS_SANDBOX)
+    return _run_here(options, mode, repo, cfg, options.name or start.name_for(repo.top, cfg.goal, options.issue))
 
 
-def _remote(repo: git.RepoInfo, remote: str, options: RunOptions) -> tuple[str, Remote]:
-    """The run, and the remote that keeps its refs: its branch, its refs (but `ralph land`'s
-    mark), the notes."""
-    if options.name is None:
-        raise RalphError("--remote needs --name: every worker must name the same run")
-    if options.parallel > 1:
-        raise RalphError("--remote runs one worker per clone — for more workers, start more clones")
-    check_remote(repo.top, remote)
-    name = ledger.check_name(options.name)
-    return name, Remote.keeping(remote, [name])
+def _remote(repo: git.RepoInfo, mode: Mode, name: str) -> Remote | None:
+    """The remote that keeps a worker's run: its branch, its refs (but `ralph land`'s mark), the
+    notes; None for a run of this clone's own."""
+    if not isinstance(mode, Worker):
+        return None
+    check_remote(repo.top, mode.remote)
+    return Remote.keeping(mode.remote, [ledger.check_name(name)])
 
 
-def _run_here(
-    options: RunOptions, repo: git.RepoInfo, cfg: config_module.Config, name: str, remote: Remote | None = None
-) -> Exit:
+def _run_here(options: RunOptions, mode: Mode, repo: git.RepoInfo, cfg: config_module.Config, name: str) -> Exit:
     """Run `name`: checked, locked, and this process's part in it."""
+    remote = _remote(repo, mode, name)
     name = ledger.check_name(name)
-    slot = options.slot
-    events.naming(name, slot)
+    events.naming(name, mode.slot_number)
     refusals.refuse_unsafe_run(repo, name)
     if remote is not None:  # the run as the remote has it, or none yet
         workers.fetch(repo.top, remote, [name])
-    if slot is None and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
+    if mode.holds_the_run and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
         refusals.refuse_bad_start(repo, cfg, options.allow_dirty, from_issue=options.issue is not None)
     run_dir = layout.run_dir(repo.common_dir, name)
     run_dir.mkdir(parents=True, exist_ok=True)
     # A slot of a parallel run locks itself: the ralph that started it holds the run's lock.
-    with ledger.run_lock(run_dir if slot is None else run_dir / f"slot-{slot}", name):
+    with ledger.run_lock(mode.lock_dir(run_dir), name):
         state = ledger.load(repo.top, name)
         refusals.refuse_other_issue(state, options.issue)
-        cfg = _config_for(options, cfg, name, state, remote)
-        env = _after_an_earlier_ralph(repo, cfg, name, slot)
+        cfg = _config_for(options, mode, cfg, name, state)
+        env = _after_an_earlier_ralph(repo, cfg, name, mode)
         with contextlib.ExitStack() as cleanup:  # the workspace removed, then the MCP servers stopped
             try:
-                ctx = _context(options, repo, cfg, name, run_dir, env, remote, cleanup)
+                ctx = _context(options, mode, repo, cfg, name, env, remote, cleanup)
                 return _take_part(ctx, state, options)
             except start.StartedElsewhere:  # not a stop: the run goes on, joined
                 raise
@@ -113,15 +107,14 @@ def _run_here(
 
 
 def _config_for(
-    options: RunOptions, cfg: config_module.Config, name: str, state: RunState | None, remote: Remote | None
+    options: RunOptions, mode: Mode, cfg: config_module.Config, name: str, state: RunState | None
 ) -> config_module.Config:
     """The configuration this process runs `name` with: a resumed run's own, with --max-laps."""
-    slot = options.slot
-    if slot is not None and (state is None or parallel.PARENT_VAR not in os.environ):
-        raise RalphError(f"--slot is for the slots a `ralph run --parallel` of {name} starts itself")
-    if slot is not None:
-        hardening.end_with_parent(int(os.environ[parallel.PARENT_VAR]))
-    if state is not None and state.record.on_remote and remote is None:
+    if isinstance(mode, Slot):  # a candidate too
+        if state is None:
+            raise RalphError(not_started(name))
+        hardening.end_with_parent(mode.parent_pid)
+    if state is not None and state.record.on_remote and not mode.on_remote:
         raise RalphError(
             f"run {name} is kept on a git remote, whose refs replace this clone's — "
             f"work on it with `ralph run --remote REMOTE --name {name}`"
@@ -139,44 +132,43 @@ def _config_for(
     return cfg
 
 
-def _after_an_earlier_ralph(repo: git.RepoInfo, cfg: config_module.Config, name: str, slot: int | None) -> dict:
+def _after_an_earlier_ralph(repo: git.RepoInfo, cfg: config_module.Config, name: str, mode: Mode) -> dict:
     """The run's environment, once whatever a previous ralph of this run left running when it was
     killed is gone, and then whatever its last lap changed in the repository is put back."""
     mark = f"{repo.common_dir}:{name}"
-    if slot is None and orphans.kill_marked(RUN_MARK, mark):
+    if mode.holds_the_run and orphans.kill_marked(RUN_MARK, mark):
         ui.warn(f"stopped processes left running by an earlier `ralph run` of {name}")
-    if slot is None:
+    if mode.holds_the_run:
         _restore_after_crash(repo, name)
     return proc.lap_env(tuple(cfg.env.pass_), extra={RUN_MARK: mark})
 
 
 def _context(
     options: RunOptions,
+    mode: Mode,
     repo: git.RepoInfo,
     cfg: config_module.Config,
     name: str,
-    run_dir: Path,
     env: dict[str, str],
     remote: Remote | None,
     cleanup: contextlib.ExitStack,
 ) -> RunContext:
     """What the laps of this process share: the sandbox decided, the agents and the judge
     checked, the MCP servers and the workspace made (and handed to `cleanup`)."""
-    slot = options.slot
-    in_sandbox = sandboxed(repo, cfg, side_by_side=options.parallel > 1 or slot is not None, remote=remote)
+    run_dir = layout.run_dir(repo.common_dir, name)
+    in_sandbox = sandboxed(repo, cfg, needed_by=mode.needs_sandbox)
     limiter.configure(cfg.limits.requests_per_minute)
     judge = _judge(cfg)
     agents = _agents(cfg, env if in_sandbox else None)
     mcp: McpTools | None = None
     # Its slots run the laps, and ask the tools (--parallel's, --best-of's candidates).
-    coordinating = (options.parallel > 1 or options.best_of is not None) and slot is None
-    if not coordinating and (cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge")):
+    if not mode.coordinates and (cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge")):
         mcp = McpTools.start(cfg.mcp, repo.top, env, run_dir)
         if mcp is not None:
             cleanup.callback(mcp.close)
     if judge is not None and "judge" in cfg.mcp.roles:
         judge.mcp = mcp
-    workspace = Workspace.create(repo.top, repo.common_dir, name if slot is None else parallel.slot_name(name, slot))
+    workspace = Workspace.create(repo.top, repo.common_dir, mode.workspace_name(name))
     workspace.never_stage(cfg.never_committed)
     cleanup.callback(workspace.remove)
     return RunContext(
@@ -190,7 +182,7 @@ def _context(
         sandboxed=in_sandbox,
         judge=judge,
         mcp=mcp,
-        worker=workers.new_name() if remote is not None else None,
+        mode=mode,
         remote=remote,
         whole_job=options.whole_job,
         hidden=options.hide,
@@ -224,25 +216,28 @@ def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> 
 
 
 def _take_part(ctx: RunContext, state: RunState | None, options: RunOptions) -> Exit:
-    """This process's part in the run: a slot's laps, or the run started (or resumed) and then
-    its slots, this worker's laps of a remote's run, or the laps one at a time. The one place a
-    run ends: RunEnded, said (a slot's end is its coordinator's to say)."""
+    """This process's part in the run, by its mode: a slot's laps (or a candidate's lap), or the
+    run started (or resumed) and then its slots, this worker's laps of a remote's run, or the laps
+    one at a time. The one place a run ends: RunEnded, said (a slot's end is its coordinator's to say)."""
     try:
-        if options.slot is not None and best_of.is_candidate():
-            best_of.candidate(ctx, options.slot)
-        if options.slot is not None:
-            parallel.work(ctx, options.slot, options.items_per_lap)
-        state = start.resume(ctx, state) if state else start.start(ctx, options.issue)
-        if options.best_of is not None and options.slot is None:
-            best_of.coordinate(ctx, options)
-        elif options.parallel > 1:
-            parallel.coordinate(ctx, options)
-        elif ctx.remote is not None:
-            parallel.as_worker(ctx, options.items_per_lap)
-        else:
-            _laps(ctx, state)
+        if ctx.mode.holds_the_run:  # a slot's run was started by its coordinator
+            state = start.resume(ctx, state) if state else start.start(ctx, options.issue)
+        match ctx.mode:
+            case Candidate() as candidate:
+                best_of.candidate(ctx, candidate)
+            case Slot() as slot:
+                parallel.work(ctx, slot.number, slot.items_per_lap)
+            case Rounds() as rounds:
+                best_of.coordinate(ctx, rounds, options)
+            case Parallel() as slots:
+                parallel.coordinate(ctx, slots, options)
+            case Worker() as worker:
+                parallel.as_worker(ctx, worker)
+            case Plain():
+                assert state is not None  # started above
+                _laps(ctx, state)
     except RunEnded as ended:
-        return ended.code if options.slot is not None else ends.said(ctx, ended)
+        return ends.said(ctx, ended) if ctx.mode.holds_the_run else ended.code
     raise AssertionError("a run of laps ends by RunEnded")  # (every branch above raises it)
 
 
@@ -264,9 +259,9 @@ def _judge(cfg: config_module.Config) -> Judge | None:
     return judge
 
 
-def sandboxed(repo: git.RepoInfo, cfg: config_module.Config, side_by_side: bool, remote: Remote | None) -> bool:
+def sandboxed(repo: git.RepoInfo, cfg: config_module.Config, *, needed_by: str | None = None) -> bool:
     """Whether laps run in bubblewrap; `auto` without it says so once and goes on unsandboxed,
-    but for laps side by side or of a remote's run, which need it."""
+    but for a mode whose laps need it (laps side by side, of a remote's run): `needed_by` says why."""
     sandbox.refuse_unsafe_writable(
         cfg.sandbox.writable_paths(), [repo.top.resolve(), repo.common_dir, workspaces_root().parent]
     )
@@ -276,16 +271,8 @@ def sandboxed(repo: git.RepoInfo, cfg: config_module.Config, side_by_side: bool,
             f"laps run without a sandbox: {sandbox.why_unavailable()}. The agent can reach your "
             "repository and files; ralph watches the repository and puts it back (docs/sandbox.md)"
         )
-    if side_by_side and not sandboxed:
-        raise RalphError(
-            "--parallel needs laps in the sandbox (bubblewrap): unsandboxed, each slot's lap could "
-            "change the repository's refs under the others — install bubblewrap, or run without it"
-        )
-    if remote is not None and not sandboxed:
-        raise RalphError(
-            "--remote needs laps in the sandbox (bubblewrap): unsandboxed, a lap's code could read this "
-            "clone's credentials and push to the run's refs on the remote — install bubblewrap"
-        )
+    if needed_by and not sandboxed:
+        raise RalphError(needed_by)
     return sandboxed
 
 
@@ -308,14 +295,10 @@ def _laps(ctx: RunContext, state: RunState) -> NoReturn:
     while True:
         fuses.check(ctx, state)
         turn = next_turn(ctx, state)
-        fuses.wait_out(state, turn.which)
-        number = state.next_lap
-        events.emit("lap_started", lap=number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
-        if turn.split is not None:
-            record = split.split_lap(ctx, state, number, turn)
-        else:
-            record = run_lap(ctx, state, number, turn.which, escalated=turn.escalated)
+        fuses.wait_out(state, turn.agent_index)
+        events.emit("lap_started", lap=turn.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
+        record = split.split_lap(ctx, state, turn) if turn.split is not None else run_lap(ctx, state, turn)
         ends.lap_ended(ctx, record)
-        state.laps.append(ledger.Lap(number, record.commit, record))
+        state.laps.append(ledger.Lap(turn.number, record.commit, record))
         if record.status == LapStatus.GREEN:
             state.green = record.commit

@@ -29,7 +29,9 @@ from ralph.errors import Exit, RalphError
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.lap.context import RunContext
+from ralph.lap.modes import PARENT_VAR, ROUND_VAR, Parallel, Worker, slot_name
 from ralph.lap.phases import run_lap
+from ralph.lap.turn import Turn
 from ralph.records import ledger
 from ralph.records.formats import LapStatus
 from ralph.records.ledger import RunState
@@ -41,20 +43,18 @@ from ralph.run.workers import Crew
 from ralph.show import events, ui
 from ralph.workspace.workspace import folder_for
 
-PARENT_VAR = "RALPH_PARALLEL_PARENT"  # the ralph a slot ends with
-CANDIDATE_VAR = "RALPH_BEST_OF_ROUND"  # a `--best-of` candidate's round and lap (best_of.py); only ralph sets it
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
 
 
-def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
+def coordinate(ctx: RunContext, mode: Parallel, options: RunOptions) -> NoReturn:
     """Start the slots, relay their lines, wait for them all; the run's end, said once."""
     cleared = claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
     if cleared:
         ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
-    children = [start_slot(ctx, options, slot) for slot in range(1, options.parallel + 1)]
+    children = [start_slot(ctx, options, slot) for slot in range(1, mode.slots + 1)]
     relays = [threading.Thread(target=relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)]
     for thread in relays:
         thread.start()
@@ -65,14 +65,9 @@ def coordinate(ctx: RunContext, options: RunOptions) -> NoReturn:
         for thread in relays:
             thread.join(5)
         claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
-        for slot in range(1, options.parallel + 1):  # a slot killed outright left its workspace
+        for slot in range(1, mode.slots + 1):  # a slot killed outright left its workspace
             remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
     _ended(ctx, codes)
-
-
-def slot_name(run: str, slot: int) -> str:
-    """What a slot's workspace is named by."""
-    return f"{run}.slot-{slot}"
 
 
 def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
@@ -101,7 +96,7 @@ def start_slot(ctx: RunContext, options: RunOptions, slot: int, env: dict[str, s
     if options.events_to not in (None, "-"):
         command += ["--events", str(options.events_to)]
     # The slot hardens itself as any ralph run does: the secrets leave its environment block.
-    inherited = {name: value for name, value in os.environ.items() if name != CANDIDATE_VAR}
+    inherited = {name: value for name, value in os.environ.items() if name != ROUND_VAR}
     events.emit("phase_changed", phase="")  # this process's phase (the baseline's) is over: its slots work
     return proc.start(command, ctx.top, dict(inherited, **(env or {}), **{PARENT_VAR: str(os.getpid())}))
 
@@ -128,15 +123,14 @@ def _ended(ctx: RunContext, codes: list[int]) -> NoReturn:
     raise RunEnded(code, f"the slots ended with exit codes {', '.join(map(str, codes))}", state)
 
 
-def as_worker(ctx: RunContext, items_per_lap: int) -> NoReturn:
+def as_worker(ctx: RunContext, mode: Worker) -> NoReturn:
     """`ralph run --remote`: this clone's laps as one worker of the run the remote keeps, until
     it is done (by any worker) or a fuse blows; then its end, as this worker sees it once it
     left the crew (the run read again)."""
-    assert ctx.worker is not None  # loop named this worker
     timeout = ctx.config.limits.worker_timeout
-    crew = Crew(ctx.store, ctx.run_name, timeout, ctx.run_dir / "heartbeat.log", ctx.worker)
+    crew = Crew(ctx.store, ctx.run_name, timeout, ctx.run_dir / "heartbeat.log", mode.name)
     try:
-        work(ctx, 0, items_per_lap, crew)
+        work(ctx, 0, mode.items_per_lap, crew)
     except RunEnded as ended:
         code = ended.code
     finally:
@@ -193,11 +187,10 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
             continue
         pace.poll = pace.quick
         try:
-            state, turn = claimed.state, slot_turn(ctx.config, claimed.state, claimed.items)
-            events.emit("lap_started", lap=claimed.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
-            record = run_lap(
-                ctx, state, claimed.number, turn.which, claimed.items, slot, claimed.mine, escalated=turn.escalated
-            )
+            mine = Turn(number=claimed.number, items=tuple(claimed.items), slot=slot, held_by=claimed.mine)
+            state, turn = claimed.state, slot_turn(ctx.config, claimed.state, mine)
+            events.emit("lap_started", lap=turn.number, max_laps=ctx.config.limits.max_laps, **turn.said(ctx.config))
+            record = run_lap(ctx, state, turn)
         finally:
             _let_go(ctx, claimed.items, claimed.mine, claimed.number, claimed.lap_mine)
         ends.lap_ended(ctx, record)

@@ -78,7 +78,7 @@ def resume(ctx: RunContext, state: RunState) -> RunState:
 
     A remote's run: the lap may be another worker's, alive and about to land it (or taken for
     dead, its items given to others) — a worker lands only its own laps."""
-    if ctx.worker is None:
+    if not ctx.mode.on_remote:
         state = _finish_interrupted_advance(ctx, state)
     _run_started(ctx, state.record.base, state)
     if commit_hooks.to_try(ctx) and not state.is_done:  # before this ralph's first lap too, on the base
@@ -133,12 +133,12 @@ def start(ctx: RunContext, issue: int | None = None) -> RunState:
         user_branch=ctx.repo.branch,
         config=ctx.config,
         baseline=baseline,
-        on_remote=ctx.worker is not None,
+        on_remote=ctx.mode.on_remote,
         issue=link,
     )
     refs = {names.base: (base, leftover), names.branch: (base, branch)}
     if not ledger.save_record(ctx.store, record, refs):
-        if ctx.worker is not None:
+        if ctx.mode.on_remote:
             raise StartedElsewhere(f"another worker started run {ctx.run_name} meanwhile: joining it")
         raise RalphError(f"run {ctx.run_name!r} was started by another process at the same time")
     return RunState(ctx.run_name, record, base)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -75,11 +74,6 @@ def fetch_runs(cwd: Path, remote: str, run: str | None) -> str:
     return ledger.latest(cwd, runs)
 
 
-def new_name() -> str:
-    """A worker's name, new each time: its host and pid, and a tag (pids repeat, hosts too)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
 @dataclass
 class Crew:
     """The workers of a run as this one sees them, this one among them."""
@@ -88,7 +82,7 @@ class Crew:
     run: str
     timeout: float  # seconds a worker's heartbeat may stay unchanged before it is taken for dead
     log: Path  # where the heartbeat says what went wrong
-    worker: str  # this worker's name (new_name)
+    worker: str  # this worker's name (modes.Worker.name)
     slot: int = 0  # this worker's number; 0 before it has one
     present: dict[int, object] = field(default_factory=dict)  # number: worker, of those not taken for dead
     _seen: dict[str, tuple[str, float]] = field(default_factory=dict)  # ref: its blob, since when unchanged
