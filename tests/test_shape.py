@@ -128,9 +128,6 @@ LAYERS = (
 )
 # Edges that still climb, each named with why it is left; the rule holds for every other module.
 CLIMBS = {
-    # The judge writes its verdict as the stored JudgeRecord and Score, which live with every
-    # other stored format in records.py, above the verdict whose check results records store.
-    ("ralph.verdict.judge", "ralph.git.records"),
     # Type-only: a commit's hooks run with the whole RunContext (its workspace, jail, env, config).
     ("ralph.verdict.commit_hooks", "ralph.run.context"),
 }
@@ -174,7 +171,7 @@ def test_every_layer_name_is_a_module():
 def test_a_module_is_in_the_layer_of_the_longest_name_covering_it():
     one_of_each = [
         *("ralph.show.ui", "ralph.isolation.proc", "ralph.git.layout", "ralph.isolation.workspace"),
-        *("ralph.agents.presets", "ralph.config.agent", "ralph.agents.openai", "ralph.verdict.judge"),
+        *("ralph.agents.presets", "ralph.config.agent", "ralph.agents.openai", "ralph.verdict.ratchet"),
         *("ralph.git.records", "ralph.run.lap", "ralph.bench.jobs", "ralph.commands.log", "ralph.cli"),
     ]
     assert [_layer(name) for name in one_of_each] == list(range(len(LAYERS)))

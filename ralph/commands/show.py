@@ -7,11 +7,12 @@ from pathlib import Path
 
 from ralph import git
 from ralph.agents import transcript
+from ralph.agents.judge import JudgeRecord
 from ralph.agents.replies import arguments_summary
 from ralph.errors import Exit, RalphError
 from ralph.git import layout, ledger
 from ralph.git.ledger import Lap, RunState
-from ralph.git.records import JudgeRecord, LapRecord, LapStatus
+from ralph.git.records import LapRecord, LapStatus
 from ralph.show import ui
 
 CALLS_SHOWN = 25  # the lap's first tool calls; the transcript has them all

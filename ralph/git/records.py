@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from ralph.agents.base import AgentResult, Usage
+from ralph.agents.base import AgentResult
+from ralph.agents.judge import JudgeRecord
 from ralph.config import Config
 from ralph.errors import RalphError
 from ralph.todo import Counts
@@ -82,28 +82,6 @@ class RunRecord(BaseModel):
     baseline: list[CheckResult]  # the checks on the base commit
     on_remote: bool = False  # started by `ralph run --remote`: its refs are the remote's, clones copy them
     issue: IssueLink | None = None  # `ralph run --issue N`: the issue its goal and checklist came from
-
-
-class Score(BaseModel):
-    dimension: str = Field(min_length=1)
-    evidence: str = ""
-    reason: str = ""
-    score: float = Field(ge=0, le=1)
-    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
-
-
-class JudgeRecord(BaseModel):
-    """The judge's part of a lap note (ralph/verdict/judge.py)."""
-
-    status: Literal["passed", "held", "unavailable"]
-    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
-    judge_score: float | None = None  # the mean of the scores that count
-    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
-    scores: list[Score] = []
-    blocking: list[str] = []
-    suggestions: list[str] = []
-    detail: str = ""  # why it was unavailable
-    usage: Usage = Field(default_factory=Usage)
 
 
 class TestChanges(BaseModel):

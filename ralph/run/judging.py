@@ -8,8 +8,9 @@ from pathlib import Path
 
 from ralph import git
 from ralph.agents.base import AgentResult
+from ralph.agents.judge import JudgeRecord, material, next_lap_text, signals
 from ralph.git.ledger import RunState
-from ralph.git.records import JudgeRecord, LapStatus
+from ralph.git.records import LapStatus
 from ralph.run import checking
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
@@ -17,7 +18,6 @@ from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult, all_pass, passing_tests
-from ralph.verdict.judge import material, next_lap_text, signals
 from ralph.verdict.scope import Scope
 
 
@@ -149,7 +149,7 @@ def _ask_the_judge(
         ctx.config.files.progress in lap.changes,
     )
     events.emit("phase_changed", phase="judge")
-    verdict = ctx.judge.judge(seen, measured, log_dir)
+    verdict = ctx.judge.score(seen, measured, log_dir)
     usage = verdict.usage
     cost = ctx.config.cost_of(ctx.judge.config.model, usage.prompt_tokens, usage.completion_tokens)
     verdict.usage = usage.model_copy(update={"cost_usd": cost})

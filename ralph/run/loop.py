@@ -13,6 +13,7 @@ from ralph import config as config_module
 from ralph import git
 from ralph.agents import limiter
 from ralph.agents.base import Agent
+from ralph.agents.judge import Judge, check_independence
 from ralph.agents.kinds import make_agent
 from ralph.agents.mcp_tools import McpTools
 from ralph.agents.presets import PRESETS
@@ -30,7 +31,6 @@ from ralph.run.fuses import Fuses, next_turn, say_unsplit
 from ralph.run.lap import run_lap
 from ralph.run.options import RunOptions
 from ralph.show import events, ui, view
-from ralph.verdict.judge import Judge, check_independence
 
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
 
