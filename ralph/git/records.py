@@ -7,7 +7,6 @@ earlier format (migrated here, in one place) and names a newer one instead of fa
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,6 +16,7 @@ from ralph.config import Config
 from ralph.errors import RalphError
 from ralph.todo import Counts
 from ralph.verdict.checks import CheckResult
+from ralph.verdict.decide import LapStatus
 
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
@@ -30,17 +30,6 @@ from ralph.verdict.checks import CheckResult
 # 9: a run's record may name the GitHub issue it came from (issue); a lap says whether agent.escalate
 #    ran it (escalated), the item it split (split), and whether it was one of `--best-of` N (best_of).
 FORMAT = 9
-
-
-class LapStatus(StrEnum):
-    """A lap's status: the one type every lap outcome is made of and compared with. Its values
-    are stored, in every lap's note and in the events: the words older ralphs wrote, kept byte
-    for byte, so a note of any format reads back as the same status."""
-
-    GREEN = "green"  # the checks passed (and the judge, if any): the green line may advance to it
-    RED = "red"  # judged and discarded: the next lap starts from the last green commit again
-    ERROR = "error"  # the agent failed before it could work (an endpoint down): the lap judges nothing
-    LIMITED = "limited"  # the agent hit a usage or rate limit: the lap counts for nothing
 
 
 MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7, 8)}  # format N -> N+1, in order
