@@ -20,7 +20,7 @@ from ralph.git.records import BestOf, LapRecord, LapStatus
 from ralph.isolation import crashpoint
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
-from ralph.run.judging import judge
+from ralph.run.judging import verdict_on
 from ralph.run.rebase import rebase_lap
 from ralph.run.record import LapFacts, lap_record
 
@@ -93,9 +93,9 @@ def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -
             f"conflict: the green line moved to {state.green[:10]} during the lap, and the lap's changes to "
             f"{', '.join(conflicts[:10])} conflict with it",
         )
-    lap = LapCommit.read(ctx, sha, state.green)
-    judged = judge(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
-    rebased = replace(judged, reason=f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
+    lap = LapCommit.read(ctx, sha, state.green, facts.split)
+    verdict = verdict_on(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
+    rebased = replace(verdict, reason=f"{verdict.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
     replayed = lap_record(ctx, state, facts, lap, rebased)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
     names = RunRefs(ctx.run_name)

@@ -16,9 +16,9 @@ from ralph.isolation.workspace import WorkspaceTampered
 from ralph.run import agent, commit, disk, judging, land, prepare, record
 from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
-from ralph.run.judging import Judged
 from ralph.run.watch import watching_the_repository
 from ralph.show import events, ui
+from ralph.verdict.decide import Verdict
 
 
 def run_lap(
@@ -68,7 +68,7 @@ def _facts(ctx: RunContext, turn: LapTurn, prepared: prepare.Prepared, worked: a
 
 def _commit_and_judge(
     ctx: RunContext, state: RunState, turn: LapTurn, prepared: prepare.Prepared, worked: agent.Worked
-) -> tuple[LapCommit, Judged]:
+) -> tuple[LapCommit, Verdict]:
     """The lap committed, checked and judged. Where that fails on a full disk, a red lap: of its
     commit, or (none made yet) of the last green tree, nothing of the lap trusted; its files
     deleted."""
@@ -76,7 +76,7 @@ def _commit_and_judge(
     try:
         made = commit.commit_lap(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
         crashpoint.reached("commit")
-        return made, judging.judge(ctx, state, made, worked.result, number, prepared.log_dir)
+        return made, judging.verdict_on(ctx, state, made, worked.result, number, prepared.log_dir)
     except (RalphError, OSError) as failed:
         if isinstance(failed, WorkspaceTampered) or not disk.full(ctx, failed):
             raise
@@ -85,7 +85,7 @@ def _commit_and_judge(
     ctx.workspace.delete_the_laps_files()
     if not disk.full(ctx):
         reason = f"the lap filled the disk of its workspace; its files were deleted, and {disk.free(ctx)} is free again"
-        return lap, Judged(status=LapStatus.RED, reason=reason, output_tail=cause)
+        return lap, Verdict(status=LapStatus.RED, reason=reason, output_tail=cause)
     full = disk.full_disk(ctx)
     stop = f"{full}, and not with lap {number}'s files (deleted) — free some space, then `ralph run` goes on"
-    return lap, Judged(status=LapStatus.RED, reason=f"{full}, not with the lap's files", output_tail=cause, stop=stop)
+    return lap, Verdict(status=LapStatus.RED, reason=f"{full}, not with the lap's files", output_tail=cause, stop=stop)

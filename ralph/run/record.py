@@ -13,9 +13,9 @@ from ralph.git.ledger import RunState
 from ralph.git.records import LapRecord, LapStatus, TestChanges
 from ralph.run.commit import LapCommit
 from ralph.run.context import RunContext
-from ralph.run.judging import Judged
 from ralph.verdict.checks import CheckResult, passing_tests
 from ralph.verdict.checks import done as checks_done
+from ralph.verdict.decide import Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +36,7 @@ class LapFacts:
     split: str | None = None  # a split lap: the item the planner split
 
 
-def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit, judged: Judged) -> LapRecord:
+def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit, judged: Verdict) -> LapRecord:
     """The lap's note: what it did, the verdict, and the evidence for it."""
     is_green = judged.status == LapStatus.GREEN
     passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
@@ -98,7 +98,7 @@ def _priced(config: Config, agent: AgentResult) -> AgentResult:
     return agent.model_copy(update={"usage": agent.usage.model_copy(update={"cost_usd": cost})})
 
 
-def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> TestChanges | None:
+def _test_changes(judged: Verdict, passing_before: int, passing_after: int) -> TestChanges | None:
     if not any(check.tests for check in judged.checks):
         return None
     return TestChanges(

@@ -29,10 +29,10 @@ from ralph.run import checking, land, planning, prepare, record
 from ralph.run.commit import LapCommit, lap_message, unjudged
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.fuses import Turn
-from ralph.run.judging import Judged
 from ralph.show import ui
 from ralph.verdict import grants, ratchet
 from ralph.verdict import guard as guard_module
+from ralph.verdict.decide import Verdict
 
 MIN_ITEMS, MAX_ITEMS = 2, 20  # a split into one item is a rewording; into more, a plan of its own
 ITEM_CHARS = 500  # an item is one line a lap reads
@@ -187,14 +187,14 @@ def _commit(
     )
 
 
-def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepared: prepare.Prepared) -> Judged:
+def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepared: prepare.Prepared) -> Verdict:
     """The checks on the split's commit, against the last green commit's, as for any lap. The
     TODO rule (guard.todo_problems) was kept when the text was made: items added under the stuck
     one, nothing else; nothing else changed for the guard to look at."""
     try:
         checked = checking.checks_on(ctx, lap, number, prepared.log_dir)
     except checking.CannotCheck as cannot:
-        return Judged(status=LapStatus.RED, reason=cannot.reason, output_tail=cannot.detail, files_changed=1)
+        return Verdict(status=LapStatus.RED, reason=cannot.reason, output_tail=cannot.detail, files_changed=1)
     report = guard_module.GuardReport()
     comparison = ratchet.compare(state.green_checks(), checked.results, report)
     problems = comparison.unrun + comparison.problems
@@ -203,7 +203,7 @@ def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepa
     else:
         made = lap.counts.total - todo.count(prepared.todo_before).total
         reason, status = f"split into {made} steps; {ratchet.green_reason(checked.results)}", LapStatus.GREEN
-    return Judged(
+    return Verdict(
         status=status,
         reason=reason,
         output_tail=comparison.failing_output if problems else "",
@@ -227,7 +227,7 @@ def _unsplit(
 ) -> LapRecord:
     """A split that cannot happen: a red lap of the last green tree, and the run goes on."""
     lap = unjudged(ctx, state, number, result, prepared.todo_before, split=turn.split)
-    judged = Judged(status=LapStatus.RED, reason=reason, output_tail=detail)
+    judged = Verdict(status=LapStatus.RED, reason=reason, output_tail=detail)
     return _recorded(ctx, state, turn, number, prepared, result, lap, judged)
 
 
@@ -239,7 +239,7 @@ def _recorded(
     prepared: prepare.Prepared,
     result: AgentResult,
     lap: LapCommit,
-    judged: Judged,
+    judged: Verdict,
 ) -> LapRecord:
     """The split lap's note saved, and the lap landed when it is green."""
     facts = record.LapFacts(
