@@ -16,7 +16,7 @@ from ralph.config import Config
 from ralph.errors import RalphError
 from ralph.todo import Counts
 from ralph.verdict.checks import CheckResult
-from ralph.verdict.decide import LapStatus
+from ralph.verdict.decide import LapStatus, Verdict
 
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
@@ -119,6 +119,12 @@ class LapRecord(BaseModel):
     escalated: bool = False  # run by agent.escalate, after escalate_after red laps in a row on one item
     split: str | None = None  # a split lap: the item the planner split into smaller ones
     best_of: BestOf | None = None  # `--best-of N`: one of N candidate laps on one item
+
+    def overruled(self, verdict: Verdict) -> LapRecord:
+        """This note as an overruling verdict (verdict/decide.py's overruled) leaves it: its
+        status, reason, progress and done; the evidence it recorded kept."""
+        said = {"status": verdict.status, "reason": verdict.reason, "progress": verdict.progress, "done": verdict.done}
+        return self.model_copy(update=said)
 
 
 def migrated(text: str, what: str) -> dict:

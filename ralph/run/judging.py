@@ -18,7 +18,17 @@ from ralph.run.context import LapTurn, RunContext
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict.checks import all_pass, passing_tests
-from ralph.verdict.decide import CannotCheck, Checked, Evidence, Verdict, decide, wants_checks, wants_judge
+from ralph.verdict.decide import (
+    CannotCheck,
+    Checked,
+    Evidence,
+    Overrule,
+    Verdict,
+    decide,
+    overruled,
+    wants_checks,
+    wants_judge,
+)
 from ralph.verdict.scope import Scope
 
 
@@ -61,19 +71,15 @@ def _guard(ctx: RunContext, state: RunState, lap: LapCommit) -> guard_module.Gua
     )
 
 
-def overruled(judged: Verdict, turn: LapTurn, ticked: list[str], tampered: list[str]) -> Verdict:
-    """Red, whatever the checks said, for a lap that ticked items another lap may be doing right
-    now, or reached outside its workspace."""
+def after_the_lap(verdict: Verdict, turn: LapTurn, ticked: list[str], tampered: list[str]) -> Verdict:
+    """Overruled red, whatever the checks said, for a lap that ticked items another lap may be
+    doing right now, or reached outside its workspace."""
     stray = [item for item in ticked if item not in turn.items] if turn.slot is not None else []
-    if stray and judged.status == LapStatus.GREEN:
-        judged = _red(judged, f"ticked items it did not claim, which other laps work on: {'; '.join(stray[:3])}")
+    if stray and verdict.status == LapStatus.GREEN:
+        verdict = overruled(verdict, Overrule.STRAY_TICKS, "; ".join(stray[:3]))
     if tampered:
-        judged = _red(judged, f"the lap changed the repository outside its workspace, restored: {', '.join(tampered)}")
-    return judged
-
-
-def _red(judged: Verdict, reason: str) -> Verdict:
-    return Verdict(status=LapStatus.RED, reason=reason, files_changed=judged.files_changed)
+        verdict = overruled(verdict, Overrule.TAMPERED, ", ".join(tampered))
+    return verdict
 
 
 def _nested_repositories(ctx: RunContext, lap: LapCommit) -> list[str]:

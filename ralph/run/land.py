@@ -23,11 +23,8 @@ from ralph.run.context import LapTurn, RunContext
 from ralph.run.judging import verdict_on
 from ralph.run.rebase import rebase_lap
 from ralph.run.record import LapFacts, lap_record
+from ralph.verdict.decide import Overrule, overruled
 
-LOST_CLAIMS = (
-    "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
-    "limits.worker_timeout) and its items given to other laps; not advanced"
-)
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
@@ -64,9 +61,9 @@ def _advance(ctx: RunContext, turn: LapTurn, facts: LapFacts, record: LapRecord)
         if record.status != LapStatus.GREEN or ctx.store.update(landing):
             return record
         if any(git.rev(ctx.top, ref) != turn.held_by for ref in claimed):
-            return _overrule(ctx, record, LOST_CLAIMS)
+            return _overrule(ctx, record, Overrule.LOST_CLAIMS)
         record = _replay_on_moved_line(ctx, facts, record)
-    return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
+    return _overrule(ctx, record, Overrule.LINE_MOVED)
 
 
 def _unlanded(ctx: RunContext, record: LapRecord) -> None:
@@ -78,7 +75,7 @@ def _unlanded(ctx: RunContext, record: LapRecord) -> None:
         and not git.is_ancestor(ctx.top, record.commit, branch)
     ):
         with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
-            _overrule(ctx, record, "interrupted before it landed; its items are done again")
+            _overrule(ctx, record, Overrule.UNLANDED_INTERRUPTED)
 
 
 def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -> LapRecord:
@@ -87,12 +84,7 @@ def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -
     assert state is not None  # the run's own record exists: this lap was run from it
     sha, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
     if sha is None:
-        return _overrule(
-            ctx,
-            record,
-            f"conflict: the green line moved to {state.green[:10]} during the lap, and the lap's changes to "
-            f"{', '.join(conflicts[:10])} conflict with it",
-        )
+        return _overrule(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
     lap = LapCommit.read(ctx, sha, state.green, facts.split)
     verdict = verdict_on(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
     rebased = replace(verdict, reason=f"{verdict.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
@@ -107,7 +99,8 @@ def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -
     return replayed
 
 
-def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:
-    red = record.model_copy(update=dict(status=LapStatus.RED, progress=False, done=False, reason=reason))
+def _overrule(ctx: RunContext, record: LapRecord, why: Overrule, *facts: object) -> LapRecord:
+    """The lap's note overruled red (verdict/decide.py): it did not land."""
+    red = record.overruled(overruled(None, why, *facts))
     ctx.store.add_note(record.commit, red.model_dump_json(indent=1))
     return red

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ralph.errors import RalphError
 from ralph.git.ledger import RunState
-from ralph.git.records import BestOf, LapRecord, LapStatus
+from ralph.git.records import BestOf, LapRecord
 from ralph.isolation import crashpoint
 from ralph.isolation.workspace import WorkspaceTampered
 from ralph.run import agent, commit, disk, judging, land, prepare, record
@@ -18,7 +18,7 @@ from ralph.run.commit import LapCommit
 from ralph.run.context import LapTurn, RunContext
 from ralph.run.watch import watching_the_repository
 from ralph.show import events, ui
-from ralph.verdict.decide import Verdict
+from ralph.verdict.decide import Overrule, Verdict, overruled
 
 
 def run_lap(
@@ -43,7 +43,7 @@ def run_lap(
     with watching_the_repository(ctx, number) as tampered:
         events.emit("phase_changed", phase="committing")
         lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
-    judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
+    judged = judging.after_the_lap(judged, turn, lap.ticked, worked.tampered + tampered)
     facts = _facts(ctx, turn, prepared, worked)
     recorded = land.as_candidate(record.lap_record(ctx, state, facts, lap, judged), turn.best_of)
     record.save(ctx, recorded, worked.told, judged.stop)
@@ -84,8 +84,5 @@ def _commit_and_judge(
     lap = made or commit.unjudged(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
     ctx.workspace.delete_the_laps_files()
     if not disk.full(ctx):
-        reason = f"the lap filled the disk of its workspace; its files were deleted, and {disk.free(ctx)} is free again"
-        return lap, Verdict(status=LapStatus.RED, reason=reason, output_tail=cause)
-    full = disk.full_disk(ctx)
-    stop = f"{full}, and not with lap {number}'s files (deleted) — free some space, then `ralph run` goes on"
-    return lap, Verdict(status=LapStatus.RED, reason=f"{full}, not with the lap's files", output_tail=cause, stop=stop)
+        return lap, overruled(None, Overrule.DISK_FREED, disk.free(ctx), output_tail=cause)
+    return lap, overruled(None, Overrule.DISK_FULL, disk.full_disk(ctx), number, output_tail=cause)
