@@ -3,10 +3,13 @@ limited, and a row per way a decided lap turns red after the fact."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+import ralph.verdict.decide as decide_module
 from ralph.agents.base import AgentResult
 from ralph.agents.judge import JudgeRecord
 from ralph.todo import Counts
@@ -294,3 +297,65 @@ def test_every_red_after_the_fact(why: Overrule, facts: tuple[object, ...], reas
 
 def test_every_overrule_has_a_row():
     assert {row[0] for row in OVERRULES} == set(Overrule)
+
+
+STATUS_WORDS = {status.value for status in LapStatus}
+DECIDES = Path(decide_module.__file__)
+
+
+def _made_statuses(source: str) -> list[str]:
+    """Where `source` makes a lap's status rather than reading one: a LapStatus member anywhere
+    but compared (`==`, `in (…)`) or looked up (a dict's key); LapStatus(…) called; a status
+    word given as `status=` or as a dict's "status"."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    made = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "LapStatus":
+            up = parents[node]
+            if isinstance(up, ast.Tuple | ast.List | ast.Set):
+                up = parents[up]
+            read = isinstance(up, ast.Compare) or (isinstance(up, ast.Dict) and node in up.keys)
+            if not read:
+                made.append(f"{node.lineno}: {ast.unparse(up)[:80]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "LapStatus":
+            made.append(f"{node.lineno}: {ast.unparse(node)[:80]}")
+        elif isinstance(node, ast.keyword) and node.arg == "status" and _a_status_word(node.value):
+            made.append(f"{node.value.lineno}: status={ast.unparse(node.value)}")
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "status" and _a_status_word(value):
+                    made.append(f"{value.lineno}: 'status': {ast.unparse(value)}")
+    return made
+
+
+def _a_status_word(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value in STATUS_WORDS
+
+
+def test_a_lap_is_made_green_or_red_in_verdict_decide_and_nowhere_else():
+    made = {
+        str(path.relative_to(DECIDES.parents[2])): found
+        for path in sorted(DECIDES.parents[1].rglob("*.py"))
+        if path != DECIDES and (found := _made_statuses(path.read_text()))
+    }
+    assert made == {}
+    assert _made_statuses(DECIDES.read_text())  # where they are made: the finder finds them
+
+
+def test_the_finder_tells_making_a_status_from_reading_one():
+    reading = """
+if record.status == LapStatus.GREEN and status not in (LapStatus.ERROR, LapStatus.LIMITED):
+    colour = {LapStatus.RED: "red"}[record.status]
+"""
+    assert _made_statuses(reading) == []
+    making = """
+status = LapStatus.RED
+judged = Judged(status=LapStatus.GREEN, reason="")
+red = record.model_copy(update=dict(status=LapStatus.RED))
+kind = {"error": LapStatus.ERROR}.get(outcome, LapStatus.RED)
+parsed = LapStatus("red")
+note = record.model_copy(update={"status": "red"})
+again = dict(status="green")
+"""
+    assert sorted(int(line.split(":")[0]) for line in _made_statuses(making)) == [2, 3, 4, 5, 5, 6, 7, 8]
