@@ -19,6 +19,7 @@ from helpers.repos import PY, git
 from helpers.running import lap_notes, ralph
 
 from ralph.records import ledger
+from ralph.verdict.decide import Overrule
 
 
 def remote_with(tmp_path: Path, items: list[str], clones: int, sleep: float, **limits: object) -> list[Path]:
@@ -125,7 +126,7 @@ def test_workers_on_clones_share_the_run_through_the_remote_and_one_killed_mid_l
     assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each item once
     assert len({lap["worker"] for lap in green}) >= 2 and all(lap["worker"] for lap in laps)
     (killed,) = [lap for lap in laps if lap["worker"].split(":")[1] == str(victim.pid)]
-    assert killed["status"] == "red" and killed["reason"] == ledger.NEVER_LANDED  # recorded, never landed
+    assert killed["status"] == "red" and killed["reason"] == Overrule.NEVER_LANDED.value  # recorded, never landed
     assert ["Mind the tabs"] in [lap["told"] for lap in laps] and on_remote(observer, "told") == {}
     rebased = {str(lap["lap"]) for lap in laps if "rebased onto" in lap["reason"]}
     assert rebased and set(on_remote(observer, "rebased")) == rebased  # each lap's own commit, kept

@@ -22,6 +22,7 @@ from ralph.git.store import RefStore
 from ralph.lap.rebase import progress_with
 from ralph.records import ledger
 from ralph.run import claims
+from ralph.verdict.decide import Overrule
 
 
 def parallel_run(repo: Path, *args: str) -> subprocess.Popen:
@@ -156,7 +157,9 @@ def test_a_slot_killed_between_its_green_note_and_its_landing_lands_nothing_and_
     killed = ralph(repo, "run", "--name", "p", "--parallel", "2", env={"RALPH_DEBUG_STOP_AT": "advance"})
     assert killed.returncode == 1, killed.stdout + killed.stderr
     laps = lap_notes(repo, "p")
-    assert len(laps) == 2 and all(lap["status"] == "red" and lap["reason"] == ledger.NEVER_LANDED for lap in laps)
+    assert len(laps) == 2 and all(
+        lap["status"] == "red" and lap["reason"] == Overrule.NEVER_LANDED.value for lap in laps
+    )
     assert git(repo, "rev-parse", "ralph/p") == git(repo, "rev-parse", "refs/ralph/p/base")
     resumed = ralph(repo, "run", "--name", "p", "--parallel", "2")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import ralph
 
 PACKAGE = Path(ralph.__file__).parent
@@ -141,9 +139,6 @@ def test_every_package_and_top_level_module_is_in_the_order():
     assert tops == set(PACKAGES)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="verdict.judge -> records and lap.split -> run.fuses, until issue 40's next steps"
-)
 def test_a_package_imports_only_packages_below_it():
     rank = {entry: number for number, entry in enumerate(PACKAGES)}
     climbs = {
@@ -155,6 +150,5 @@ def test_a_package_imports_only_packages_below_it():
     assert climbs == set()
 
 
-@pytest.mark.xfail(strict=True, reason="verdict.judge -> records and back, until issue 40's next steps")
 def test_no_package_imports_itself_round_about():
     assert _cycle(_package_graph()) is None

@@ -7,11 +7,12 @@ from pathlib import Path
 
 from ralph import git
 from ralph.agents import transcript
+from ralph.agents.judge import JudgeRecord
 from ralph.agents.replies import arguments_summary
 from ralph.errors import Exit, RalphError
 from ralph.git import layout
 from ralph.records import ledger
-from ralph.records.formats import JudgeRecord, LapRecord, LapStatus
+from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import Lap, RunState
 from ralph.show import ui
 

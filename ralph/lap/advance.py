@@ -19,17 +19,14 @@ from ralph.git.layout import RunRefs
 from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
-from ralph.lap.judging import judge
+from ralph.lap.judging import verdict_on
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.turn import Turn
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
+from ralph.verdict.decide import Overrule, overruled
 
-LOST_CLAIMS = (
-    "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
-    "limits.worker_timeout) and its items given to other laps; not advanced"
-)
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
@@ -66,9 +63,9 @@ def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) ->
         if record.status != LapStatus.GREEN or ctx.store.update(landing):
             return record
         if any(git.rev(ctx.top, ref) != turn.held_by for ref in claimed):
-            return _overrule(ctx, record, LOST_CLAIMS)
+            return _overrule(ctx, record, Overrule.LOST_CLAIMS)
         record = _replay_on_moved_line(ctx, facts, record)
-    return _overrule(ctx, record, "the green line kept moving during the lap; not advanced")
+    return _overrule(ctx, record, Overrule.LINE_MOVED)
 
 
 def _unlanded(ctx: RunContext, record: LapRecord) -> None:
@@ -76,7 +73,7 @@ def _unlanded(ctx: RunContext, record: LapRecord) -> None:
     branch = git.rev(ctx.top, RunRefs(ctx.run_name).branch) or record.parent
     if ctx.mode.on_remote and record.status == LapStatus.GREEN and not git.is_ancestor(ctx.top, record.commit, branch):
         with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
-            _overrule(ctx, record, "interrupted before it landed; its items are done again")
+            _overrule(ctx, record, Overrule.UNLANDED_INTERRUPTED)
 
 
 def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -> LapRecord:
@@ -85,15 +82,10 @@ def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -
     assert state is not None  # the run's own record exists: this lap was run from it
     sha, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
     if sha is None:
-        return _overrule(
-            ctx,
-            record,
-            f"conflict: the green line moved to {state.green[:10]} during the lap, and the lap's changes to "
-            f"{', '.join(conflicts[:10])} conflict with it",
-        )
-    lap = LapCommit.read(ctx, sha, state.green)
-    judged = judge(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
-    rebased = replace(judged, reason=f"{judged.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
+        return _overrule(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
+    lap = LapCommit.read(ctx, sha, state.green, facts.split)
+    verdict = verdict_on(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
+    rebased = replace(verdict, reason=f"{verdict.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
     replayed = lap_record(ctx, state, facts, lap, rebased)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
     names = RunRefs(ctx.run_name)
@@ -105,7 +97,8 @@ def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -
     return replayed
 
 
-def _overrule(ctx: RunContext, record: LapRecord, reason: str) -> LapRecord:
-    red = record.model_copy(update=dict(status=LapStatus.RED, progress=False, done=False, reason=reason))
+def _overrule(ctx: RunContext, record: LapRecord, why: Overrule, *facts: object) -> LapRecord:
+    """The lap's note overruled red (verdict/decide.py): it did not land."""
+    red = record.overruled(overruled(None, why, *facts))
     ctx.store.add_note(record.commit, red.model_dump_json(indent=1))
     return red

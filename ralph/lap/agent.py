@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ralph import git
@@ -20,7 +20,8 @@ from ralph.records.ledger import RunState
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict import ratchet
-from ralph.verdict.checks import CheckResult
+from ralph.verdict.checks import CheckResult, all_pass
+from ralph.verdict.decide import Checked, CommitFacts, Evidence, decide, wants_checks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,19 +83,28 @@ def _task(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared, told
 
 def _check_now(ctx: RunContext, state: RunState, log_dir: Path) -> str | None:
     """What is left on the agent's uncommitted work when it says it is done, for agents that fix
-    red checks in the lap: no change at all, a check that regressed or could not run, a check
-    that still fails. None when nothing is."""
-    if not ctx.workspace.changed():
-        return "you changed no file, and a lap that changes nothing is red."
-    checks = ctx.check(log_dir)
-    comparison = ratchet.compare(state.green_checks(), checks, guard_module.GuardReport(grants=_grants_now(ctx, state)))
-    events.emit("phase_changed", phase="agent")
-    problems = comparison.unrun + comparison.problems
-    if problems:
-        return "the repository's checks fail on your edits: " + "; ".join(problems) + "\n" + comparison.failing_output
-    failing = [check for check in checks if not check.passed]
-    if not failing:
+    red checks in the lap: what would make the lap red (verdict/decide.py, kind in_lap: no change
+    at all, a check that regressed or could not run), else a check that still fails. None when
+    nothing is."""
+    evidence = Evidence(
+        agent=None,
+        commit=CommitFacts(files_changed=int(ctx.workspace.changed())),
+        last_green=state.green_checks(),
+        strict=ctx.config.strict,
+        kind="in_lap",
+    )
+    if wants_checks(evidence):
+        checks = Checked(results=ctx.check(log_dir), removed=[])
+        evidence = replace(evidence, guard=guard_module.GuardReport(grants=_grants_now(ctx, state)), checks=checks)
+        events.emit("phase_changed", phase="agent")
+    verdict = decide(evidence)
+    if verdict.status != LapStatus.GREEN:
+        if evidence.checks is None:
+            return "you changed no file, and a lap that changes nothing is red."
+        return f"the repository's checks fail on your edits: {verdict.reason}\n{verdict.output_tail}"
+    if all_pass(verdict.checks):
         return None
+    failing = [check for check in verdict.checks if not check.passed]
     named = [f"`{check.command}`" + _failing_tests(check) for check in failing]
     return (
         f"these checks still fail: {'; '.join(named)}\n{failing[0].output_tail[-2000:]}\n"

@@ -4,7 +4,6 @@ repository's checks on it."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ralph import git
@@ -12,28 +11,12 @@ from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.lap.prepare import workspace_at
-from ralph.verdict.checks import CheckResult, apart_and_whole
+from ralph.verdict.checks import apart_and_whole
+from ralph.verdict.decide import CannotCheck, Checked
 from ralph.verdict.guard import matches
 from ralph.workspace.provision import CopyFailed, SetupFailed
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class CannotCheck(Exception):
-    """The lap's commit cannot be made ready for its checks: the lap's doing (a broken lockfile,
-    gitlinks that lead nowhere), so the lap is red for it."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(reason)
-        self.reason, self.detail = reason, detail
-
-
-@dataclass(frozen=True, kw_only=True)
-class Checked:
-    """The checks' results on the lap's commit."""
-
-    results: list[CheckResult]
-    removed: list[str]  # untracked files deleted before the checks (with strict: the lap's)
 
 
 def checks_on(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Checked:

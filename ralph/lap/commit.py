@@ -13,6 +13,7 @@ from ralph.lap.context import RunContext
 from ralph.records.ledger import RunState
 from ralph.show.text import printable
 from ralph.verdict.commit_hooks import commit_message, unlinked
+from ralph.verdict.decide import CommitFacts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +27,7 @@ class LapCommit:
     todo_before: list[todo.Item]  # TODO.md on `parent`
     todo_after: list[todo.Item]  # TODO.md in the commit
     refusal: tuple[str, str] | None = None  # why the hooks (or git) refused it, and their output
+    split: str | None = None  # ralph's own commit of a stuck item's steps (split.py): that item
 
     @property
     def ticked(self) -> list[str]:
@@ -35,8 +37,20 @@ class LapCommit:
     def counts(self) -> todo.Counts:
         return todo.count(self.todo_after)
 
+    def facts(self, nested: list[str]) -> CommitFacts:
+        """What the verdict needs of it; `nested`: the repositories the lap made inside the tree."""
+        return CommitFacts(
+            files_changed=len(self.changes),
+            refusal=self.refusal,
+            nested=nested,
+            ticked=self.ticked,
+            todo_before=todo.count(self.todo_before),
+            todo=self.counts,
+            split=self.split is not None,
+        )
+
     @classmethod
-    def read(cls, ctx: RunContext, sha: str, parent: str) -> LapCommit:
+    def read(cls, ctx: RunContext, sha: str, parent: str, split: str | None = None) -> LapCommit:
         """A commit made elsewhere (a rebase), read from git."""
         name = ctx.config.files.todo
         return cls(
@@ -45,6 +59,7 @@ class LapCommit:
             changes=git.changes(ctx.top, parent, sha),
             todo_before=todo.parse(git.show_file(ctx.top, parent, name)),
             todo_after=todo.parse(git.show_file(ctx.top, sha, name)),
+            split=split,
         )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ralph import git
 from ralph.agents.base import Agent
+from ralph.agents.judge import Judge
 from ralph.agents.mcp_tools import McpTools
 from ralph.config import Config
 from ralph.git.credentials import credential_files
@@ -21,7 +22,6 @@ from ralph.isolation.sandbox import needed
 from ralph.lap.modes import Mode, Plain
 from ralph.show import events, ui
 from ralph.verdict.checks import CheckResult, run_checks
-from ralph.verdict.judge import Judge
 from ralph.workspace.workspace import Workspace
 
 

@@ -11,12 +11,12 @@ from ralph.isolation import crashpoint
 from ralph.lap import advance, agent, commit, disk, judging, prepare, record
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
-from ralph.lap.judging import Judged
 from ralph.lap.turn import Turn
 from ralph.lap.watch import watching_the_repository
-from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.formats import LapRecord
 from ralph.records.ledger import RunState
 from ralph.show import events, ui
+from ralph.verdict.decide import Overrule, Verdict, overruled
 from ralph.workspace.workspace import WorkspaceTampered
 
 
@@ -27,7 +27,7 @@ def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     with watching_the_repository(ctx, turn.number) as tampered:
         events.emit("phase_changed", phase="committing")
         lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
-    judged = judging.overruled(judged, turn, lap.ticked, worked.tampered + tampered)
+    judged = judging.after_the_lap(judged, turn, lap.ticked, worked.tampered + tampered)
     facts = _facts(ctx, turn, prepared, worked)
     recorded = advance.as_candidate(record.lap_record(ctx, state, facts, lap, judged), turn.best_of)
     record.save(ctx, recorded, worked.told, judged.stop)
@@ -52,7 +52,7 @@ def _facts(ctx: RunContext, turn: Turn, prepared: prepare.Prepared, worked: agen
 
 def _commit_and_judge(
     ctx: RunContext, state: RunState, turn: Turn, prepared: prepare.Prepared, worked: agent.Worked
-) -> tuple[LapCommit, Judged]:
+) -> tuple[LapCommit, Verdict]:
     """The lap committed, checked and judged. Where that fails on a full disk, a red lap: of its
     commit, or (none made yet) of the last green tree, nothing of the lap trusted; its files
     deleted."""
@@ -60,7 +60,7 @@ def _commit_and_judge(
     try:
         made = commit.commit_lap(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
         crashpoint.reached("commit")
-        return made, judging.judge(ctx, state, made, worked.result, number, prepared.log_dir)
+        return made, judging.verdict_on(ctx, state, made, worked.result, number, prepared.log_dir)
     except (RalphError, OSError) as failed:
         if isinstance(failed, WorkspaceTampered) or not disk.full(ctx, failed):
             raise
@@ -68,8 +68,5 @@ def _commit_and_judge(
     lap = made or commit.unjudged(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
     ctx.workspace.delete_the_laps_files()
     if not disk.full(ctx):
-        reason = f"the lap filled the disk of its workspace; its files were deleted, and {disk.free(ctx)} is free again"
-        return lap, Judged(status=LapStatus.RED, reason=reason, output_tail=cause)
-    full = disk.full_disk(ctx)
-    stop = f"{full}, and not with lap {number}'s files (deleted) — free some space, then `ralph run` goes on"
-    return lap, Judged(status=LapStatus.RED, reason=f"{full}, not with the lap's files", output_tail=cause, stop=stop)
+        return lap, overruled(None, Overrule.DISK_FREED, disk.free(ctx), output_tail=cause)
+    return lap, overruled(None, Overrule.DISK_FULL, disk.full_disk(ctx), number, output_tail=cause)

@@ -10,12 +10,11 @@ from ralph.config import Config
 from ralph.errors import RalphError
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
-from ralph.lap.judging import Judged
 from ralph.records import ledger
 from ralph.records.formats import LapRecord, LapStatus, TestChanges
 from ralph.records.ledger import RunState
 from ralph.verdict.checks import CheckResult, passing_tests
-from ralph.verdict.checks import done as checks_done
+from ralph.verdict.decide import Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,38 +35,34 @@ class LapFacts:
     split: str | None = None  # a split lap: the item the planner split
 
 
-def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit, judged: Judged) -> LapRecord:
-    """The lap's note: what it did, the verdict, and the evidence for it."""
-    is_green = judged.status == LapStatus.GREEN
-    passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(judged.checks)
+def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit, verdict: Verdict) -> LapRecord:
+    """The lap's note: what it did, the verdict (progress and done with it), and the evidence for it."""
+    is_green = verdict.status == LapStatus.GREEN
+    passing_before, passing_after = passing_tests(state.green_checks()), passing_tests(verdict.checks)
     return LapRecord(
         run=ctx.run_name,
         lap=facts.number,
-        status=judged.status,
-        reason=judged.reason,
+        status=verdict.status,
+        reason=verdict.reason,
         started_at=facts.started_at,
         duration_s=round(time.monotonic() - facts.started, 3),
         prepare_s=facts.prepare_s,
         commit=lap.sha,
         parent=lap.parent,
-        checks=judged.checks if is_green else [_without_passed_ids(check) for check in judged.checks],
+        checks=verdict.checks if is_green else [_without_passed_ids(check) for check in verdict.checks],
         agent=_priced(ctx.config, facts.agent),
         todo=lap.counts,
         ticked=lap.ticked,
-        files_changed=judged.files_changed,
-        output_tail=judged.output_tail[-4000:],
-        # A green split is progress: the laps after it face other items than the stuck one.
-        progress=is_green and (bool(lap.ticked) or passing_after > passing_before or facts.split is not None),
-        # With a judge, done also needs the judge's pass: "unavailable" is not one.
-        done=is_green
-        and checks_done(judged.checks, lap.counts)
-        and (judged.judge is None or judged.judge.status == "passed"),
-        protected_touched=judged.guard.protected_touched,
-        granted=judged.guard.granted,
-        tests=_test_changes(judged, passing_before, passing_after),
-        flaky=[check.command for check in judged.checks if check.flaky],
-        removed_before_checks=judged.removed,
-        judge=judged.judge,
+        files_changed=verdict.files_changed,
+        output_tail=verdict.output_tail[-4000:],
+        progress=verdict.progress,
+        done=verdict.done,
+        protected_touched=verdict.guard.protected_touched,
+        granted=verdict.guard.granted,
+        tests=_test_changes(verdict, passing_before, passing_after),
+        flaky=[check.command for check in verdict.checks if check.flaky],
+        removed_before_checks=verdict.removed,
+        judge=verdict.judge,
         told=facts.told,
         agent_index=facts.agent_index,
         slot=facts.slot,
@@ -98,14 +93,14 @@ def _priced(config: Config, agent: AgentResult) -> AgentResult:
     return agent.model_copy(update={"usage": agent.usage.model_copy(update={"cost_usd": cost})})
 
 
-def _test_changes(judged: Judged, passing_before: int, passing_after: int) -> TestChanges | None:
-    if not any(check.tests for check in judged.checks):
+def _test_changes(verdict: Verdict, passing_before: int, passing_after: int) -> TestChanges | None:
+    if not any(check.tests for check in verdict.checks):
         return None
     return TestChanges(
         passing_before=passing_before,
         passing_after=passing_after,
-        newly_failing=judged.comparison.newly_failing,
-        newly_passing=judged.comparison.newly_passing,
+        newly_failing=verdict.comparison.newly_failing,
+        newly_passing=verdict.comparison.newly_passing,
     )
 
 

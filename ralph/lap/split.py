@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
+from pathlib import Path
 
 from ralph import git, todo
 from ralph.agents.base import AgentResult
@@ -26,13 +28,12 @@ from ralph.errors import RalphError
 from ralph.lap import advance, checking, planning, prepare, record
 from ralph.lap.commit import LapCommit, lap_message, unjudged
 from ralph.lap.context import RunContext
-from ralph.lap.judging import Judged
 from ralph.lap.turn import Turn
 from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import RunState
 from ralph.show import ui
-from ralph.verdict import grants, ratchet
-from ralph.verdict import guard as guard_module
+from ralph.verdict import grants
+from ralph.verdict.decide import CannotCheck, Checked, CommitFacts, Evidence, Verdict, decide
 
 MIN_ITEMS, MAX_ITEMS = 2, 20  # a split into one item is a rewording; into more, a plan of its own
 ITEM_CHARS = 500  # an item is one line a lap reads
@@ -91,8 +92,8 @@ def split_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
         why = f"the planner's split was refused: {refused}"
         return _unsplit(ctx, state, turn, number, prepared, result, why, listed)
     lap = _commit(ctx, state, number, result, prepared, text, item)
-    judged = _judged(ctx, state, lap, number, prepared)
-    return _recorded(ctx, state, turn, number, prepared, result, lap, judged)
+    verdict = _judged(ctx, state, lap, number, prepared.log_dir)
+    return _recorded(ctx, state, turn, number, prepared, result, lap, verdict)
 
 
 def task_for(ctx: RunContext, state: RunState, item: str) -> str:
@@ -184,34 +185,30 @@ def _commit(
         changes=git.changes(ctx.top, state.green, sha),
         todo_before=prepared.todo_before,
         todo_after=todo.parse(text),
+        split=item,
     )
 
 
-def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, prepared: prepare.Prepared) -> Judged:
+def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, log_dir: Path) -> Verdict:
     """The checks on the split's commit, against the last green commit's, as for any lap. The
     TODO rule (guard.todo_problems) was kept when the text was made: items added under the stuck
     one, nothing else; nothing else changed for the guard to look at."""
     try:
-        checked = checking.checks_on(ctx, lap, number, prepared.log_dir)
-    except checking.CannotCheck as cannot:
-        return Judged(status=LapStatus.RED, reason=cannot.reason, output_tail=cannot.detail, files_changed=1)
-    report = guard_module.GuardReport()
-    comparison = ratchet.compare(state.green_checks(), checked.results, report)
-    problems = comparison.unrun + comparison.problems
-    if problems:
-        reason, status = "; ".join(problems), LapStatus.RED
-    else:
-        made = lap.counts.total - todo.count(prepared.todo_before).total
-        reason, status = f"split into {made} steps; {ratchet.green_reason(checked.results)}", LapStatus.GREEN
-    return Judged(
-        status=status,
-        reason=reason,
-        output_tail=comparison.failing_output if problems else "",
-        checks=checked.results,
-        files_changed=len(lap.changes),
-        guard=report,
-        comparison=comparison,
-        removed=checked.removed,
+        checked: Checked | CannotCheck = checking.checks_on(ctx, lap, number, log_dir)
+    except CannotCheck as cannot:
+        checked = cannot
+    return decide(_evidence(ctx, state, lap.facts([]), checked))
+
+
+def _evidence(ctx: RunContext, state: RunState, commit: CommitFacts, checked: Checked | CannotCheck | None) -> Evidence:
+    """A split's evidence: ralph's own edit, no agent's outcome nor guard's report to weigh."""
+    return Evidence(
+        agent=None,
+        commit=commit,
+        checks=checked,
+        last_green=state.green_checks(),
+        strict=ctx.config.strict,
+        kind="split",
     )
 
 
@@ -227,8 +224,8 @@ def _unsplit(
 ) -> LapRecord:
     """A split that cannot happen: a red lap of the last green tree, and the run goes on."""
     lap = unjudged(ctx, state, number, result, prepared.todo_before, split=turn.split)
-    judged = Judged(status=LapStatus.RED, reason=reason, output_tail=detail)
-    return _recorded(ctx, state, turn, number, prepared, result, lap, judged)
+    verdict = decide(_evidence(ctx, state, replace(lap.facts([]), refusal=(reason, detail)), None))
+    return _recorded(ctx, state, turn, number, prepared, result, lap, verdict)
 
 
 def _recorded(
@@ -239,7 +236,7 @@ def _recorded(
     prepared: prepare.Prepared,
     result: AgentResult,
     lap: LapCommit,
-    judged: Judged,
+    verdict: Verdict,
 ) -> LapRecord:
     """The split lap's note saved, and the lap landed when it is green."""
     facts = record.LapFacts(
@@ -255,8 +252,8 @@ def _recorded(
         worker=ctx.worker,
         split=turn.split,
     )
-    recorded = record.lap_record(ctx, state, facts, lap, judged)
-    record.save(ctx, recorded, {}, judged.stop)
+    recorded = record.lap_record(ctx, state, facts, lap, verdict)
+    record.save(ctx, recorded, {}, verdict.stop)
     return advance.land(ctx, turn, facts, recorded)
 
 

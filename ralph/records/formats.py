@@ -7,16 +7,17 @@ earlier format (migrated here, in one place) and names a newer one instead of fa
 from __future__ import annotations
 
 import json
-from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ralph.agents.base import AgentResult, Usage
+from ralph.agents.base import AgentResult
+from ralph.agents.judge import JudgeRecord
 from ralph.config import Config
 from ralph.errors import RalphError
 from ralph.todo import Counts
 from ralph.verdict.checks import CheckResult
+from ralph.verdict.decide import LapStatus, Verdict
 
 # 1: ralph 0.1, no "format" key. 2: a lap's agent says whether its endpoint failed
 # (endpoint_failed) and a check's tests carry pytest's set-up; both new fields have defaults.
@@ -33,17 +34,6 @@ FORMAT = 9
 # A commit as ralph writes one: git's full object id (SHA-1 or SHA-256). Allowed, not filtered: a
 # stored value reaches git's command line (`git diff PARENT`), where `--output=FILE` is an option.
 ObjectId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")]
-
-
-class LapStatus(StrEnum):
-    """A lap's status: the one type every lap outcome is made of and compared with. Its values
-    are stored, in every lap's note and in the events: the words older ralphs wrote, kept byte
-    for byte, so a note of any format reads back as the same status."""
-
-    GREEN = "green"  # the checks passed (and the judge, if any): the green line may advance to it
-    RED = "red"  # judged and discarded: the next lap starts from the last green commit again
-    ERROR = "error"  # the agent failed before it could work (an endpoint down): the lap judges nothing
-    LIMITED = "limited"  # the agent hit a usage or rate limit: the lap counts for nothing
 
 
 MIGRATIONS = {version: lambda data: data for version in (1, 2, 3, 4, 5, 6, 7, 8)}  # format N -> N+1, in order
@@ -85,28 +75,6 @@ class RunRecord(BaseModel):
     baseline: list[CheckResult]  # the checks on the base commit
     on_remote: bool = False  # started by `ralph run --remote`: its refs are the remote's, clones copy them
     issue: IssueLink | None = None  # `ralph run --issue N`: the issue its goal and checklist came from
-
-
-class Score(BaseModel):
-    dimension: str = Field(min_length=1)
-    evidence: str = ""
-    reason: str = ""
-    score: float = Field(ge=0, le=1)
-    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
-
-
-class JudgeRecord(BaseModel):
-    """The judge's part of a lap note (ralph/verdict/judge.py)."""
-
-    status: Literal["passed", "held", "unavailable"]
-    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
-    judge_score: float | None = None  # the mean of the scores that count
-    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
-    scores: list[Score] = []
-    blocking: list[str] = []
-    suggestions: list[str] = []
-    detail: str = ""  # why it was unavailable
-    usage: Usage = Field(default_factory=Usage)
 
 
 class TestChanges(BaseModel):
@@ -158,6 +126,12 @@ class LapRecord(BaseModel):
     escalated: bool = False  # run by agent.escalate, after escalate_after red laps in a row on one item
     split: str | None = None  # a split lap: the item the planner split into smaller ones
     best_of: BestOf | None = None  # `--best-of N`: one of N candidate laps on one item
+
+    def overruled(self, verdict: Verdict) -> LapRecord:
+        """This note as an overruling verdict (verdict/decide.py's overruled) leaves it: its
+        status, reason, progress and done; the evidence it recorded kept."""
+        said = {"status": verdict.status, "reason": verdict.reason, "progress": verdict.progress, "done": verdict.done}
+        return self.model_copy(update=said)
 
 
 def migrated(text: str, what: str) -> dict:

@@ -25,6 +25,7 @@ from ralph.isolation import crashpoint
 from ralph.records.formats import LapRecord, LapStatus, NewerFormat, RunRecord, migrated
 from ralph.show import ui
 from ralph.verdict.checks import CheckResult
+from ralph.verdict.decide import Overrule, overruled
 
 # A name git takes in a ref (git check-ref-format): no "..", not ending in "." or ".lock".
 RUN_NAME = re.compile(r"^(?!.*\.\.)(?!.*\.lock$)(?!.*\.$)[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -353,12 +354,6 @@ def save_lap(store: RefStore, record: LapRecord) -> None:
         )
 
 
-NEVER_LANDED = (
-    "its slot or worker died before the lap landed: its claims were let go of and its items given to "
-    "other laps; not advanced"
-)
-
-
 def never_landed(store: RefStore, run: str, laps: list[int]) -> None:
     """Laps whose holders died, let go of (claims.release_dead): one recorded green that is not
     on the green line never will be (a landing must still hold the lap's claims, now gone), so
@@ -374,8 +369,8 @@ def never_landed(store: RefStore, run: str, laps: list[int]) -> None:
         if lap.number not in laps or record is None or record.status != LapStatus.GREEN or record.best_of:
             continue
         if not git.is_ancestor(store.top, lap.commit, state.green):
-            red = dict(status=LapStatus.RED, progress=False, done=False, reason=NEVER_LANDED)
-            store.add_note(lap.commit, record.model_copy(update=red).model_dump_json(indent=1))
+            red = record.overruled(overruled(None, Overrule.NEVER_LANDED))
+            store.add_note(lap.commit, red.model_dump_json(indent=1))
 
 
 def tell(store: RefStore, run: str, message: str) -> None:

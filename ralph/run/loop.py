@@ -12,6 +12,7 @@ from ralph import config as config_module
 from ralph import git
 from ralph.agents import limiter
 from ralph.agents.base import Agent
+from ralph.agents.judge import Judge, check_independence
 from ralph.agents.kinds import make_agent
 from ralph.agents.mcp_tools import McpTools
 from ralph.errors import Exit, Interrupted, RalphError
@@ -31,7 +32,6 @@ from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, next_turn, say_unsplit
 from ralph.run.options import RunOptions, mode_of, not_started
 from ralph.show import events, ui, view
-from ralph.verdict.judge import Judge, check_independence
 from ralph.workspace import user_state
 from ralph.workspace.workspace import Workspace, workspaces_root
 

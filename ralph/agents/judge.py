@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError
@@ -33,7 +34,6 @@ from ralph.agents.transcript import Transcript
 from ralph.config import Config
 from ralph.config.agent import AgentConfig, JudgeConfig
 from ralph.errors import RalphError
-from ralph.records.formats import JudgeRecord, Score
 from ralph.show import ui
 
 LOOKUPS = 8  # MCP tool calls the judge may make before its verdict (mcp.roles has judge)
@@ -92,7 +92,32 @@ VERDICT_TOOL = function_schema(
 )
 
 
-class Verdict(BaseModel):
+class Score(BaseModel):
+    dimension: str = Field(min_length=1)
+    evidence: str = ""
+    reason: str = ""
+    score: float = Field(ge=0, le=1)
+    counted: bool = True  # False: its evidence occurs nowhere in the diff or the changed files
+
+
+class JudgeRecord(BaseModel):
+    """The judge's part of a lap note (records/formats.py stores it): its scores, and whether it
+    passed the lap, held it back or could not answer."""
+
+    status: Literal["passed", "held", "unavailable"]
+    score: float | None = None  # the lap's: (1 - weight) × signals + weight × judge
+    judge_score: float | None = None  # the mean of the scores that count
+    signals: dict[str, float] = {}  # ralph's own, each 0 or 1
+    scores: list[Score] = []
+    blocking: list[str] = []
+    suggestions: list[str] = []
+    detail: str = ""  # why it was unavailable
+    usage: Usage = Field(default_factory=Usage)
+
+
+class Review(BaseModel):
+    """What the judge answers by calling `verdict`."""
+
     scores: list[Score] = Field(min_length=1)
     blocking: list[str] = []
     suggestions: list[str] = []
@@ -184,7 +209,9 @@ class Judge:
                 f"the judge's endpoint does not answer ({exc.message}); laps are judged by the checks until it does"
             )
 
-    def judge(self, material: Material, signals: dict[str, float], log_dir: Path) -> JudgeRecord:
+    def score(self, material: Material, signals: dict[str, float], log_dir: Path) -> JudgeRecord:
+        """The judge's record of a lap the checks passed: scored, held back, or unavailable
+        (the lap's verdict takes it from there: verdict/decide.py)."""
         if len(material.diff) > DIFF_CAP:  # the judge vouches only for what it saw whole
             size = f"{len(material.diff):,} characters; at most {DIFF_CAP:,}"
             too_big = f"The diff is too large to review ({size}): make smaller laps"
@@ -193,7 +220,7 @@ class Judge:
         conversation = Conversation(self.config, self._role(material), log_dir / "judge.jsonl", self.mcp)
         end = conversation.run()
         if isinstance(end, Finished):
-            record = self._score(end.result, material, signals, conversation.usage)
+            record = self._weighed(end.result, material, signals, conversation.usage)
             conversation.transcript.write("end", record=record.model_dump())
             return record
         unavailable = f"judge unavailable: {end.failure.message if isinstance(end, EndpointFailed) else end}"
@@ -219,23 +246,23 @@ class Judge:
             ),
         )
 
-    def _score(self, verdict: Verdict, material: Material, signals: dict[str, float], usage: Usage) -> JudgeRecord:
+    def _weighed(self, review: Review, material: Material, signals: dict[str, float], usage: Usage) -> JudgeRecord:
         """The lap's score: the judge's scores whose evidence is found, mixed with ralph's signals."""
-        for given in verdict.scores:
+        for given in review.scores:
             given.counted = _found(given.evidence, material)
-        counted = [given.score for given in verdict.scores if given.counted]
+        counted = [given.score for given in review.scores if given.counted]
         judge_score = sum(counted) / len(counted) if counted else 0.0
         deterministic = sum(signals.values()) / len(signals)
         total = round((1 - self.role.weight) * deterministic + self.role.weight * judge_score, 3)
-        held = total < self.role.threshold or bool(verdict.blocking)
+        held = total < self.role.threshold or bool(review.blocking)
         return JudgeRecord(
             status="held" if held else "passed",
             score=total,
             judge_score=round(judge_score, 3),
             signals=signals,
-            scores=verdict.scores,
-            blocking=verdict.blocking,
-            suggestions=verdict.suggestions,
+            scores=review.scores,
+            blocking=review.blocking,
+            suggestions=review.suggestions,
             usage=usage,
         )
 
@@ -243,10 +270,10 @@ class Judge:
 def _verdict(call: ToolCall, transcript: Transcript) -> str:
     """The judge's one tool: a verdict that fits the schema ends its conversation."""
     try:
-        verdict = Verdict.model_validate(call.arguments)
+        review = Review.model_validate(call.arguments)
     except ValidationError as exc:
         raise FormatError(f"format error: {schema_problems(exc)}; call verdict again") from None
-    raise Finished(verdict)
+    raise Finished(review)
 
 
 def _found(evidence: str, material: Material) -> bool:
