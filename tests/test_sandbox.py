@@ -803,3 +803,24 @@ def test_a_fifo_named_gitignore_does_not_hang_the_commit(tmp_path: Path):
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0 and time.monotonic() - started < 30, result.stdout + result.stderr
     assert git(repo, "show", "ralph/r:notes.txt") == "work"
+
+
+@pytest.mark.parametrize("root", ["//", "/proc/self/root", "{tmp}/to-root"])
+def test_a_command_naming_the_root_in_disguise_binds_nothing_of_the_machine(tmp_path: Path, root: str):
+    """A path named in a command is bound into the sandbox; `//` (POSIX keeps it as written),
+    `/proc/self/root` and a link to / are the root under other names, and bound, they showed
+    the lap the whole machine (HOME's logins among it) over the sandbox's own /tmp."""
+    secret = Path.home() / ".a-login"
+    secret.write_text("token")
+    (tmp_path / "to-root").symlink_to("/")
+    agent = (
+        f"# see {root.format(tmp=tmp_path)}\n"
+        f"p={str(secret).lstrip('/')} && (cat /$p 2>/dev/null || echo hidden) > seen.txt && "  # (a path named is bound)
+        "touch /tmp/x && echo writable >> seen.txt && "
+        "sed -i 's/\\[ \\]/[x]/' TODO.md"
+    )
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "sandbox": "required"}
+    repo = make_repo(tmp_path / "repo", config=config, todo=["x"])
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(repo, "show", "ralph/r:seen.txt") == "hidden\nwritable"

@@ -88,6 +88,13 @@ class Jail:
         return [*args, "--", *inner]
 
 
+def plain(path: Path | str) -> Path:
+    """`path` absolute and normal. POSIX lets a path start with exactly two slashes and keeps
+    them (`os.path.abspath("//")` is "//"): a `//` in a command would name the root while
+    comparing unequal to it."""
+    return Path("/" + os.path.abspath(path).lstrip("/"))
+
+
 def system() -> list[str]:
     """bubblewrap's arguments for the system part of every sandbox: its namespaces, a fresh /dev
     and /proc, the system folders read-only (a link such as /bin -> usr/bin made as a link) and
@@ -105,9 +112,10 @@ def system() -> list[str]:
 
 def _outermost(paths: tuple[Path, ...]) -> list[Path]:
     """Each path not bound already (by the system or by another of `paths`), parents first;
-    not / nor /tmp or /var/tmp whole (the phase's own)."""
-    given = {Path(os.path.abspath(path)) for path in paths if path.is_absolute()}
-    given -= {Path("/"), *PRIVATE}
+    never one that is / (`//`, `/proc/self/root`, a link to it) nor /tmp or /var/tmp whole (the
+    phase's own)."""
+    given = {plain(path) for path in paths if path.is_absolute()}
+    given = {path for path in given if not {path, Path(os.path.realpath(path))} & {Path("/"), *PRIVATE}}
     return sorted(path for path in given if not _inside(path, (*SYSTEM, *(other for other in given if other != path))))
 
 

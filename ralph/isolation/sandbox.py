@@ -19,7 +19,7 @@ from pathlib import Path
 from ralph.errors import RalphError
 from ralph.isolation import proc, toolchains
 from ralph.isolation.files import remove_path
-from ralph.isolation.jail import BWRAP, Jail, bwrap, system
+from ralph.isolation.jail import BWRAP, Jail, bwrap, plain, system
 
 
 def phase_jail(
@@ -75,7 +75,7 @@ def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Pa
         Path(sys.base_prefix),
         Path(__file__).parents[1],
     ]
-    return tuple(dict.fromkeys(Path(os.path.abspath(path)) for path in found if path.is_absolute()))
+    return tuple(dict.fromkeys(plain(path) for path in found if path.is_absolute()))
 
 
 def words(command: str) -> list[str]:
