@@ -14,7 +14,6 @@ from dataclasses import replace
 
 from ralph import git
 from ralph.errors import Interrupted, RalphError
-from ralph.git import layout
 from ralph.git.layout import RunRefs
 from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
@@ -22,7 +21,7 @@ from ralph.lap.context import RunContext
 from ralph.lap.judging import verdict_on
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
-from ralph.lap.turn import Turn
+from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
 from ralph.verdict.decide import Overrule, overruled
@@ -30,16 +29,16 @@ from ralph.verdict.decide import Overrule, overruled
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
-def land(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def land(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     """The lap's record as it ends: green and landed, or overruled red when it could not land; a
     `--best-of` candidate's as recorded (its round lands the best of them)."""
-    if turn.best_of is not None:
+    if lap.turn.best_of is not None:
         return record
     try:
         crashpoint.reached("advance")
-        return _advance(ctx, turn, facts, record)
+        return _advance(lap, facts, record)
     except (KeyboardInterrupt, Interrupted):
-        _unlanded(ctx, record)
+        _unlanded(lap.ctx, record)
         raise
 
 
@@ -53,7 +52,8 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
     return record.model_copy(update=dict(progress=False, done=False, best_of=measured))
 
 
-def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _advance(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
+    ctx, turn = lap.ctx, lap.turn
     claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
     for _ in range(MOVED_LINE_RETRIES):
         landing: dict[str, tuple[str | None, str | None]] = {
@@ -64,7 +64,7 @@ def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) ->
             return record
         if any(git.rev(ctx.top, ref) != turn.held_by for ref in claimed):
             return _overrule(ctx, record, Overrule.LOST_CLAIMS)
-        record = _replay_on_moved_line(ctx, facts, record)
+        record = _replay_on_moved_line(lap, facts, record)
     return _overrule(ctx, record, Overrule.LINE_MOVED)
 
 
@@ -76,17 +76,18 @@ def _unlanded(ctx: RunContext, record: LapRecord) -> None:
             _overrule(ctx, record, Overrule.UNLANDED_INTERRUPTED)
 
 
-def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
+    ctx = lap.ctx
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
     sha, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
     if sha is None:
         return _overrule(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
-    lap = LapCommit.read(ctx, sha, state.green, facts.split)
-    verdict = verdict_on(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
+    made = LapCommit.read(ctx, sha, state.green, facts.split)
+    verdict = verdict_on(replace(lap, state=state), made, facts.agent)
     rebased = replace(verdict, reason=f"{verdict.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
-    replayed = lap_record(ctx, state, facts, lap, rebased)
+    replayed = lap_record(ctx, state, facts, made, rebased)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
     names = RunRefs(ctx.run_name)
     moves: dict[str, tuple[str, str | None]] = {names.lap(facts.number): (sha, record.commit)}
