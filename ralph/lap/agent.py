@@ -55,12 +55,11 @@ def work(lap: ThisLap) -> Worked:
 def _task(lap: ThisLap, told: list[str]) -> LapTask:
     ctx, state, turn = lap.ctx, lap.state, lap.turn
     limits, slot, items = ctx.config.limits, turn.slot, turn.items
-    lap_prompt = prompt.build(
-        ctx.config,
-        lap.prepared.todo_text,
-        git.show_file(ctx.top, state.green, ctx.config.files.progress),
-        last_failure(ctx, state, items),
-        told,
+    facts = prompt.PromptFacts(
+        todo_text=lap.prepared.todo_text,
+        progress_text=git.show_file(ctx.top, state.green, ctx.config.files.progress),
+        failure=last_failure(ctx, state, items),
+        told=told,
         items=items,
         slot=prompt.slot_heading(slot) if slot is not None and turn.best_of is None else None,
         whole_job=ctx.whole_job,
@@ -71,7 +70,7 @@ def _task(lap: ThisLap, told: list[str]) -> LapTask:
         ctx.run_name,
         turn.number,
         ctx.workspace.tree,
-        lap_prompt,
+        prompt.build(ctx.config, facts),
         limits.lap_timeout,
         log_dir,
         dict(ctx.env, RALPH_ITEMS="\n".join(items), RALPH_SLOT=str(slot)) if slot is not None else ctx.env,
