@@ -33,7 +33,7 @@ def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     facts = _facts(lap, worked)
     recorded = advance.as_candidate(record.lap_record(ctx, state, facts, made, judged), turn.best_of)
     record.save(ctx, recorded, worked.told, judged.stop)
-    return advance.land(lap, facts, recorded)
+    return advance.advance(lap, facts, recorded)
 
 
 def _facts(lap: ThisLap, worked: agent.Worked) -> record.LapFacts:

@@ -211,7 +211,7 @@ def _unsplit(lap: ThisLap, result: AgentResult, reason: str, detail: str = "") -
 
 
 def _recorded(lap: ThisLap, result: AgentResult, made: LapCommit, verdict: Verdict) -> LapRecord:
-    """The split lap's note saved, and the lap landed when it is green."""
+    """The split lap's note saved, and the green line advanced to it when it is green."""
     ctx, turn, prepared = lap.ctx, lap.turn, lap.prepared
     facts = record.LapFacts(
         number=turn.number,
@@ -228,7 +228,7 @@ def _recorded(lap: ThisLap, result: AgentResult, made: LapCommit, verdict: Verdi
     )
     recorded = record.lap_record(ctx, lap.state, facts, made, verdict)
     record.save(ctx, recorded, {}, verdict.stop)
-    return advance.land(lap, facts, recorded)
+    return advance.advance(lap, facts, recorded)
 
 
 def _planner_model(ctx: RunContext) -> str | None:
