@@ -97,10 +97,10 @@ def _ask_the_judge(lap: ThisLap, made: LapCommit, agent: AgentResult, green: Ver
     seen = material(ctx.config, ctx.top, state.green, made.sha, made.changes, made.ticked, agent.summary)
     measured = signals(
         seen,
-        all_pass(green.checks),
-        passing_tests(state.green_checks()),
-        passing_tests(green.checks),
-        ctx.config.files.progress in made.changes,
+        all_pass=all_pass(green.checks),
+        passing_before=passing_tests(state.green_checks()),
+        passing_after=passing_tests(green.checks),
+        progress_changed=ctx.config.files.progress in made.changes,
     )
     events.emit("phase_changed", phase="judge")
     scored = ctx.judge.score(seen, measured, lap.log_dir)
