@@ -145,7 +145,7 @@ def run(
     5 time spent, 6 agent unusable, 7 budget spent, 130 interrupted."""
     from ralph.commands.run import run as do_run
     from ralph.run.options import RunOptions
-    from ralph.show.view import console_for
+    from ralph.show.view import plain_consoles
 
     options = RunOptions(
         cwd=Path.cwd(),
@@ -163,7 +163,7 @@ def run(
         best_of=best_of,
     )
     # --plain holds for every line, the error that may end the run included.
-    plain = ui.using(console_for(True), console_for(True, stderr=True)) if display == "plain" else nullcontext()
+    plain = ui.using(*plain_consoles()) if display == "plain" else nullcontext()
     with plain:
         _call(do_run, options)
 
@@ -205,7 +205,7 @@ def log(run_name: str | None, as_json: bool) -> None:
     """One row a lap: status, reason, duration, files changed, TODO."""
     from ralph.commands.log import log as do_log
 
-    _call(do_log, Path.cwd(), run_name, as_json)
+    _call(do_log, Path.cwd(), run_name, as_json=as_json)
 
 
 @main.command()
@@ -216,7 +216,7 @@ def show(lap: int, run_name: str | None, as_json: bool) -> None:
     """A lap's record, diffstat and check output."""
     from ralph.commands.show import show as do_show
 
-    _call(do_show, Path.cwd(), lap, run_name, as_json)
+    _call(do_show, Path.cwd(), lap, run_name, as_json=as_json)
 
 
 @main.command()
@@ -227,7 +227,7 @@ def status(run_name: str | None, as_json: bool, remote: str | None) -> None:
     """Last green, laps used, fuses, done or not."""
     from ralph.commands.status import status as do_status
 
-    _call(do_status, Path.cwd(), run_name, as_json, remote)
+    _call(do_status, Path.cwd(), run_name, as_json=as_json, remote=remote)
 
 
 @main.command()
@@ -259,11 +259,11 @@ def land(run_name: str | None, how: str, partial: bool, pr: bool, draft: bool, r
     from ralph.commands.land import land_pr
 
     if pr:
-        _call(land_pr, Path.cwd(), run_name, partial, draft, remote)
+        _call(land_pr, Path.cwd(), run_name, partial=partial, draft=draft, remote=remote)
     else:
         if draft:
             raise click.UsageError("--draft is for --pr")
-        _call(do_land, Path.cwd(), run_name, how, partial)
+        _call(do_land, Path.cwd(), run_name, how, partial=partial)
 
 
 @main.command()
@@ -277,7 +277,7 @@ def stats(run_name: str | None, as_json: bool, remote: str | None) -> None:
     tests, tokens, cost, time, and time and tokens per finished item."""
     from ralph.commands.stats import stats as do_stats
 
-    _call(do_stats, Path.cwd(), run_name, as_json, remote)
+    _call(do_stats, Path.cwd(), run_name, as_json=as_json, remote=remote)
 
 
 @main.command()
@@ -287,7 +287,7 @@ def clean(run_name: str | None, refs: bool) -> None:
     """Remove a run's workspace (and with --refs, everything of it)."""
     from ralph.commands.clean import clean as do_clean
 
-    _call(do_clean, Path.cwd(), run_name, refs)
+    _call(do_clean, Path.cwd(), run_name, refs=refs)
 
 
 @main.command()
@@ -296,7 +296,7 @@ def doctor(ask_agent: bool) -> None:
     """What this machine and repository give a run: the sandbox, git, each check tried once on HEAD, the agent."""
     from ralph.commands.doctor import doctor as do_doctor
 
-    _call(do_doctor, Path.cwd(), ask_agent)
+    _call(do_doctor, Path.cwd(), ask_agent=ask_agent)
 
 
 @main.command()

@@ -180,7 +180,7 @@ def _capped(text: str, limit: int) -> str:
 
 
 def signals(
-    material: Material, all_pass: bool, passing_before: int, passing_after: int, progress_changed: bool
+    material: Material, *, all_pass: bool, passing_before: int, passing_after: int, progress_changed: bool
 ) -> dict[str, float]:
     """ralph's own measurable signals, each 0 or 1 (docs/agents.md: The judge)."""
     changed_lines = sum(

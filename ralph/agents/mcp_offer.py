@@ -72,7 +72,7 @@ def _allows(pattern: str, server: str, tool: str) -> bool:
     return named == server and fnmatchcase(tool, tool_pattern)
 
 
-def write_word(text: str, name: bool = False) -> str | None:
+def write_word(text: str, *, name: bool = False) -> str | None:
     """The word of `text` (a description, or with `name` a tool's name) that makes it a write."""
     words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+", text)
     for position, word in enumerate(words):

@@ -232,7 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         step, index = scripted.next_step(request)
         self.events = EventStream(self, scripted.closing)
         with scripted.slot if scripted.strict else contextlib.nullcontext():  # generating holds the slot
-            answer = self._wait(step, body.get("stream") is True) if isinstance(step, Hang) else step
+            answer = self._wait(step, streamed=body.get("stream") is True) if isinstance(step, Hang) else step
             if answer is None:
                 return None  # the connection closes unanswered
             if isinstance(answer, Raw):
@@ -240,7 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.events.write(answer.body)
                 return None
             if isinstance(answer, Reply):
-                answer = _as_served(answer, body, scripted.strict)
+                answer = _as_served(answer, body, strict=scripted.strict)
                 usage = _usage(answer, len(raw)) if answer.usage else None
                 streamed = chunks(answer.message, answer.finish_reason, usage, body, index)
                 streamed[-1] |= answer.extra  # llama.cpp sends its timings with the last chunk
@@ -255,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(answer.status, error, answer.headers)
         return self._send(200, _completion(answer, body, len(raw), index))
 
-    def _wait(self, hang: Hang, streamed: bool) -> Reply | HttpError | Raw | None:
+    def _wait(self, hang: Hang, *, streamed: bool) -> Reply | HttpError | Raw | None:
         """`hang` waited out, saying `: ping` meanwhile when it should; then what follows it."""
         if not (hang.ping and streamed):
             return None if self.server.scripted.closing.wait(hang.seconds) else hang.then
@@ -278,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # tests read `.requests`; a line per request on stderr is noise
 
 
-def _as_served(reply: Reply, request: dict, strict: bool) -> Reply:
+def _as_served(reply: Reply, request: dict, *, strict: bool) -> Reply:
     """A strict server leaves tools sent without tool_choice out of the prompt: the model answers in text."""
     if strict and "tools" in request and "tool_choice" not in request and reply.message.get("tool_calls"):
         said = "I would call " + json.dumps(reply.message["tool_calls"])

@@ -266,7 +266,7 @@ def _number(value: object, name: str) -> float:
     return seconds
 
 
-def _read_text(path: Path, shown: str, strict: bool = True) -> str:
+def _read_text(path: Path, shown: str, *, strict: bool = True) -> str:
     if path.is_dir():
         raise ToolError(f"{shown}: is a directory")
     if not path.is_file():

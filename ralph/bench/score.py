@@ -31,7 +31,7 @@ def score(clone: Path, commit: str, job: BuiltJob) -> Scored:
     items = todo.parse(git.show_file(repo.top, commit, cfg.files.todo))
     open_items = sum(not item.done for item in items)
     try:
-        results = checks_at(repo, cfg, commit, "bench-score", sandbox.decide(cfg.sandbox.mode))
+        results = checks_at(repo, cfg, commit, "bench-score", sandboxed=sandbox.decide(cfg.sandbox.mode))
     except SetupFailed as failed:
         return Scored(0, False, open_items, f"setup failed: {failed.reason}")
     not_run = next((f"`{r.command}` could not run: {r.could_not_run}" for r in results if r.could_not_run), "")

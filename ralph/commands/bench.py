@@ -74,10 +74,10 @@ def bench(options: BenchOptions) -> Exit:
         repo, built = build.prepared(job, cache)
         for mode in modes:
             ui.say(f"[bold]bench: {job.name}[/] ({job.package}, {len(built.items)} items), {mode} mode")
-            with _agent_settings(built, settings, options.scripted) as agent:
+            with _agent_settings(built, settings, scripted=options.scripted) as agent:
                 results.append(run_job(repo, built, agent, mode, how))
     print_table(results)
-    report = Report(model=_model_label(settings, options.scripted), results=results)
+    report = Report(model=_model_label(settings, scripted=options.scripted), results=results)
     if options.json_to:
         _write(options.json_to, report.model_dump_json(indent=1) + "\n")
     if options.html_to:
@@ -86,7 +86,7 @@ def bench(options: BenchOptions) -> Exit:
 
 
 @contextlib.contextmanager
-def _agent_settings(built: build.BuiltJob, settings: dict[str, Any], scripted: bool) -> Iterator[dict[str, Any]]:
+def _agent_settings(built: build.BuiltJob, settings: dict[str, Any], *, scripted: bool) -> Iterator[dict[str, Any]]:
     """The job's agent settings: the user's, or the scripted model's server for this one job."""
     if not scripted:
         yield settings
@@ -135,7 +135,7 @@ def _needs_tools(chosen: list[jobs.Job]) -> None:
             )
 
 
-def _model_label(settings: dict[str, Any], scripted: bool) -> str:
+def _model_label(settings: dict[str, Any], *, scripted: bool) -> str:
     if scripted:
         return f"{MODEL} (ralph's scripted model: it knows the answers; it tests the harness, not a model)"
     agent = settings["agent"]

@@ -20,7 +20,7 @@ from ralph.workspace import user_state
 from ralph.workspace.workspace import folder_for
 
 
-def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
+def clean(cwd: Path, run: str | None, *, refs: bool) -> Exit:
     repo = git.open_repo(cwd)
     if plan.reclaim(repo.common_dir):
         ui.say("removed the workspace a killed `ralph plan` left")
@@ -32,10 +32,10 @@ def clean(cwd: Path, run: str | None, refs: bool) -> Exit:
     if refs and where is not None:
         raise RalphError(f"ralph/{state.name} is checked out in {where} — switch to another branch first")
     with ledger.run_lock(run_dir, state.name):
-        return _clean_locked(repo, state, run_dir, refs)
+        return _clean_locked(repo, state, run_dir, refs=refs)
 
 
-def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, refs: bool) -> Exit:
+def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, *, refs: bool) -> Exit:
     # The run's workspace, and the one its issue was planned in (run/start.py) if a kill left it.
     workspaces = [folder_for(repo.common_dir, name) for name in (state.name, f"{state.name}.plan")]
     removed = sum(os.path.lexists(workspace) for workspace in workspaces)

@@ -22,7 +22,7 @@ from ralph.workspace.provision import SetupFailed
 MIN_GIT = (2, 38)  # merge-tree --write-tree replays a lap onto a green line that moved
 
 
-def doctor(cwd: Path, ask_agent: bool = False) -> Exit:
+def doctor(cwd: Path, *, ask_agent: bool = False) -> Exit:
     missing = sandbox.why_unavailable()
     bwrap = shutil.which(jail.BWRAP)
     version = _first_line([bwrap, "--version"]) if bwrap else "not installed"
@@ -36,11 +36,11 @@ def doctor(cwd: Path, ask_agent: bool = False) -> Exit:
         ui.say("             sandbox: auto runs laps unsandboxed with a warning; sandbox: required refuses to run")
         if platform.system() == "Darwin":
             ui.say("             on macOS there is no bubblewrap: laps run unsandboxed (docs/sandbox.md)")
-    checks_ran = _try_checks(cwd, ask_agent)
+    checks_ran = _try_checks(cwd, ask_agent=ask_agent)
     return Exit.DONE if missing is None and checks_ran is not False else Exit.ERROR
 
 
-def _try_checks(cwd: Path, ask_agent: bool) -> bool | None:
+def _try_checks(cwd: Path, *, ask_agent: bool) -> bool | None:
     """Setup and every check once on HEAD, in a workspace and sandbox of their own; whether all
     of them could run (None: no repository or ralph.yaml here to try)."""
     try:
@@ -57,7 +57,7 @@ def _try_checks(cwd: Path, ask_agent: bool) -> bool | None:
     how = "sandboxed" if sandboxed else "unsandboxed"
     ui.say(f"checks       on HEAD {repo.head[:10]}, {how}, in a workspace of their own")
     try:
-        results = checks_at(repo, cfg, repo.head, "doctor", sandboxed)
+        results = checks_at(repo, cfg, repo.head, "doctor", sandboxed=sandboxed)
     except SetupFailed as failed:
         ui.say(f"setup        [bold red]failed[/]: {failed.reason}: {ui.safe(ui.one_line(failed.output, 300))}")
         return False
@@ -66,7 +66,7 @@ def _try_checks(cwd: Path, ask_agent: bool) -> bool | None:
         verdict, judges = _verdict(spec, result)
         ui.say(f"check {index:<6} {verdict}")
         usable = usable and judges
-    return agent_lines(cfg, ask_agent) and usable
+    return agent_lines(cfg, ask=ask_agent) and usable
 
 
 def _verdict(spec: CheckSpec, result: CheckResult) -> tuple[str, bool]:
@@ -82,7 +82,7 @@ def _verdict(spec: CheckSpec, result: CheckResult) -> tuple[str, bool]:
         failing[0] if failing else failure_lines.first(result.output_tail) or could_not_run.cause(result.output_tail)
     )
     shown = "" if result.passed else f"; first failure: {ui.safe(first)}"
-    refused = readers.judges_nothing(spec, result.passed, result.tests is not None)
+    refused = readers.judges_nothing(spec, passed=result.passed, has_tests=result.tests is not None)
     if result.tests is not None:
         counts = result.tests.counts
         line = f"`{command}` ran, {outcome}; per-test results: {counts.passed} passing, {len(failing)} failing{shown}"

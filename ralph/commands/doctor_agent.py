@@ -25,7 +25,7 @@ TINY_TIMEOUT = 300.0  # seconds: a CLI's first start may be slow (a node tool lo
 _VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
 
 
-def agent_lines(cfg: Config, ask: bool) -> bool:
+def agent_lines(cfg: Config, *, ask: bool) -> bool:
     """Says what the agent gives a run; False when it cannot start (or, asked, did not answer)."""
     agent = cfg.agent
     if agent.kind == "openai":

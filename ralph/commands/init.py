@@ -126,7 +126,7 @@ def _test_group(project: dict) -> str | None:
     return next((name for name in TEST_NAMES if name in groups), None)
 
 
-def python_setup(top: Path, pytest: bool = True) -> str:
+def python_setup(top: Path, *, pytest: bool = True) -> str:
     """A venv in the workspace with the project and what its tests need: its test dependency
     group or extra where it has one, or its pinned test requirements, else pytest (pip only
     warns about a missing extra, and the checks then cannot run); a unittest project needs none."""
@@ -169,7 +169,7 @@ def _python_setup(top: Path, marker: str, setup: list[str], checks: list[Check])
     """Made to fit the project: its test group or extra; pytest by name only where a pytest check runs."""
     pytest = not any("unittest" in check.item for check in checks)
     if marker == "pyproject.toml":
-        return [python_setup(top, pytest)]
+        return [python_setup(top, pytest=pytest)]
     return [uv_setup(top)] if marker == "uv.lock" else setup
 
 

@@ -21,11 +21,11 @@ from ralph.show import ui
 from ralph.verdict import hook_code
 
 
-def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
+def land(cwd: Path, run: str | None, how: str, *, partial: bool = False) -> Exit:
     """Bring the green line onto the user's current branch: the one command that touches it."""
     repo = git.open_repo(cwd)
     state = ledger.resolve(repo.top, run)
-    _refuse_what_is_not_ready(repo, state, partial)
+    _refuse_what_is_not_ready(repo, state, partial=partial)
     landed = git.rev(repo.top, RunRefs(state.name).landed)
     since = _since(repo, state, how, landed)
     _refuse_unsafe_landing(repo, state)
@@ -36,7 +36,7 @@ def land(cwd: Path, run: str | None, how: str, partial: bool = False) -> Exit:
     return Exit.DONE
 
 
-def _refuse_what_is_not_ready(repo: git.RepoInfo, state: RunState, partial: bool) -> None:
+def _refuse_what_is_not_ready(repo: git.RepoInfo, state: RunState, *, partial: bool) -> None:
     """No branch to land on, a dirty work tree, nothing green yet, or a run not done."""
     if repo.branch is None:
         raise RalphError("HEAD is detached — check out the branch to land on")
@@ -188,12 +188,12 @@ def _squash_message(top: Path, state: RunState, since: str) -> str:
 # --- ralph land --pr ----------------------------------------------------------------------
 
 
-def land_pr(cwd: Path, run: str | None, partial: bool, draft: bool, remote: str) -> Exit:
+def land_pr(cwd: Path, run: str | None, *, partial: bool, draft: bool, remote: str) -> Exit:
     """Push the green line to `remote` as the branch ralph/<run> and open a pull request of it
     into the branch the run started from (a draft for a run not done), or say the one open."""
     repo = git.open_repo(cwd)
     state = ledger.resolve(repo.top, run)
-    into = _refuse_what_no_pull_request_takes(repo, state, partial or draft, remote)
+    into = _refuse_what_no_pull_request_takes(repo, state, partial=partial or draft, remote=remote)
     head = RunRefs(state.name).branch.removeprefix("refs/heads/")
     # gh asked first: a gh missing or logged out is found before anything leaves this machine.
     try:
@@ -222,7 +222,7 @@ def land_pr(cwd: Path, run: str | None, partial: bool, draft: bool, remote: str)
     return Exit.DONE
 
 
-def _refuse_what_no_pull_request_takes(repo: git.RepoInfo, state: RunState, partial: bool, remote: str) -> str:
+def _refuse_what_no_pull_request_takes(repo: git.RepoInfo, state: RunState, *, partial: bool, remote: str) -> str:
     """As `ralph land` refuses: nothing green, or not done without --partial or --draft; and
     a run with no branch to go into, or no such remote. The branch the pull request goes into."""
     if state.green == state.record.base:

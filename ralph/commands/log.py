@@ -11,7 +11,7 @@ from ralph.run.summary import laps_table
 from ralph.show import ui
 
 
-def log(cwd: Path, run: str | None, as_json: bool) -> Exit:
+def log(cwd: Path, run: str | None, *, as_json: bool) -> Exit:
     top = git.open_repo(cwd).top
     state = ledger.resolve(top, run)
     if as_json:

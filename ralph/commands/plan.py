@@ -73,7 +73,7 @@ def plan(cwd: Path, options: PlanOptions) -> Exit:
     config_path = options.config or repo.top / config_module.CONFIG_FILE
     cfg = config_module.load(config_path)
     todo_path = repo.top / cfg.files.todo
-    before = _todo_before(todo_path, cfg.files.todo, options.force)
+    before = _todo_before(todo_path, cfg.files.todo, force=options.force)
     found = _issue(repo.top, options.issue) if options.issue is not None else None
     goal = found.title if found else (options.goal or cfg.goal).strip()
     if goal == todo.PLACEHOLDER_GOAL:
@@ -129,7 +129,7 @@ def _issue(top: Path, number: int) -> Issue:
     return found
 
 
-def _todo_before(path: Path, name: str, force: bool) -> str:
+def _todo_before(path: Path, name: str, *, force: bool) -> str:
     """TODO.md as it is, which the plan may replace: only a file, and one of the user's items only with --force."""
     if path.is_symlink() or (os.path.lexists(path) and not path.is_file()):
         raise RalphError(f"{name} is not a regular file (a link, a folder) — ralph plan writes only a file")

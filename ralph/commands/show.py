@@ -19,7 +19,7 @@ from ralph.show import ui
 CALLS_SHOWN = 25  # the lap's first tool calls; the transcript has them all
 
 
-def show(cwd: Path, number: int, run: str | None, as_json: bool) -> Exit:
+def show(cwd: Path, number: int, run: str | None, *, as_json: bool) -> Exit:
     repo = git.open_repo(cwd)
     top = repo.top
     state = ledger.resolve(top, run)
@@ -54,7 +54,7 @@ def _lap(state: RunState, number: int) -> Lap:
     return lap
 
 
-def _say_outcome(record: LapRecord, on_line: bool) -> None:
+def _say_outcome(record: LapRecord, *, on_line: bool) -> None:
     """Its verdict, timings, TODO, what the agent said, and what the checks' tests did."""
     where = " (on the green line)" if on_line else ""
     ui.say(f"status  {ui.status_text(record.status)}{where} — {ui.safe(record.reason)}")

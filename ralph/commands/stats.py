@@ -19,7 +19,7 @@ FORMAT = 1  # of `ralph stats --json`; a new key keeps it, a changed or removed 
 AgentKey = tuple[str, str | None]
 
 
-def stats(cwd: Path, run: str | None, as_json: bool, remote: str | None) -> Exit:
+def stats(cwd: Path, run: str | None, *, as_json: bool, remote: str | None) -> Exit:
     top = git.open_repo(cwd).top
     if remote is not None:
         workers.fetch_runs(top, remote, None)  # every run the remote keeps; this clone's stay

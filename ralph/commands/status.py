@@ -14,7 +14,7 @@ from ralph.run.summary import what_is_left
 from ralph.show import ui
 
 
-def status(cwd: Path, run: str | None, as_json: bool, remote: str | None = None) -> Exit:
+def status(cwd: Path, run: str | None, *, as_json: bool, remote: str | None = None) -> Exit:
     top = git.open_repo(cwd).top
     if remote is not None:
         run = workers.fetch_runs(top, remote, run)

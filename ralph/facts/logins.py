@@ -108,7 +108,7 @@ def _kept(data: bytes, file: LoginFile) -> bytes | None:
     return json.dumps(_blanked(found, set(file.blank)), indent=2).encode()  # JSON is YAML too
 
 
-def _parsed(data: bytes, yaml_file: bool) -> object:
+def _parsed(data: bytes, *, yaml_file: bool) -> object:
     text = data.decode("utf-8", "replace")
     try:
         return yaml.safe_load(text) if yaml_file else json.loads(_without_comments(text))

@@ -226,7 +226,7 @@ def _gh(top: Path, args: list[str], input: str | None = None) -> str:
     return result.output
 
 
-def _first_line(text: str, error: bool = False) -> str:
+def _first_line(text: str, *, error: bool = False) -> str:
     """The first line that says something (with `error`: the first naming an error, for git's
     push, whose first lines may be progress), on one line, for a message."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]

@@ -51,7 +51,7 @@ class RefStore:
             remote.sync(self.top)
         return True
 
-    def delete(self, ref: str, old: str | None = None, check: bool = True) -> bool:
+    def delete(self, ref: str, old: str | None = None, *, check: bool = True) -> bool:
         """Delete `ref` (only while it points at `old`, when given); GitFailed, or for a ref the
         remote keeps RalphError, when it cannot be and `check`."""
         remote = self._remote_for([ref])
@@ -85,7 +85,7 @@ class RefStore:
         if self.remote is not None:
             self.remote.sync(self.top)
 
-    def _transaction(self, changes: Changes, checked: bool) -> bool:
+    def _transaction(self, changes: Changes, *, checked: bool) -> bool:
         """One `git update-ref --stdin`, all or none; unless `checked`, each ref is set whatever
         it held (this repository's copy of a remote's ref follows it)."""
         lines = "".join(

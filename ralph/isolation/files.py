@@ -15,7 +15,7 @@ PATH_MAX = 4096  # bytes in a path the kernel takes, its NUL included: Linux's, 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def regular_text(path: Path, cap: int, follow: bool = False) -> str | None:
+def regular_text(path: Path, cap: int, *, follow: bool = False) -> str | None:
     """A file a lap's code may have written, as text: None unless it is a regular file of at most
     `cap` bytes (a link is followed only when asked: `follow`; a folder, a FIFO or /dev/zero is
     never opened as a file)."""

@@ -183,7 +183,7 @@ def run(
     env = dict(os.environ if env is None else env, **{TOKEN_VAR: token})
     started = time.monotonic()
     errors = tempfile.TemporaryFile() if stderr_apart else None
-    child = _spawn(command if jail is None else jail.argv(command), cwd, env, input is not None, errors)
+    child = _spawn(command if jail is None else jail.argv(command), cwd, env, stdin=input is not None, errors=errors)
     timed_out = False
     try:  # at once: an interrupt from here on must still reach the cleanup
         output = CappedOutput(cap, spill, on_output)
@@ -209,7 +209,7 @@ def run(
 
 
 def _spawn(
-    command: str | list[str], cwd: Path | str, env: dict[str, str], stdin: bool, errors: IO[bytes] | None
+    command: str | list[str], cwd: Path | str, env: dict[str, str], *, stdin: bool, errors: IO[bytes] | None
 ) -> subprocess.Popen:
     """`command` started in a session of its own; its stderr into `errors`, if given, else
     merged into stdout. An interrupt inside Popen, after the child started, leaves no handle to
@@ -332,7 +332,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _kill_all(proc: subprocess.Popen, token: str | None, termed: bool, spare: list[int] | None = None) -> None:
+def _kill_all(proc: subprocess.Popen, token: str | None, *, termed: bool, spare: list[int] | None = None) -> None:
     """Leave nothing running: the process group, then anything that still carries our token.
 
     `termed`: the timeout already sent TERM and waited out the grace. The KILL is in a

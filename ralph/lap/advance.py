@@ -1,10 +1,12 @@
-"""The lap's last phase: a green lap lands, the run's branch moved to it by compare-and-swap.
+"""The lap's last phase: a green lap advances the green line, the run's branch moved to it by
+compare-and-swap.
 
 The line advances in the same swap that lets go of the lap's claims, which must still be its
-own: a lap of a worker taken for dead (its items given to others) does not land. When others
-moved the line during the lap (laps side by side), the lap is rebased onto it and judged again
-there, never forced. A `--best-of` candidate does not land by itself: it is recorded as one of
-its round (as_candidate), and the round lands the best of them (best_of.py).
+own: a lap of a worker taken for dead (its items given to others) does not advance it. When
+others moved the line during the lap (laps side by side), the lap is rebased onto it and judged
+again there, never forced. A `--best-of` candidate does not advance the line by itself: it is
+recorded as one of its round (as_candidate), and the round advances it to the best of them
+(best_of.py). (`ralph land`, the user's command, is another thing: commands/land.py.)
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from dataclasses import replace
 
 from ralph import git
 from ralph.errors import Interrupted, RalphError
-from ralph.git import layout
 from ralph.git.layout import RunRefs
 from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
@@ -22,7 +23,7 @@ from ralph.lap.context import RunContext
 from ralph.lap.judging import verdict_on
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
-from ralph.lap.turn import Turn
+from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
 from ralph.verdict.decide import Overrule, overruled
@@ -30,16 +31,17 @@ from ralph.verdict.decide import Overrule, overruled
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
 
-def land(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
-    """The lap's record as it ends: green and landed, or overruled red when it could not land; a
-    `--best-of` candidate's as recorded (its round lands the best of them)."""
-    if turn.best_of is not None:
+def advance(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
+    """The lap's record as it ends: green with the line advanced to it, or overruled red when it
+    could not advance it; a `--best-of` candidate's as recorded (its round advances the line to
+    the best of them)."""
+    if lap.turn.best_of is not None:
         return record
     try:
         crashpoint.reached("advance")
-        return _advance(ctx, turn, facts, record)
+        return _swap(lap, facts, record)
     except (KeyboardInterrupt, Interrupted):
-        _unlanded(ctx, record)
+        _interrupted(lap.ctx, record)
         raise
 
 
@@ -53,40 +55,42 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
     return record.model_copy(update=dict(progress=False, done=False, best_of=measured))
 
 
-def _advance(ctx: RunContext, turn: Turn, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _swap(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
+    """The compare-and-swap of the line and the lap's claims, again on each line others moved."""
+    ctx, turn = lap.ctx, lap.turn
     claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
     for _ in range(MOVED_LINE_RETRIES):
-        landing: dict[str, tuple[str | None, str | None]] = {
-            RunRefs(ctx.run_name).branch: (record.commit, record.parent)
-        }
-        landing.update(dict.fromkeys(claimed, (None, turn.held_by)))
-        if record.status != LapStatus.GREEN or ctx.store.update(landing):
+        moves: dict[str, tuple[str | None, str | None]] = {RunRefs(ctx.run_name).branch: (record.commit, record.parent)}
+        moves.update(dict.fromkeys(claimed, (None, turn.held_by)))
+        if record.status != LapStatus.GREEN or ctx.store.update(moves):
             return record
         if any(git.rev(ctx.top, ref) != turn.held_by for ref in claimed):
-            return _overrule(ctx, record, Overrule.LOST_CLAIMS)
-        record = _replay_on_moved_line(ctx, facts, record)
-    return _overrule(ctx, record, Overrule.LINE_MOVED)
+            return _not_advanced(ctx, record, Overrule.LOST_CLAIMS)
+        record = _replay_on_moved_line(lap, facts, record)
+    return _not_advanced(ctx, record, Overrule.LINE_MOVED)
 
 
-def _unlanded(ctx: RunContext, record: LapRecord) -> None:
-    """A worker of a remote's run lands only its own laps: one that did not land now never will."""
+def _interrupted(ctx: RunContext, record: LapRecord) -> None:
+    """A worker of a remote's run advances the line only to its own laps: a green lap that did not
+    advance it before the interruption never will."""
     branch = git.rev(ctx.top, RunRefs(ctx.run_name).branch) or record.parent
     if ctx.mode.on_remote and record.status == LapStatus.GREEN and not git.is_ancestor(ctx.top, record.commit, branch):
-        with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green, unlanded
-            _overrule(ctx, record, Overrule.UNLANDED_INTERRUPTED)
+        with contextlib.suppress(RalphError):  # the remote out of reach: the note stays green
+            _not_advanced(ctx, record, Overrule.UNLANDED_INTERRUPTED)
 
 
-def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
+    ctx = lap.ctx
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
     sha, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
     if sha is None:
-        return _overrule(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
-    lap = LapCommit.read(ctx, sha, state.green, facts.split)
-    verdict = verdict_on(ctx, state, lap, facts.agent, facts.number, layout.lap_dir(ctx.run_dir, facts.number))
+        return _not_advanced(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
+    made = LapCommit.read(ctx, sha, state.green, facts.split)
+    verdict = verdict_on(replace(lap, state=state), made, facts.agent)
     rebased = replace(verdict, reason=f"{verdict.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
-    replayed = lap_record(ctx, state, facts, lap, rebased)
+    replayed = lap_record(ctx, state, facts, made, rebased)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
     names = RunRefs(ctx.run_name)
     moves: dict[str, tuple[str, str | None]] = {names.lap(facts.number): (sha, record.commit)}
@@ -97,8 +101,8 @@ def _replay_on_moved_line(ctx: RunContext, facts: LapFacts, record: LapRecord) -
     return replayed
 
 
-def _overrule(ctx: RunContext, record: LapRecord, why: Overrule, *facts: object) -> LapRecord:
-    """The lap's note overruled red (verdict/decide.py): it did not land."""
+def _not_advanced(ctx: RunContext, record: LapRecord, why: Overrule, *facts: object) -> LapRecord:
+    """The lap's note overruled red (verdict/decide.py): it did not advance the line."""
     red = record.overruled(overruled(None, why, *facts))
     ctx.store.add_note(record.commit, red.model_dump_json(indent=1))
     return red

@@ -11,8 +11,7 @@ from ralph.agents.base import AgentResult, LapTask
 from ralph.isolation import crashpoint
 from ralph.lap import prompt
 from ralph.lap.context import RunContext
-from ralph.lap.prepare import Prepared
-from ralph.lap.turn import Turn
+from ralph.lap.this_lap import ThisLap
 from ralph.lap.watch import watching_the_repository
 from ralph.records import ledger
 from ralph.records.formats import LapStatus
@@ -33,13 +32,14 @@ class Worked:
     tampered: list[str]  # what it changed in the shared repository state (put back): unsandboxed laps only
 
 
-def work(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared) -> Worked:
+def work(lap: ThisLap) -> Worked:
     """The agent's lap. Sandboxed, the lap cannot reach the repository. Without a sandbox, code
     the agent wrote runs as the user: whatever it does to the shared repository state is put
     back, here (before ralph's own git reads the repository's config to stage the lap) and
     again after the hooks and checks, which run the lap's code too."""
+    ctx, turn = lap.ctx, lap.turn
     told = ledger.messages(ctx.top, ctx.run_name)  # forgotten once this lap's note holds them
-    task = _task(ctx, state, turn, prepared, list(told.values()))
+    task = _task(lap, list(told.values()))
     with watching_the_repository(ctx, turn.number) as tampered:
         crashpoint.reached("agent")
         events.emit("phase_changed", phase="agent")
@@ -52,25 +52,25 @@ def work(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared) -> Wo
     return Worked(result=result, told=told, tampered=tampered)
 
 
-def _task(ctx: RunContext, state: RunState, turn: Turn, prepared: Prepared, told: list[str]) -> LapTask:
+def _task(lap: ThisLap, told: list[str]) -> LapTask:
+    ctx, state, turn = lap.ctx, lap.state, lap.turn
     limits, slot, items = ctx.config.limits, turn.slot, turn.items
-    lap_prompt = prompt.build(
-        ctx.config,
-        prepared.todo_text,
-        git.show_file(ctx.top, state.green, ctx.config.files.progress),
-        last_failure(ctx, state, items),
-        told,
+    facts = prompt.PromptFacts(
+        todo_text=lap.prepared.todo_text,
+        progress_text=git.show_file(ctx.top, state.green, ctx.config.files.progress),
+        failure=last_failure(ctx, state, items),
+        told=told,
         items=items,
         slot=prompt.slot_heading(slot) if slot is not None and turn.best_of is None else None,
         whole_job=ctx.whole_job,
         best_of=turn.best_of.of if turn.best_of else 0,
     )
-    log_dir = prepared.log_dir
+    log_dir = lap.log_dir
     return LapTask(
         ctx.run_name,
         turn.number,
         ctx.workspace.tree,
-        lap_prompt,
+        prompt.build(ctx.config, facts),
         limits.lap_timeout,
         log_dir,
         dict(ctx.env, RALPH_ITEMS="\n".join(items), RALPH_SLOT=str(slot)) if slot is not None else ctx.env,

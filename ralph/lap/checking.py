@@ -11,6 +11,7 @@ from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.lap.prepare import workspace_at
+from ralph.lap.this_lap import ThisLap
 from ralph.verdict.checks import apart_and_whole
 from ralph.verdict.decide import CannotCheck, Checked
 from ralph.verdict.guard import matches
@@ -19,12 +20,14 @@ from ralph.workspace.provision import CopyFailed, SetupFailed
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def checks_on(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Checked:
-    """The checks judge exactly the commit: the workspace made that commit again (by ralph's own
-    index, which no lap writes), nothing untracked but what setup made (and, with `strict: false`,
-    ignored files). Where the lap added test files, its old tests are judged without them."""
+def checks_on(lap: ThisLap, made: LapCommit) -> Checked:
+    """The checks judge exactly the lap's commit `made`: the workspace made that commit again (by
+    ralph's own index, which no lap writes), nothing untracked but what setup made (and, with
+    `strict: false`, ignored files). Where the lap added test files, its old tests are judged
+    without them."""
+    ctx, log_dir = lap.ctx, lap.log_dir
     try:
-        removed = workspace_at(ctx, lap.sha, number, log_dir, for_checks=True)
+        removed = workspace_at(ctx, made.sha, lap.number, log_dir, for_checks=True)
     except git.SubmodulesFailed as failed:  # the lap's gitlinks or .gitmodules lead nowhere
         raise CannotCheck("the lap's submodules cannot be checked out", str(failed)) from None
     except SetupFailed as failed:  # a lockfile the lap broke
@@ -32,7 +35,7 @@ def checks_on(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Ch
     except CopyFailed as failed:  # the lap made a file where a copied file's folder belongs
         raise CannotCheck(str(failed)) from None
     crashpoint.reached("checks")
-    added = _added_tests(ctx, lap)
+    added = _added_tests(ctx, made)
     if not added:
         return Checked(results=ctx.check(log_dir), removed=removed)
     # Old tests are judged in a session that loads none of the lap's new test files (a module that
@@ -43,9 +46,9 @@ def checks_on(ctx: RunContext, lap: LapCommit, number: int, log_dir: Path) -> Ch
         _delete_inside(ctx.workspace.tree, path)
     (apart_logs := log_dir / "apart").mkdir(exist_ok=True)
     apart = ctx.check(apart_logs)
-    ctx.workspace.checkout(lap.sha)
+    ctx.workspace.checkout(made.sha)
     whole = ctx.check(log_dir)
-    return Checked(results=apart_and_whole(apart, whole, git.files_at(ctx.top, lap.parent)), removed=removed)
+    return Checked(results=apart_and_whole(apart, whole, git.files_at(ctx.top, made.parent)), removed=removed)
 
 
 def _added_tests(ctx: RunContext, lap: LapCommit) -> list[str]:

@@ -17,7 +17,7 @@ from ralph.verdict.checks import CheckResult
 from ralph.workspace.workspace import Workspace
 
 
-def checks_at(repo: git.RepoInfo, cfg: Config, commit: str, name: str, sandboxed: bool) -> list[CheckResult]:
+def checks_at(repo: git.RepoInfo, cfg: Config, commit: str, name: str, *, sandboxed: bool) -> list[CheckResult]:
     """Each check's result on `commit`; raises SetupFailed when setup fails there."""
     env = proc.lap_env(tuple(cfg.env.pass_))
     workspace = Workspace.create(repo.top, repo.common_dir, f"{name}-{os.getpid()}")

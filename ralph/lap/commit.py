@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from ralph import git, todo
 from ralph.agents.base import AgentResult
-from ralph.git import layout
 from ralph.lap import commit_hooks
 from ralph.lap.context import RunContext
-from ralph.records.ledger import RunState
+from ralph.lap.this_lap import ThisLap
 from ralph.show.text import printable
 from ralph.verdict.commit_hooks import commit_message, unlinked
 from ralph.verdict.decide import CommitFacts
@@ -63,95 +62,64 @@ class LapCommit:
         )
 
 
-def commit_lap(
-    ctx: RunContext,
-    state: RunState,
-    number: int,
-    agent: AgentResult,
-    todo_before: list[todo.Item],
-    escalated: bool = False,
-) -> LapCommit:
-    """Commit every file the agent left, its ticks counted against `todo_before` (the last green
-    TODO).
+def commit_lap(lap: ThisLap, agent: AgentResult) -> LapCommit:
+    """Commit every file the agent left, its ticks counted against the TODO the lap started from
+    (the last green TODO).
 
     The repository's hooks run on the lap's changes in the lap's own git dir (sandboxed, when
     laps are); the lap commit itself is ralph's, made from the files the hooks left. A refused
     lap is still committed, so it can be reviewed and the next lap told why.
     """
+    ctx, green, todo_before = lap.ctx, lap.state.green, lap.prepared.todo_before
     workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
     workspace.verify()
-    refusal = _hooks_refusal(ctx, state, number, agent, todo_before, escalated)
-    tree, unstaged = workspace.stage(state.green, timeout)  # the files as the hooks left them
+    refusal = _hooks_refusal(lap, agent)
+    tree, unstaged = workspace.stage(green, timeout)  # the files as the hooks left them
     if unstaged is not None:
         refusal = ("git could not stage the lap's files", unstaged)
     after = _todo_in(ctx, tree)
     ticked = todo.newly_ticked(todo_before, after)
-    sha = workspace.commit_tree(tree, state.green, lap_message(ctx, state, number, ticked, agent, escalated))
+    sha = workspace.commit_tree(tree, green, lap_message(lap, ticked, agent))
     return LapCommit(
         sha=sha,
-        parent=state.green,
-        changes=git.changes(ctx.top, state.green, sha),
+        parent=green,
+        changes=git.changes(ctx.top, green, sha),
         todo_before=todo_before,
         todo_after=after,
         refusal=refusal,
     )
 
 
-def unjudged(
-    ctx: RunContext,
-    state: RunState,
-    number: int,
-    agent: AgentResult,
-    todo_before: list[todo.Item],
-    escalated: bool = False,
-    split: str | None = None,
-) -> LapCommit:
+def unjudged(lap: ThisLap, agent: AgentResult) -> LapCommit:
     """The lap's commit when its files could not be staged (or a split lap's without a split):
     the last green tree, nothing of the lap's."""
-    message = lap_message(ctx, state, number, [], agent, escalated, split)
-    sha = ctx.workspace.commit_tree(f"{state.green}^{{tree}}", state.green, message)
-    return LapCommit(sha=sha, parent=state.green, changes={}, todo_before=todo_before, todo_after=todo_before)
+    green, todo_before = lap.state.green, lap.prepared.todo_before
+    sha = lap.ctx.workspace.commit_tree(f"{green}^{{tree}}", green, lap_message(lap, [], agent))
+    return LapCommit(sha=sha, parent=green, changes={}, todo_before=todo_before, todo_after=todo_before)
 
 
-def lap_message(
-    ctx: RunContext,
-    state: RunState,
-    number: int,
-    ticked: list[str],
-    agent: AgentResult,
-    escalated: bool,
-    split: str | None = None,
-) -> str:
+def lap_message(lap: ThisLap, ticked: list[str], agent: AgentResult) -> str:
     """The lap commit's message: its trailers say which issue the run is of, when agent.escalate
     ran it, or which item it split."""
-    message = commit_message(ctx.run_name, number, ticked, agent)
-    if state.record.issue is not None:
-        message += f"Ralph-Issue: {state.record.issue.url}\n"
-    if escalated:
+    message = commit_message(lap.ctx.run_name, lap.number, ticked, agent)
+    if lap.state.record.issue is not None:
+        message += f"Ralph-Issue: {lap.state.record.issue.url}\n"
+    if lap.turn.escalated:
         message += f"Ralph-Escalated: {agent.name or agent.kind}\n"
-    if split is not None:
-        message += f"Ralph-Split: {unlinked(split)}\n"
+    if lap.turn.split is not None:
+        message += f"Ralph-Split: {unlinked(lap.turn.split)}\n"
     return printable(message)
 
 
-def _hooks_refusal(
-    ctx: RunContext,
-    state: RunState,
-    number: int,
-    agent: AgentResult,
-    todo_before: list[todo.Item],
-    escalated: bool,
-) -> tuple[str, str] | None:
+def _hooks_refusal(lap: ThisLap, agent: AgentResult) -> tuple[str, str] | None:
     """The repository's hooks on the staged lap, when it has any and commit.verify is on: they see
     the message the commit will have."""
-    workspace = ctx.workspace
+    ctx, workspace = lap.ctx, lap.ctx.workspace
     if not (ctx.config.commit.verify and workspace.has_hooks()):
         return None
-    staged = workspace.stage(state.green, ctx.config.limits.check_timeout)[0]
-    ticked = todo.newly_ticked(todo_before, _todo_in(ctx, staged))
-    message = lap_message(ctx, state, number, ticked, agent, escalated)
-    log_dir = layout.lap_dir(ctx.run_dir, number)
-    return commit_hooks.run_on_lap(ctx, state.record.base, state.green, staged, message, log_dir)
+    staged = workspace.stage(lap.state.green, ctx.config.limits.check_timeout)[0]
+    ticked = todo.newly_ticked(lap.prepared.todo_before, _todo_in(ctx, staged))
+    return commit_hooks.run_on_lap(lap, staged, lap_message(lap, ticked, agent))
 
 
 def _todo_in(ctx: RunContext, tree: str) -> list[todo.Item]:

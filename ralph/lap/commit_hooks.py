@@ -24,6 +24,7 @@ from ralph.errors import RalphError
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.lap.context import RunContext
+from ralph.lap.this_lap import ThisLap
 from ralph.show import ui
 from ralph.verdict import could_not_run, hook_code
 from ralph.verdict.commit_hooks import Report, commit_message, read_report
@@ -39,15 +40,14 @@ REJECTED = "the repository's commit hooks rejected the lap"
 # --- a lap's commit -------------------------------------------------------------------
 
 
-def run_on_lap(
-    ctx: RunContext, base: str, head: str, staged: str, message: str, log_dir: Path
-) -> tuple[str, str] | None:
-    """`git commit` in the lap's own git dir, so the repository's hooks judge the lap as they
-    would a person's commit; hooks that fix files (formatters) get one re-add and retry, as
-    people do by hand. `staged`: the lap's files as a tree. None when the hooks accept; else
-    why not, naming the hooks pre-commit names, and their output."""
+def run_on_lap(lap: ThisLap, staged: str, message: str) -> tuple[str, str] | None:
+    """`git commit` in the lap's own git dir, on the last green commit, so the repository's hooks
+    judge the lap as they would a person's commit; hooks that fix files (formatters) get one
+    re-add and retry, as people do by hand. `staged`: the lap's files as a tree. None when the
+    hooks accept; else why not, naming the hooks pre-commit names, and their output."""
+    ctx, head, log_dir = lap.ctx, lap.state.green, lap.log_dir
     workspace, timeout = ctx.workspace, ctx.config.limits.check_timeout
-    cache, writable = _cache_for_lap(ctx, base, staged)
+    cache, writable = _cache_for_lap(ctx, lap.state.record.base, staged)
     env = dict(ctx.env, GIT_EDITOR="true", PRE_COMMIT_HOME=str(cache))
     refusal = (REJECTED, "")
     for attempt in (1, 2):

@@ -54,7 +54,7 @@ class RunContext:
         """`--remote`: this worker's name among the run's (workers.Crew); its laps' notes say it."""
         return self.mode.worker
 
-    def jail(self, phase: str, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
+    def jail(self, phase: str, *, network: bool = True, writable: tuple[Path, ...] = ()) -> Jail | None:
         """The sandbox for one phase of a lap; None when laps are not sandboxed. What
         `sandbox.writable` lists is writable to the agent phase only; setup, the hooks and the
         checks read it: a test the checks run plants nothing there (a hook in ~/.claude)."""
@@ -103,7 +103,7 @@ class RunContext:
             timeout=self.config.limits.check_timeout,
             env=self.env,
             log_dir=log_dir,
-            jail=self.jail("checks", self.config.sandbox.network),
+            jail=self.jail("checks", network=self.config.sandbox.network),
             user_tree=self.top,
             idle_timeout=self.config.limits.idle_timeout,
         )

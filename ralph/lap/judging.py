@@ -5,7 +5,6 @@ judge role after them, unless the verdict is clear without them."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from ralph import git
 from ralph.agents.base import AgentResult
@@ -13,9 +12,9 @@ from ralph.agents.judge import JudgeRecord, material, signals
 from ralph.lap import checking
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
+from ralph.lap.this_lap import ThisLap
 from ralph.lap.turn import Turn
 from ralph.records.formats import LapStatus
-from ralph.records.ledger import RunState
 from ralph.show import events
 from ralph.verdict import guard as guard_module
 from ralph.verdict.checks import all_pass, passing_tests
@@ -33,42 +32,42 @@ from ralph.verdict.decide import (
 from ralph.verdict.scope import Scope
 
 
-def verdict_on(
-    ctx: RunContext, state: RunState, lap: LapCommit, agent: AgentResult, number: int, log_dir: Path
-) -> Verdict:
+def verdict_on(lap: ThisLap, made: LapCommit, agent: AgentResult) -> Verdict:
     """The verdict on one commit of the lap's (verdict/decide.py), from the agent's outcome and
     the commit alone when they settle it, else from the guard, the checks and (roles.judge) the
     judge: the evidence gathered here, phase by phase, as far as the verdict needs it."""
+    ctx = lap.ctx
     evidence = Evidence(
         agent=agent,
-        commit=lap.facts(_nested_repositories(ctx, lap)),
-        last_green=state.green_checks(),
+        commit=made.facts(_nested_repositories(ctx, made)),
+        last_green=lap.state.green_checks(),
         strict=ctx.config.strict,
     )
     if not wants_checks(evidence):
         return decide(evidence)
-    report = _guard(ctx, state, lap)
+    report = _guard(lap, made)
     try:
-        checked: Checked | CannotCheck = checking.checks_on(ctx, lap, number, log_dir)
+        checked: Checked | CannotCheck = checking.checks_on(lap, made)
     except CannotCheck as cannot:
         checked = cannot
     evidence = replace(evidence, guard=report, checks=checked)
     verdict = decide(evidence)
     if ctx.judge is None or not wants_judge(verdict):
         return verdict
-    scored = _ask_the_judge(ctx, state, log_dir, lap, agent, verdict)
+    scored = _ask_the_judge(lap, made, agent, verdict)
     return decide(replace(evidence, judge=scored, threshold=ctx.judge.role.threshold))
 
 
-def _guard(ctx: RunContext, state: RunState, lap: LapCommit) -> guard_module.GuardReport:
-    config, files = ctx.config, ctx.config.files
+def _guard(lap: ThisLap, made: LapCommit) -> guard_module.GuardReport:
+    config, files = lap.ctx.config, lap.ctx.config.files
     scope = Scope(
         tuple(config.scope) if config.scope is not None else None,
         tuple(config.check_commands),
         (config.mcp.from_,) if config.mcp.from_ else (),
     )
+    top, base = lap.ctx.top, lap.state.record.base
     return guard_module.check_lap(
-        ctx.top, lap.parent, lap.sha, lap.changes, config.protect, files.todo, files.progress, state.record.base, scope
+        top, made.parent, made.sha, made.changes, config.protect, files.todo, files.progress, base, scope
     )
 
 
@@ -91,21 +90,20 @@ def _nested_repositories(ctx: RunContext, lap: LapCommit) -> list[str]:
     return sorted(gitlinks - set(git.submodule_paths(ctx.top, lap.sha))) if gitlinks else []
 
 
-def _ask_the_judge(
-    ctx: RunContext, state: RunState, log_dir: Path, lap: LapCommit, agent: AgentResult, green: Verdict
-) -> JudgeRecord:
+def _ask_the_judge(lap: ThisLap, made: LapCommit, agent: AgentResult, green: Verdict) -> JudgeRecord:
     """The judge role's record of a lap the checks passed, its cost priced."""
+    ctx, state = lap.ctx, lap.state
     assert ctx.judge is not None
-    seen = material(ctx.config, ctx.top, state.green, lap.sha, lap.changes, lap.ticked, agent.summary)
+    seen = material(ctx.config, ctx.top, state.green, made.sha, made.changes, made.ticked, agent.summary)
     measured = signals(
         seen,
-        all_pass(green.checks),
-        passing_tests(state.green_checks()),
-        passing_tests(green.checks),
-        ctx.config.files.progress in lap.changes,
+        all_pass=all_pass(green.checks),
+        passing_before=passing_tests(state.green_checks()),
+        passing_after=passing_tests(green.checks),
+        progress_changed=ctx.config.files.progress in made.changes,
     )
     events.emit("phase_changed", phase="judge")
-    scored = ctx.judge.score(seen, measured, log_dir)
+    scored = ctx.judge.score(seen, measured, lap.log_dir)
     usage = scored.usage
     cost = ctx.config.cost_of(ctx.judge.config.model, usage.prompt_tokens, usage.completion_tokens)
     scored.usage = usage.model_copy(update={"cost_usd": cost})

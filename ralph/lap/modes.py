@@ -5,7 +5,7 @@ starts, from its options and its environment (options.mode_of). Each mode has on
 - Plain       the laps one at a time (loop._laps)
 - Parallel    `--parallel N`: starts N slots and relays their lines (parallel.coordinate)
 - Slot        `--slot K`, started by a coordinator: laps on the items it claims (parallel.work)
-- Rounds      `--best-of N`: rounds of N candidates, the best landed (best_of.coordinate)
+- Rounds      `--best-of N`: rounds of N candidates, the line advanced to the best (best_of.coordinate)
 - Candidate   a slot a `--best-of` coordinator started for one lap of a round (best_of.candidate)
 - Worker      `--remote`: this clone's laps, one worker of a run a git remote keeps (parallel.as_worker)
 
@@ -151,7 +151,7 @@ class Candidate(Slot):
 
 @dataclass(frozen=True, kw_only=True)
 class Rounds(_Mode):
-    """`--best-of N`: rounds of `of` candidate laps on one item, side by side; the best lands."""
+    """`--best-of N`: rounds of `of` candidate laps on one item, side by side; the line advances to the best."""
 
     coordinates: ClassVar[bool] = True
     needs_sandbox: ClassVar[str | None] = BEST_OF_NEEDS_SANDBOX

@@ -1,7 +1,8 @@
-"""One lap, as its phases: prepare → agent → commit (hooks) → checks → verdict → record → land.
+"""One lap, as its phases: prepare → agent → commit (hooks) → checks → verdict → record → advance.
 
 Each phase is a module of its own with a typed input and output; what one phase learned (the
-TODO before and after, the commit's changes) is handed on, not read through git again.
+TODO before and after, the commit's changes) is handed on, not read through git again. The lap
+itself is handed on as one value (ThisLap), made once its workspace is ready.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ralph.isolation import crashpoint
 from ralph.lap import advance, agent, commit, disk, judging, prepare, record
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
+from ralph.lap.this_lap import ThisLap
 from ralph.lap.turn import Turn
 from ralph.lap.watch import watching_the_repository
 from ralph.records.formats import LapRecord
@@ -22,19 +24,20 @@ from ralph.workspace.workspace import WorkspaceTampered
 
 def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     """Lap `turn.number`, as `turn` says: by which agent, on which items, in which slot."""
-    prepared = prepare.start_lap(ctx, state, turn.number)
-    worked = agent.work(ctx, state, turn, prepared)
+    lap = ThisLap(ctx, state, turn, prepare.start_lap(ctx, state, turn.number))
+    worked = agent.work(lap)
     with watching_the_repository(ctx, turn.number) as tampered:
         events.emit("phase_changed", phase="committing")
-        lap, judged = _commit_and_judge(ctx, state, turn, prepared, worked)
-    judged = judging.after_the_lap(judged, turn, lap.ticked, worked.tampered + tampered)
-    facts = _facts(ctx, turn, prepared, worked)
-    recorded = advance.as_candidate(record.lap_record(ctx, state, facts, lap, judged), turn.best_of)
+        made, judged = _commit_and_judge(lap, worked)
+    judged = judging.after_the_lap(judged, turn, made.ticked, worked.tampered + tampered)
+    facts = _facts(lap, worked)
+    recorded = advance.as_candidate(record.lap_record(ctx, state, facts, made, judged), turn.best_of)
     record.save(ctx, recorded, worked.told, judged.stop)
-    return advance.land(ctx, turn, facts, recorded)
+    return advance.advance(lap, facts, recorded)
 
 
-def _facts(ctx: RunContext, turn: Turn, prepared: prepare.Prepared, worked: agent.Worked) -> record.LapFacts:
+def _facts(lap: ThisLap, worked: agent.Worked) -> record.LapFacts:
+    turn, prepared = lap.turn, lap.prepared
     return record.LapFacts(
         number=turn.number,
         started=prepared.started,
@@ -45,28 +48,26 @@ def _facts(ctx: RunContext, turn: Turn, prepared: prepare.Prepared, worked: agen
         agent_index=turn.agent_index,
         slot=turn.slot,
         items=list(turn.items),
-        worker=ctx.worker,
+        worker=lap.ctx.worker,
         escalated=turn.escalated,
     )
 
 
-def _commit_and_judge(
-    ctx: RunContext, state: RunState, turn: Turn, prepared: prepare.Prepared, worked: agent.Worked
-) -> tuple[LapCommit, Verdict]:
+def _commit_and_judge(lap: ThisLap, worked: agent.Worked) -> tuple[LapCommit, Verdict]:
     """The lap committed, checked and judged. Where that fails on a full disk, a red lap: of its
     commit, or (none made yet) of the last green tree, nothing of the lap trusted; its files
     deleted."""
-    made, number = None, turn.number
+    ctx, made = lap.ctx, None
     try:
-        made = commit.commit_lap(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
+        made = commit.commit_lap(lap, worked.result)
         crashpoint.reached("commit")
-        return made, judging.verdict_on(ctx, state, made, worked.result, number, prepared.log_dir)
+        return made, judging.verdict_on(lap, made, worked.result)
     except (RalphError, OSError) as failed:
         if isinstance(failed, WorkspaceTampered) or not disk.full(ctx, failed):
             raise
         cause = ui.one_line(str(failed), 300)
-    lap = made or commit.unjudged(ctx, state, number, worked.result, prepared.todo_before, turn.escalated)
+    made = made or commit.unjudged(lap, worked.result)
     ctx.workspace.delete_the_laps_files()
     if not disk.full(ctx):
-        return lap, overruled(None, Overrule.DISK_FREED, disk.free(ctx), output_tail=cause)
-    return lap, overruled(None, Overrule.DISK_FULL, disk.full_disk(ctx), number, output_tail=cause)
+        return made, overruled(None, Overrule.DISK_FREED, disk.free(ctx), output_tail=cause)
+    return made, overruled(None, Overrule.DISK_FULL, disk.full_disk(ctx), lap.number, output_tail=cause)

@@ -67,7 +67,7 @@ def _fresh_log_dir(ctx: RunContext, number: int) -> Path:
     return log_dir
 
 
-def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_checks: bool = False) -> list[str]:
+def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, *, for_checks: bool = False) -> list[str]:
     """The workspace at `commit`, its own git dir anew, set up; returns what was deleted.
 
     With `strict` (the default), every untracked file that setup did not make is deleted at a
@@ -81,7 +81,7 @@ def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_chec
     events.emit("phase_changed", phase="preparing")
     # Bytecode matters to the checks only: the agent runs whatever it likes anyway.
     removed = workspace.checkout(commit, bytecode=for_checks)
-    setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks)
+    setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks=for_checks)
     if config.strict:
         if lap and not for_checks:  # (the first lap's start: what is there is the baseline's)
             workspace.provision.note_base_made()
@@ -101,7 +101,7 @@ def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_chec
     workspace.fresh_lap_git(commit, keep_modules=False)
     _submodules_anew(ctx, commit)
     if setup:
-        _set_up(ctx, commit, lap, log_dir, for_checks)
+        _set_up(ctx, commit, lap, log_dir, for_checks=for_checks)
     return removed
 
 
@@ -113,11 +113,11 @@ def _submodules_anew(ctx: RunContext, commit: str) -> None:
             ctx.workspace.tree,
             timeout=ctx.config.limits.check_timeout,
             env=ctx.env,
-            jail=ctx.jail("setup", ctx.config.sandbox.network),
+            jail=ctx.jail("setup", network=ctx.config.sandbox.network),
         )
 
 
-def _set_up(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_checks: bool) -> None:
+def _set_up(ctx: RunContext, commit: str, lap: int, log_dir: Path, *, for_checks: bool) -> None:
     workspace, config = ctx.workspace, ctx.config
     events.emit("phase_changed", phase="setup")
     output, rewrote = workspace.set_up(
@@ -126,7 +126,7 @@ def _set_up(ctx: RunContext, commit: str, lap: int, log_dir: Path, for_checks: b
         env=dict(ctx.env, RALPH_RUN=ctx.run_name, RALPH_LAP=str(lap)),
         timeout=config.limits.setup_timeout,
         log_dir=log_dir,
-        jail=ctx.jail("setup", config.sandbox.network),
+        jail=ctx.jail("setup", network=config.sandbox.network),
         for_lap=for_checks,
         remember=config.strict,
     )

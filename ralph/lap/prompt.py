@@ -59,20 +59,30 @@ class LastFailure:
     output_tail: str
 
 
-def build(
-    config: Config,
-    todo_text: str | None,
-    progress_text: str | None,
-    failure: LastFailure | None,
-    told: list[str] | tuple[str, ...] = (),
-    items: Sequence[str] = (),
-    slot: str | None = None,
-    whole_job: bool = False,
-    best_of: int = 0,
-) -> str:
-    """`items` and `slot` (the heading of its PROGRESS section): a lap of a parallel run;
-    `best_of`: one of that many candidates on its one item (`items`), whose progress note is
-    the run's if it is chosen; `whole_job`: the one lap of a bench's session mode."""
+@dataclass(frozen=True, kw_only=True)
+class PromptFacts:
+    """What one lap's prompt tells besides the configuration: the files as the lap finds them,
+    the last red lap, the user's messages, and the lap's part of the run. `items` and `slot`
+    (the heading of its PROGRESS section): a lap of a parallel run; `best_of`: one of that many
+    candidates on its one item (`items`), whose progress note is the run's if it is chosen;
+    `whole_job`: the one lap of a bench's session mode."""
+
+    todo_text: str | None
+    progress_text: str | None
+    failure: LastFailure | None = None
+    told: Sequence[str] = ()
+    items: Sequence[str] = ()
+    slot: str | None = None
+    whole_job: bool = False
+    best_of: int = 0
+
+
+def build(config: Config, facts: PromptFacts) -> str:
+    """The lap's prompt: the goal, the rules, the TODO and the progress note, and what `facts`
+    add of the lap's own."""
+    whole_job, items, told, failure = facts.whole_job, facts.items, facts.told, facts.failure
+    todo_text = facts.todo_text or "(missing — create it as a checklist)"
+    progress_text = facts.progress_text or "(empty: this is the first lap)"
     files = config.files
     parts = [
         f"# Goal\n{config.goal.strip()}\n",
@@ -83,13 +93,12 @@ def build(
             protect=", ".join(config.protected) or "(none)",
             checks="; ".join(f"`{c}`" for c in config.check_commands) or "(none configured)",
         ),
-        f"# {files.todo}\n{shown(files.todo, todo_text or '(missing — create it as a checklist)', TODO_SHOWN)}\n",
-        f"# {files.progress}\n"
-        f"{shown(files.progress, progress_text or '(empty: this is the first lap)', PROGRESS_SHOWN)}\n",
+        f"# {files.todo}\n{shown(files.todo, todo_text, TODO_SHOWN)}\n",
+        f"# {files.progress}\n{shown(files.progress, progress_text, PROGRESS_SHOWN)}\n",
     ]
-    if best_of:
+    if facts.best_of:
         parts.append(
-            f"# Your item\n{best_of} laps try this item at the same time, each from the same commit; the "
+            f"# Your item\n{facts.best_of} laps try this item at the same time, each from the same commit; the "
             f"best of them is kept. Work on it only, and tick only it:\n- {items[0]}\n"
         )
     elif items:
@@ -97,7 +106,7 @@ def build(
         parts.append(
             f"# Your items\nOther laps work on the other items at the same time. Work on these only, "
             f"and tick only these:\n{listed}\nIn {files.progress}, write your handoff under the heading "
-            f"`{slot}` only (add it if it is missing) and leave the other sections as they are.\n"
+            f"`{facts.slot}` only (add it if it is missing) and leave the other sections as they are.\n"
         )
     if told:
         said = "\n".join(f"- {' '.join(message.split())}" for message in told)

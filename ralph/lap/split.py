@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from ralph import git, todo
 from ralph.agents.base import AgentResult
@@ -28,6 +27,7 @@ from ralph.errors import RalphError
 from ralph.lap import advance, checking, planning, prepare, record
 from ralph.lap.commit import LapCommit, lap_message, unjudged
 from ralph.lap.context import RunContext
+from ralph.lap.this_lap import ThisLap
 from ralph.lap.turn import Turn
 from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import RunState
@@ -67,15 +67,15 @@ class SplitRefused(RalphError):
 def split_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     """Lap `turn.number`: the planner role splits `turn.split`; the lap's commit is that TODO.md."""
     assert turn.split is not None
-    item, number, started = turn.split, turn.number, time.monotonic()
-    prepared = prepare.start_lap(ctx, state, number)
-    (prepared.log_dir / "planner").mkdir()
+    item, started = turn.split, time.monotonic()
+    lap = ThisLap(ctx, state, turn, prepare.start_lap(ctx, state, turn.number))
+    (lap.log_dir / "planner").mkdir()
     try:
-        planned = planning.by_the_role(ctx, state.green, task_for(ctx, state, item), prepared.log_dir / "planner")
+        planned = planning.by_the_role(ctx, state.green, task_for(ctx, state, item), lap.log_dir / "planner")
     except RalphError as failed:
         result = AgentResult(kind="planner", name="planner", outcome="failed", duration_s=_since(started))
         why = f"the planner could not split it: {ui.one_line(str(failed))}"
-        return _unsplit(ctx, state, turn, number, prepared, result, why)
+        return _unsplit(lap, result, why)
     result = AgentResult(
         kind="planner",
         name="planner",
@@ -86,14 +86,13 @@ def split_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
         usage=planned.usage,
     )
     try:
-        text = split_text(prepared.todo_text or "", item, planned.items)
+        text = split_text(lap.prepared.todo_text or "", item, planned.items)
     except SplitRefused as refused:
         listed = "\n".join(f"- {child}" for child in planned.items)
         why = f"the planner's split was refused: {refused}"
-        return _unsplit(ctx, state, turn, number, prepared, result, why, listed)
-    lap = _commit(ctx, state, number, result, prepared, text, item)
-    verdict = _judged(ctx, state, lap, number, prepared.log_dir)
-    return _recorded(ctx, state, turn, number, prepared, result, lap, verdict)
+        return _unsplit(lap, result, why, listed)
+    made = _commit(lap, result, text)
+    return _recorded(lap, result, made, _judged(lap, made))
 
 
 def task_for(ctx: RunContext, state: RunState, item: str) -> str:
@@ -166,81 +165,56 @@ def _checked_children(text: str, item: str, children: list[str]) -> list[str]:
     return lines
 
 
-def _commit(
-    ctx: RunContext,
-    state: RunState,
-    number: int,
-    result: AgentResult,
-    prepared: prepare.Prepared,
-    text: str,
-    item: str,
-) -> LapCommit:
-    """The last green tree with TODO.md written: the split lap's commit, made by ralph alone."""
-    name = ctx.config.files.todo
-    tree = git.with_files(ctx.top, f"{state.green}^{{tree}}", {name: text})
-    sha = git.commit_tree(ctx.top, tree, state.green, lap_message(ctx, state, number, [], result, False, item))
+def _commit(lap: ThisLap, result: AgentResult, text: str) -> LapCommit:
+    """The last green tree with TODO.md (`text`) written: the split lap's commit, made by ralph alone."""
+    top, green = lap.ctx.top, lap.state.green
+    tree = git.with_files(top, f"{green}^{{tree}}", {lap.ctx.config.files.todo: text})
+    sha = git.commit_tree(top, tree, green, lap_message(lap, [], result))
     return LapCommit(
         sha=sha,
-        parent=state.green,
-        changes=git.changes(ctx.top, state.green, sha),
-        todo_before=prepared.todo_before,
+        parent=green,
+        changes=git.changes(top, green, sha),
+        todo_before=lap.prepared.todo_before,
         todo_after=todo.parse(text),
-        split=item,
+        split=lap.turn.split,
     )
 
 
-def _judged(ctx: RunContext, state: RunState, lap: LapCommit, number: int, log_dir: Path) -> Verdict:
+def _judged(lap: ThisLap, made: LapCommit) -> Verdict:
     """The checks on the split's commit, against the last green commit's, as for any lap. The
     TODO rule (guard.todo_problems) was kept when the text was made: items added under the stuck
     one, nothing else; nothing else changed for the guard to look at."""
     try:
-        checked: Checked | CannotCheck = checking.checks_on(ctx, lap, number, log_dir)
+        checked: Checked | CannotCheck = checking.checks_on(lap, made)
     except CannotCheck as cannot:
         checked = cannot
-    return decide(_evidence(ctx, state, lap.facts([]), checked))
+    return decide(_evidence(lap, made.facts([]), checked))
 
 
-def _evidence(ctx: RunContext, state: RunState, commit: CommitFacts, checked: Checked | CannotCheck | None) -> Evidence:
+def _evidence(lap: ThisLap, commit: CommitFacts, checked: Checked | CannotCheck | None) -> Evidence:
     """A split's evidence: ralph's own edit, no agent's outcome nor guard's report to weigh."""
     return Evidence(
         agent=None,
         commit=commit,
         checks=checked,
-        last_green=state.green_checks(),
-        strict=ctx.config.strict,
+        last_green=lap.state.green_checks(),
+        strict=lap.ctx.config.strict,
         kind="split",
     )
 
 
-def _unsplit(
-    ctx: RunContext,
-    state: RunState,
-    turn: Turn,
-    number: int,
-    prepared: prepare.Prepared,
-    result: AgentResult,
-    reason: str,
-    detail: str = "",
-) -> LapRecord:
+def _unsplit(lap: ThisLap, result: AgentResult, reason: str, detail: str = "") -> LapRecord:
     """A split that cannot happen: a red lap of the last green tree, and the run goes on."""
-    lap = unjudged(ctx, state, number, result, prepared.todo_before, split=turn.split)
-    verdict = decide(_evidence(ctx, state, replace(lap.facts([]), refusal=(reason, detail)), None))
-    return _recorded(ctx, state, turn, number, prepared, result, lap, verdict)
+    made = unjudged(lap, result)
+    verdict = decide(_evidence(lap, replace(made.facts([]), refusal=(reason, detail)), None))
+    return _recorded(lap, result, made, verdict)
 
 
-def _recorded(
-    ctx: RunContext,
-    state: RunState,
-    turn: Turn,
-    number: int,
-    prepared: prepare.Prepared,
-    result: AgentResult,
-    lap: LapCommit,
-    verdict: Verdict,
-) -> LapRecord:
-    """The split lap's note saved, and the lap landed when it is green."""
+def _recorded(lap: ThisLap, result: AgentResult, made: LapCommit, verdict: Verdict) -> LapRecord:
+    """The split lap's note saved, and the green line advanced to it when it is green."""
+    ctx, turn, prepared = lap.ctx, lap.turn, lap.prepared
     facts = record.LapFacts(
-        number=number,
+        number=turn.number,
         started=prepared.started,
         started_at=prepared.started_at,
         prepare_s=prepared.prepare_s,
@@ -252,9 +226,9 @@ def _recorded(
         worker=ctx.worker,
         split=turn.split,
     )
-    recorded = record.lap_record(ctx, state, facts, lap, verdict)
+    recorded = record.lap_record(ctx, lap.state, facts, made, verdict)
     record.save(ctx, recorded, {}, verdict.stop)
-    return advance.land(ctx, turn, facts, recorded)
+    return advance.advance(lap, facts, recorded)
 
 
 def _planner_model(ctx: RunContext) -> str | None:

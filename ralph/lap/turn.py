@@ -16,7 +16,7 @@ class Turn:
     agent.escalate, on a stuck item; `split`: the stuck item the planner splits instead); in a
     run of laps side by side, by slot `slot`, on the TODO items it claimed (their claims
     `held_by` that holder); `best_of`: a candidate of that `--best-of` round, on its one item,
-    which its round lands or not."""
+    which its round advances the line to or not."""
 
     number: int
     agent_index: int = 0

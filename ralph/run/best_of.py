@@ -1,10 +1,10 @@
 """`ralph run --best-of N`: N candidate laps on one item, side by side, from one green commit;
-the best of them lands.
+the green line advances to the best of them.
 
 A round: the first open item at the green tip, as a plain lap would take it (every item ticked
 but a check failing: the checks), and that tip, G. N slots — `ralph run --slot K` processes, as
 `--parallel` starts them, each with a workspace of its own — each run one lap on that item
-from G, with the same prompt. A candidate does not land (land.as_candidate): its note names its
+from G, with the same prompt. A candidate does not advance the line (advance.as_candidate): its note names its
 round and keeps its progress and done aside, so no candidate counts for the run before it is
 chosen. Once every candidate has ended, the green ones are ranked: progress first (one that
 ticked nothing and made no test pass never beats one that did), then the most tests fixed
@@ -65,7 +65,7 @@ def coordinate(ctx: RunContext, mode: Rounds, options: RunOptions) -> NoReturn:
 
 
 def candidate(ctx: RunContext, mode: Candidate) -> NoReturn:
-    """A slot's one lap, as candidate of the round its coordinator gave it; not landed."""
+    """A slot's one lap, as candidate of the round its coordinator gave it; the line not advanced to it."""
     this_round, lap = mode.round, mode.lap
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run was started before its slots
@@ -96,7 +96,7 @@ def _next_round(ctx: RunContext, state: RunState, best_of: int) -> Round:
 
 def _run_candidates(ctx: RunContext, options: RunOptions, this_round: Round) -> list[int]:
     """The round's slots started, their lines relayed, waited for: their exit codes. On a
-    Ctrl-C, each one still running ends its lap (nothing lands) and stops."""
+    Ctrl-C, each one still running ends its lap (the line advances to none) and stops."""
     last = this_round.laps[-1]
     ui.say(f"best of {this_round.of}: laps {this_round.first_lap}–{last} on {ui.safe(this_round.item)!r}")
     children = [
@@ -126,7 +126,7 @@ def _candidates(state: RunState, this_round: Round) -> list[LapRecord]:
 
 
 def _decide(ctx: RunContext, this_round: Round) -> None:
-    """The best green candidate lands; the others are kept, their notes saying which lap won."""
+    """The line advanced to the best green candidate; the others are kept, their notes saying which lap won."""
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None
     candidates = _candidates(state, this_round)
@@ -160,7 +160,7 @@ def _land(ctx: RunContext, this_round: Round, ranked: list[LapRecord], why: str)
 
 
 def _line_moved(ctx: RunContext, green: list[LapRecord]) -> NoReturn:
-    """Someone moved the green line during the round (by hand): no candidate lands, none is chosen."""
+    """Someone moved the green line during the round (by hand): it advances to no candidate, none is chosen."""
     for record in green:
         _rewrite(ctx, record, reason=f"not chosen: the green line moved during the round — {record.reason}")
     raise RalphError(

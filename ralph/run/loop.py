@@ -86,7 +86,7 @@ def _run_here(options: RunOptions, mode: Mode, repo: git.RepoInfo, cfg: config_m
     if remote is not None:  # the run as the remote has it, or none yet
         workers.fetch(repo.top, remote, [name])
     if mode.holds_the_run and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
-        refusals.refuse_bad_start(repo, cfg, options.allow_dirty, from_issue=options.issue is not None)
+        refusals.refuse_bad_start(repo, cfg, allow_dirty=options.allow_dirty, from_issue=options.issue is not None)
     run_dir = layout.run_dir(repo.common_dir, name)
     run_dir.mkdir(parents=True, exist_ok=True)
     # A slot of a parallel run locks itself: the ralph that started it holds the run's lock.

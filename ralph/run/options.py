@@ -29,7 +29,7 @@ class RunOptions:
     slot: int | None = None  # --slot: this process is that slot of a parallel run (started by it)
     remote: str | None = None  # --remote: the git remote that keeps the run's refs, for many workers
     issue: int | None = None  # --issue: the goal and the checklist come from this GitHub issue (via gh)
-    best_of: int | None = None  # --best-of: candidate laps side by side on one item; the best lands
+    best_of: int | None = None  # --best-of: candidate laps side by side on one item; the line advances to the best
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is told to do the whole job
     hide: tuple[Path, ...] = ()  # `ralph bench`: what laps must not read (its cache: the jobs' answers)
 

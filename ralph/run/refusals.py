@@ -21,7 +21,7 @@ from ralph.verdict import checks, could_not_run, failure_lines, readers
 
 
 def refuse_bad_start(
-    repo: git.RepoInfo, cfg: config_module.Config, allow_dirty: bool, from_issue: bool = False
+    repo: git.RepoInfo, cfg: config_module.Config, *, allow_dirty: bool, from_issue: bool = False
 ) -> None:
     """What makes the user's HEAD a bad place to start a new run from (HEAD's TODO.md but for a
     run of an issue, whose TODO.md the issue makes: start.from_issue)."""
@@ -144,7 +144,7 @@ def refuse_unjudged_baseline(baseline: list[checks.CheckResult], specs: list[Che
             )
     for index, (spec, check) in enumerate(zip(specs, baseline, strict=True), 1):
         _warn_broken_test_files(check)
-        why = readers.judges_nothing(spec, check.passed, check.tests is not None)
+        why = readers.judges_nothing(spec, passed=check.passed, has_tests=check.tests is not None)
         if why:
             first = failure_lines.first(check.output_tail) or could_not_run.cause(check.output_tail)
             raise RalphError(

@@ -183,7 +183,7 @@ def issue_todo(title: str, url: str, number: int, ticked: list[str], items: list
     return text
 
 
-def accepted(items: list[str], whose: str, ask: bool) -> list[str]:
+def accepted(items: list[str], whose: str, *, ask: bool) -> list[str]:
     """Items the user did not write (an issue's, a planner's), with their grants (`(may change:
     PATH)`) kept only where the user says yes to them on a terminal: shown, and asked when `ask`;
     with no terminal, without `ask` (`--yes`) or on a no, every grant is taken off, and said."""

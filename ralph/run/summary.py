@@ -36,11 +36,11 @@ def laps_table(state: RunState) -> None:
     is done/all after the lap, +N the items it ticked. Also the end of `ralph run`'s output."""
     width = max(20, ui.console.width - LOG_OTHER_COLUMNS)
     slots = any(lap.record and lap.record.slot is not None for lap in state.laps)  # a parallel run
-    rows = [_row(lap, slots, width) for lap in state.laps]
+    rows = [_row(lap, slots=slots, width=width) for lap in state.laps]
     ui.table(["lap", "status", "time", "tokens", "files", "TODO", "reason"], rows)
 
 
-def _row(lap: Lap, slots: bool, width: int) -> list[str]:
+def _row(lap: Lap, *, slots: bool, width: int) -> list[str]:
     r = lap.record
     if r is None:
         return [str(lap.number), "?", "", "", "", "", ui.safe(ui.one_line(lap.problem, width))]

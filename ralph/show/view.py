@@ -194,7 +194,7 @@ def watching(display: Display, events_to: str | None) -> Iterator[Plain | Quiet 
     """The run's display and its `--events` file for as long as it runs. With `--events -`
     the events own stdout and the display goes to stderr."""
     plain = display == "plain"
-    console = console_for(plain, stderr=events_to == "-")
+    console = console_for(plain=plain, stderr=events_to == "-")
     with ExitStack() as stack:
         stack.enter_context(ui.using(console))
         live = console.is_terminal and not console.is_dumb_terminal
@@ -208,7 +208,12 @@ def watching(display: Display, events_to: str | None) -> Iterator[Plain | Quiet 
         yield shown
 
 
-def console_for(plain: bool, stderr: bool = False) -> Console:
+def plain_consoles() -> tuple[Console, Console]:
+    """The consoles of stdout and stderr, with no escape codes at all (`--plain`)."""
+    return console_for(plain=True), console_for(plain=True, stderr=True)
+
+
+def console_for(*, plain: bool, stderr: bool = False) -> Console:
     """`plain`: no escape codes at all, whatever the terminal."""
     if plain:
         return Console(highlight=False, soft_wrap=True, stderr=stderr, color_system=None, force_terminal=False)

@@ -116,7 +116,7 @@ def _run_one(
         )
         if done.ok:
             break
-    whole = readers.whole_output(log_dir / f"check-{index}.log") if readers.reads_output(spec, done.ok) else ""
+    whole = readers.whole_output(log_dir / f"check-{index}.log") if readers.reads_output(spec, passed=done.ok) else ""
     # A check with a reader of its own is judged by it alone: any test may write to the pytest
     # report's path, and a forged report must not stand in for the runner's results.
     tests, unreadable = readers.results(spec, workspace, whole) if spec.reader else (pytest_results.read(report), None)

@@ -210,10 +210,10 @@ class _Launched(NamedTuple):
 
 
 def _launched(command: str, output: str, lines: list[str]) -> _Launched | None:
-    return _launcher_failed(lines, "requireStack: []" in output) or _generic_launcher_failed(command, lines)
+    return _launcher_failed(lines, node_entry="requireStack: []" in output) or _generic_launcher_failed(command, lines)
 
 
-def _launcher_failed(lines: list[str], node_entry: bool) -> _Launched | None:
+def _launcher_failed(lines: list[str], *, node_entry: bool) -> _Launched | None:
     """The first line in which a launcher or toolchain manager says, in its own words, that it
     could not start the program."""
     for index, line in _edges(lines):

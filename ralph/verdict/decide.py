@@ -3,7 +3,7 @@
 Every kind of lap comes here: an agent's lap and its re-check on a green line that moved, a
 split, and the check an agent asks for before it says it is done (in_lap); and so does every
 red after the fact (`overruled`): a lap that ticked what it did not claim or reached outside its
-workspace, a full disk, a landing that failed, a dead holder's lap. Nothing here calls a model,
+workspace, a full disk, a green line it could not advance, a dead holder's lap. Nothing here calls a model,
 git or a process: the lap gathers the evidence (lap/judging.py), asks the judge role for its
 record when `wants_judge` says so, and decides again with it.
 """
@@ -242,7 +242,7 @@ class Overrule(Enum):
     # A full disk cut the lap short, its files deleted: the space is free again, or not (the run stops).
     DISK_FREED = "the lap filled the disk of its workspace; its files were deleted, and {} is free again"
     DISK_FULL = "{}, not with the lap's files"
-    # Landing: a green lap that could not advance the green line.
+    # Advancing: a green lap that could not advance the green line.
     LOST_CLAIMS = (
         "its claims were let go of during the lap (its worker was taken for dead: no heartbeat for "
         "limits.worker_timeout) and its items given to other laps; not advanced"

@@ -34,7 +34,7 @@ def remove_reports(spec: CheckSpec, workspace: Path) -> None:
             junit.remove(workspace, pattern)
 
 
-def reads_output(spec: CheckSpec, passed: bool) -> bool:
+def reads_output(spec: CheckSpec, *, passed: bool) -> bool:
     """Is the check's whole output needed: its results are in it, or it failed (its failure lines)?"""
     return spec.reader in STREAMS or not passed
 
@@ -107,7 +107,7 @@ _FAIL_FAST: dict[str, Callable[[list[str]], bool]] = {
 }
 
 
-def judges_nothing(spec: CheckSpec, passed: bool, has_tests: bool) -> str | None:
+def judges_nothing(spec: CheckSpec, *, passed: bool, has_tests: bool) -> str | None:
     """Why a check that fails on the base commit could judge no lap (None: it can): it gives no
     per-test results and is not marked `expect_red`, or its runner stops at the first failure,
     leaving the tests after it unrun. `expect_red` accepts either: then it judges no lap, only

@@ -81,7 +81,7 @@ class Scope:
         named = ["/" + path for path in self.named]
         return tuple(dict.fromkeys(p.partition("#")[0] for p in [*check_files.patterns(commands), *hooks, *named]))
 
-    def why_not(self, path: str, runs: tuple[str, ...], protect: Iterable[str], link: bool = False) -> str:
+    def why_not(self, path: str, runs: tuple[str, ...], protect: Iterable[str], *, link: bool = False) -> str:
         """Why a lap may not change the path without a grant: "never" (in scope), "outside" (the
         run's scope), or "" when it may. A `link` is also the folder it may stand for: every tool
         follows `.claude` → cfg/ into `.claude/settings.json`."""

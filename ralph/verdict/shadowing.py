@@ -102,7 +102,7 @@ def import_roots(files: list[str]) -> set[str]:
     return roots
 
 
-def module_name(path: str, roots: set[str], is_link: bool = False) -> str | None:
+def module_name(path: str, roots: set[str], *, is_link: bool = False) -> str | None:
     """The top-level name a file is imported by, when it sits directly in an import root as a
     module (`calc.py`, an extension `calc.cpython-311-x86_64-linux-gnu.so`), a package's
     `__init__` (of any of those kinds), or a link (to a folder: the package itself)."""

@@ -79,7 +79,7 @@ class Provision:
                 shutil.copy2(source, target)
         self.copied = tuple(paths)
 
-    def needs_setup(self, commit: str, inputs: list[str], for_checks: bool) -> bool:
+    def needs_setup(self, commit: str, inputs: list[str], *, for_checks: bool) -> bool:
         """Whether setup must run for `commit`: never run in this tree; at a lap's start, last run
         for a lap that did not become this commit (a red lap's own environment); or a file it
         installs from differs from the commit it last ran on."""
@@ -159,7 +159,7 @@ def _shown(path: str) -> str:
     return os.fsencode(path).decode("utf-8", "replace")
 
 
-def _identity_of(path: str, folder: bool) -> tuple[int, ...]:
+def _identity_of(path: str, *, folder: bool) -> tuple[int, ...]:
     try:
         info = os.lstat(path)
     except OSError:

@@ -161,7 +161,7 @@ class Workspace:
         self.unchecked = False
         make_safe_for_git(self.tree, self.lap_git)
 
-    def checkout(self, commit: str, bytecode: bool = True) -> list[str]:
+    def checkout(self, commit: str, *, bytecode: bool = True) -> list[str]:
         """Make tree/'s tracked files exactly what `commit` holds: every file that differs from
         the last checkout or that anything wrote since is written anew from its blob (so no
         encoding, ident or eol trick leaves bytes the commit does not hold); untracked files
@@ -229,8 +229,8 @@ class Workspace:
     def copy_in(self, top: Path, paths: list[str]) -> None:
         self.provision.copy_in(top, paths)
 
-    def needs_setup(self, commit: str, inputs: list[str], for_checks: bool) -> bool:
-        return self.provision.needs_setup(commit, inputs, for_checks)
+    def needs_setup(self, commit: str, inputs: list[str], *, for_checks: bool) -> bool:
+        return self.provision.needs_setup(commit, inputs, for_checks=for_checks)
 
     def remove_untrusted(self) -> tuple[list[str], list[str]]:
         return self.provision.remove_untrusted()
@@ -279,7 +279,7 @@ class Workspace:
 
     # --- the lap's own git dir ----------------------------------------------------------
 
-    def fresh_lap_git(self, head: str, keep_modules: bool = True) -> None:
+    def fresh_lap_git(self, head: str, *, keep_modules: bool = True) -> None:
         """Make git/ anew, HEAD detached at `head`, and point tree/.git at it.
 
         Called before every phase, so whatever one phase planted there (hooks, config,
