@@ -43,9 +43,9 @@ def traced_laps(repo: Path, laps: int) -> tuple[list[tuple[int, str, float]], di
     current = [0]
     run_lap, run_process = ralph.run.loop.run_lap, proc.run
 
-    def timed_lap(ctx, state, number, *more):
-        current[0] = number
-        walls[number], record = timed(run_lap, ctx, state, number, *more)
+    def timed_lap(ctx, state, turn):
+        current[0] = turn.number
+        walls[turn.number], record = timed(run_lap, ctx, state, turn)
         return record
 
     def timed_process(command, cwd, **options):

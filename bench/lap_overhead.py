@@ -51,10 +51,10 @@ class LapClock:
         self.current: dict | None = None
         run_lap, run_process = ralph.run.loop.run_lap, proc.run
 
-        def timed_lap(ctx, state, number, *more):  # more: which agent, as the loop passes it
+        def timed_lap(ctx, state, turn):
             bare, bare_reset = before_lap(ctx.top)  # the control, just before the lap
             self.current = {"git_n": 0, "git_s": 0.0, "checkout_s": 0.0}
-            seconds, record = timed(run_lap, ctx, state, number, *more)
+            seconds, record = timed(run_lap, ctx, state, turn)
             self.laps.append(dict(self.current, wall=seconds, bare=bare, bare_reset=bare_reset))
             self.current = None
             return record
