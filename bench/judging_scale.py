@@ -16,7 +16,7 @@ update a file the lap changed.
 - note: the lap's check result written as JSON and read back (its note, the next lap's state)
 - TODO read: the lap's TODO parsed (the base's and the green commit's are kept from earlier laps) (ralph/todo.py)
 - TODO rules: no item lost or reworded, which were ticked (ralph/verdict/guard.py, ralph/todo.py)
-- grants: does a ticked item ask for each changed file's change (ralph/verdict/guard.py)
+- grants: does a ticked item grant each changed file's change, `(may change: PATH)` (ralph/verdict/grants.py)
 - rebase: the lap's ticks and new items put onto a TODO that moved (laps side by side)
 - go / libtest / unittest / jest: reading n tests' results from `go test -json`'s events, cargo's
   libtest lines, `python -m unittest -v`'s lines and jest's JSON report (ralph/verdict/go_test.py,
@@ -48,6 +48,7 @@ from ralph import todo
 from ralph.facts import junit, pytest_results
 from ralph.verdict import guard, ratchet
 from ralph.verdict.checks import CheckResult
+from ralph.verdict.grants import all_of as grants_of
 
 PIECES = ("pytest report", "JUnit report", "ratchet", "note", "TODO read", "TODO rules", "grants", "rebase")
 READERS = ("go", "libtest", "unittest", "jest", "failure lines")
@@ -110,7 +111,7 @@ def checklists(n: int, targets: list[str]) -> tuple[str, str, str]:
     """The base's TODO, the green commit's (the same items), and the lap's: reversed, one in ten
     ticked, each ticked item asking to update one of `targets`."""
     items = [
-        f"Update {targets[number // 10]} to the new API" if number % 10 == 0 else f"Item {number}"
+        f"Update to the new API (may change: {targets[number // 10]})" if number % 10 == 0 else f"Item {number}"
         for number in range(n)
     ]
     base = "# TODO\n\n" + "".join(f"- [ ] {item}\n" for item in items)
@@ -218,7 +219,7 @@ def _one_lap(
         lambda: (guard.todo_problems(items_green, items_lap), todo.newly_ticked(items_green, items_lap))
     )
     assert problems == [] and len(ticked) == len(changed) and len(items_base) == len(items_lap)
-    grants = guard.GuardReport(grants=ticked)
+    grants = guard.GuardReport(grants=grants_of(ticked))
     seconds["grants"], allowed = timed(lambda: [grants.allows(path) or grants.allows_setup(path) for path in changed])
     assert all(allowed)
     seconds["ratchet"], comparison = timed(ratchet.compare, [before], [now], grants)
