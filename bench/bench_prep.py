@@ -43,11 +43,12 @@ def listing(cache: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=len(jobs.JOBS), help="the first N jobs (fewer: no --list timing)")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ralph-bench-prep-"))
     fresh, kept = root / "fresh", root / "kept"
     rows = []
-    for job in jobs.JOBS:
+    for job in jobs.JOBS[: options.jobs]:
         cold = timed_prepare(job, fresh)
         shutil.rmtree(kept, ignore_errors=True)
         shutil.copytree(fresh / "sdists", kept / "sdists")
@@ -57,6 +58,8 @@ def main() -> None:
             [job.name, f"{cold:.2f}", f"{from_sdist:.2f}", f"{warm * 1000:.1f} ms", f"{from_sdist / warm:.0f}×"]
         )
     print(table(["job", "download + build s", "build s (sdist kept)", "cached", "build / cached"], rows))
+    if options.jobs < len(jobs.JOBS):  # (the listing prepares every job)
+        return
     cold_list = listing(root / "listed")
     warm_list = median([listing(root / "listed") for _ in range(options.reps)])
     print(f"\n`ralph bench --list` as a process: {cold_list:.1f} s from nothing, {warm_list:.2f} s cached")

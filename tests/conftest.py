@@ -25,6 +25,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
 # suite's wall time on two cores. They are the `slow` ones: `-m "not slow"` leaves them out.
 LONGEST = (
     "test_agent_clis.py",  # the real agent CLIs: the first of each installs it (1.9 GB in all)
+    "test_bench_scripts.py",  # every bench script in its tiny mode: a few seconds to a minute each
     "test_the_jobs_are_listed_built_from_pinned_sdists_and_cut",
     "test_both_modes_run_offline_scored_written_and_drawn",
     "test_a_check_that_imports_the_users_checkout",

@@ -69,7 +69,7 @@ def test_a_full_disk_is_a_red_lap_and_the_run_goes_on_or_stops_in_one_line(tmp_p
     assert laps[0]["reason"].startswith("the lap filled the disk of its workspace; its files were deleted")
     assert git(repo, "diff", "refs/ralph/filled/base", "refs/ralph/filled/laps/1") == ""  # nothing of it kept
     assert "fill.bin" not in git(repo, "ls-tree", "-r", "--name-only", "ralph/filled")
-    assert list((small_disk / "ralph" / "workspaces").iterdir()) == []
+    assert [path.name for path in (small_disk / "ralph" / "workspaces").iterdir()] in ([], ["idle"])
     # Something else keeps the disk full: the lap is recorded red, the run stops with one line,
     # and a resume goes on from the next lap, not this one again.
     (small_disk / "ballast").write_bytes(bytes(40 << 20))

@@ -12,12 +12,12 @@ from ralph.errors import Exit, RalphError
 from ralph.git import layout
 from ralph.git.layout import RunRefs
 from ralph.git.store import RefStore
-from ralph.isolation.files import remove_path
+from ralph.isolation.files import empty_trash, remove_path
 from ralph.records import ledger
 from ralph.records.ledger import RunState
 from ralph.show import ui
 from ralph.workspace import user_state
-from ralph.workspace.workspace import folder_for
+from ralph.workspace.places import folder_for, released, trash
 
 
 def clean(cwd: Path, run: str | None, *, refs: bool) -> Exit:
@@ -37,10 +37,13 @@ def clean(cwd: Path, run: str | None, *, refs: bool) -> Exit:
 
 def _clean_locked(repo: git.RepoInfo, state: RunState, run_dir: Path, *, refs: bool) -> Exit:
     # The run's workspace, and the one its issue was planned in (run/start.py) if a kill left it.
+    # And those ended runs of the repository released for the next (a cache: the next run makes one anew).
     workspaces = [folder_for(repo.common_dir, name) for name in (state.name, f"{state.name}.plan")]
+    workspaces += released(repo.common_dir)
     removed = sum(os.path.lexists(workspace) for workspace in workspaces)
     for workspace in workspaces:
         remove_path(workspace)
+    empty_trash(trash())
     # A snapshot a killed unsandboxed lap left: stale once the run is cleaned, never to be
     # applied to a later run of the same name.
     remove_path(user_state.saved_at(repo.common_dir, state.name))

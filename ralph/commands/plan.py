@@ -44,7 +44,8 @@ from ralph.lap.planning import Planned
 from ralph.run.loop import sandboxed
 from ralph.run.start import accepted, issue_todo, user_says_yes
 from ralph.show import ui
-from ralph.workspace.workspace import Workspace, folder_for
+from ralph.workspace.places import folder_for
+from ralph.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
     from ralph.git.github import Issue

@@ -37,4 +37,4 @@ def checks_at(repo: git.RepoInfo, cfg: Config, commit: str, name: str, *, sandbo
             workspace_at(ctx, commit, 0, logs)
             return ctx.check(logs)
     finally:
-        workspace.remove()
+        workspace.release()

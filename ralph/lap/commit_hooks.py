@@ -28,7 +28,7 @@ from ralph.lap.this_lap import ThisLap
 from ralph.show import ui
 from ralph.verdict import could_not_run, hook_code
 from ralph.verdict.commit_hooks import Report, commit_message, read_report
-from ralph.workspace.workspace import hook_cache
+from ralph.workspace.places import hook_cache
 
 LAP_CACHE = "hook-cache"  # in the workspace: a lap's own cache, for a pre-commit configuration of its own
 TRY_BRANCH = "ralph-tries-the-hooks"  # unborn: every file of the base is new to the pre-commit hook

@@ -39,7 +39,7 @@ from ralph.run.options import RunOptions
 from ralph.show import events, ui
 from ralph.verdict import ratchet
 from ralph.verdict.checks import CheckResult
-from ralph.workspace.workspace import folder_for
+from ralph.workspace.places import folder_for
 
 
 def coordinate(ctx: RunContext, mode: Rounds, options: RunOptions) -> NoReturn:

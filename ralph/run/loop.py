@@ -33,7 +33,8 @@ from ralph.run.fuses import Fuses, next_turn, say_unsplit
 from ralph.run.options import RunOptions, mode_of, not_started
 from ralph.show import events, ui, view
 from ralph.workspace import user_state
-from ralph.workspace.workspace import Workspace, workspaces_root
+from ralph.workspace.places import workspaces_root
+from ralph.workspace.workspace import Workspace
 
 RUN_MARK = "RALPH_RUN_MARK"  # in every child's environment: finds orphans of a killed run
 
@@ -170,7 +171,7 @@ def _context(
         judge.mcp = mcp
     workspace = Workspace.create(repo.top, repo.common_dir, mode.workspace_name(name))
     workspace.never_stage(cfg.never_committed)
-    cleanup.callback(workspace.remove)
+    cleanup.callback(workspace.release)
     return RunContext(
         repo=repo,
         run_name=name,

@@ -41,7 +41,7 @@ from ralph.run.fuses import Fuses, slot_turn
 from ralph.run.options import RunOptions
 from ralph.run.workers import Crew
 from ralph.show import events, ui
-from ralph.workspace.workspace import folder_for
+from ralph.workspace.places import folder_for
 
 POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch

@@ -23,7 +23,7 @@ from ralph import git
 from ralph.git import layout
 from ralph.isolation.files import remove_path
 from ralph.show import ui
-from ralph.workspace.workspace import folder_for
+from ralph.workspace.places import folder_for
 
 _REF_NAME = re.compile(r"^refs/[A-Za-z0-9._/@+-]+$")
 _FILE_CAP = 1 << 20  # bytes kept of a watched file (hooks, config); a larger one is watched by its hash

@@ -6,6 +6,12 @@
         own.git/   ralph's git dir for its own commands on tree/: a config only ralph writes
         index      ralph's index of tree/ against the repository's object store (own_git.py)
         scratch/   a fresh /tmp and HOME for each sandboxed phase
+        kept       once released: the commit tree/ holds and the sha256 of index
+
+At a run's end the workspace is released (moved to workspaces/idle/<id>/, the newest KEEP_IDLE
+kept), and the next run of the repository takes it over: its tracked files are then what the
+last checkout wrote, known by the index that `kept` vouches for, so the first checkout writes
+only what differs; its untracked files are all deleted, and setup runs again.
 
 Only tree/, git/ and the scratch folders are writable inside the sandbox. ralph's own git reads
 tree/ as plain files, after making it safe to (safe_tree.py), into the repository's object
@@ -18,7 +24,6 @@ a parent folder of the repository is found by a tool searching upward from tree/
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -27,36 +32,15 @@ from pathlib import Path
 from ralph import git
 from ralph.errors import RalphError
 from ralph.isolation import crashpoint, proc, sandbox
-from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path
+from ralph.isolation.files import BYTECODE, remove_bytecode, remove_contents, remove_path, use_trash
 from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
-from ralph.workspace import lap_git_dir
+from ralph.workspace import lap_git_dir, reuse
 from ralph.workspace.lap_rules import remove_what_its_own_rules_hide
 from ralph.workspace.own_git import UNLISTABLE, OwnGit, make_git_dir
+from ralph.workspace.places import folder_for, trash
 from ralph.workspace.provision import Provision, SetupFailed
 from ralph.workspace.safe_tree import make_safe_for_git, submodule_heads
-
-
-def workspaces_root() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).resolve() / "ralph" / "workspaces"
-
-
-def folder_for(common_dir: Path, run: str) -> Path:
-    return workspaces_root() / f"{run}-{_repo_id(common_dir)}"
-
-
-def hook_cache(common_dir: Path) -> Path:
-    """pre-commit's cache for the hooks that judge this repository's laps: kept across runs so
-    hook environments install once, and never the user's own, which code a lap's hook runs
-    could otherwise plant a program in for the user's next commit. Written only by the hooks'
-    try-out on a run's base commit, read-only to laps (ralph/verdict/commit_hooks.py); `-2`: the
-    folders before it were the laps' to write, and a stub one left there is never run again."""
-    return workspaces_root().parent / "pre-commit" / f"{_repo_id(common_dir)}-2"
-
-
-def _repo_id(common_dir: Path) -> str:
-    return hashlib.sha256(str(common_dir).encode()).hexdigest()[:12]
 
 
 class WorkspaceTampered(RalphError):
@@ -73,12 +57,13 @@ class Workspace:
     root: Path
     identity: tuple[str, str]  # user.name, user.email for commits made inside the lap's git dir
     hooks_path: str  # the repository's hooks folder, as the lap's git dir should find it
-    _made: dict[Path, tuple[int, int]] = field(default_factory=dict)  # folder → (device, inode)
+    folders: dict[Path, tuple[int, int]] = field(default_factory=dict)  # the folders it made → (device, inode)
     # The repository's tags as packed-refs lines: versions that setuptools-scm, hatch-vcs and
     # versioneer read with `git describe` in setup and checks.
     tags: str = ""
     # Code of a lap's may have run in tree/ since ralph last made it safe for its own git.
     unchecked: bool = True
+    checked_out_at: str = ""  # the commit an adopted workspace's tree last held (_adopt)
     own: OwnGit = field(init=False)  # ralph's own git on tree/
     provision: Provision = field(init=False)  # the untracked files that are the user's or setup's
 
@@ -102,16 +87,57 @@ class Workspace:
 
     @classmethod
     def create(cls, top: Path, common_dir: Path, run: str) -> Workspace:
-        """A new, empty workspace for `run` (whatever an earlier ralph left there is removed)."""
+        """The workspace for `run`: the one an earlier run of this repository released (or this
+        run's own, a killed process's), its tracked files as that run last checked them out, so
+        the first checkout writes only what differs; else a new, empty one."""
         root = folder_for(common_dir, run)
-        remove_path(root)
+        use_trash(trash())
         workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir))
-        root.parent.mkdir(parents=True, exist_ok=True)
-        for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
-            workspace._mkdir(folder)
+        if not (reuse.claim(root, common_dir) and workspace._adopt()):
+            remove_path(root)
+            root.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
+                workspace._mkdir(folder)
+        remove_path(workspace.own.git_dir)
         make_git_dir(workspace.own.git_dir, top, common_dir, workspace.identity)
+        if workspace.own.checked_out is not None:
+            (workspace.own.git_dir / "HEAD").write_text(workspace.checked_out_at + "\n")
+            workspace.empty()  # what the last run left untracked (ignored too): nothing of it trusted
         workspace.tags = "".join(f"{sha} {ref}\n" for ref, sha in sorted(git.refs(top, "refs/tags/").items()))
         return workspace
+
+    def _adopt(self) -> bool:
+        """Take over the workspace a run released at `root`: its folders, each still a real
+        folder, and its index, as the release vouched for it (reuse.vouched)."""
+        for folder in (self.root, self.tree, self.lap_git, self.root / "scratch"):
+            try:
+                info = os.lstat(folder)
+            except OSError:
+                return False
+            if not stat.S_ISDIR(info.st_mode) or folder.resolve() != folder:
+                return False
+            self.folders[folder] = (info.st_dev, info.st_ino)
+        found = reuse.vouched(self.root, self.index)
+        if found is None:
+            return False
+        self.checked_out_at, data, mtime = found
+        self.own.checked_out = (data, mtime)
+        return True
+
+    def release(self) -> None:
+        """At a run's end: kept for the next run of this repository, not deleted on the user's
+        time (reuse.keep); its index, as the last checkout left it, vouched for."""
+        checked_out, head = self.own.checked_out, ""
+        try:
+            self.verify()
+            head = (self.own.git_dir / "HEAD").read_text().strip()
+        except (RalphError, OSError):  # (WorkspaceTampered: not one to keep)
+            checked_out = None
+        if checked_out is not None:
+            self.own.restore_index()
+            if reuse.keep(self.root, self.common_dir, head, checked_out[0]):
+                return
+        self.remove()
 
     def never_stage(self, patterns: tuple[str, ...]) -> None:
         """Paths (globs from the tree's top) no lap commit holds: the reports the checks write
@@ -128,11 +154,11 @@ class Workspace:
     def _mkdir(self, folder: Path) -> None:
         folder.mkdir()
         info = os.lstat(folder)
-        self._made[folder] = (info.st_dev, info.st_ino)
+        self.folders[folder] = (info.st_dev, info.st_ino)
 
     def verify(self) -> None:
         """The folders ralph made are still those folders: not replaced by a link or another folder."""
-        for folder, made in self._made.items():
+        for folder, made in self.folders.items():
             try:
                 info = os.lstat(folder)
             except OSError:

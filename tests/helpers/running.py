@@ -94,12 +94,19 @@ def snapshot(repo: Path) -> dict[str, str]:
 
 
 def ralph_workspaces(repo: Path) -> list[str]:
-    """What ralph left on disk for laps: workspaces (under the isolated HOME) and worktrees."""
+    """What ralph left on disk for laps: runs' workspaces (under the isolated HOME) and worktrees;
+    not those released for the next run (idle_workspaces)."""
     root = Path(os.environ["HOME"]) / ".cache" / "ralph" / "workspaces"
     listing = git(repo, "worktree", "list", "--porcelain")
     return [line for line in listing.splitlines() if line.startswith("worktree ") and "/ralph/" in line] + sorted(
-        path.name for path in (root.iterdir() if root.is_dir() else ()) if path.is_dir()
+        path.name for path in (root.iterdir() if root.is_dir() else ()) if path.is_dir() and path.name != "idle"
     )
+
+
+def idle_workspaces(cache: Path | None = None) -> list[Path]:
+    """The workspaces ended runs released for the next run of their repository, every repository's."""
+    root = (cache or Path(os.environ["HOME"]) / ".cache") / "ralph" / "workspaces" / "idle"
+    return sorted(path for repo in (root.iterdir() if root.is_dir() else ()) for path in repo.iterdir())
 
 
 def lap_notes(repo: Path, run: str) -> list[dict]:
