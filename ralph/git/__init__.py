@@ -8,7 +8,8 @@ ralph.records'.
 Every git command goes through `proc.run` with `proc.clean_env()`, so GIT_DIR and
 friends from a calling hook cannot redirect it and the repository's hooks never see
 secrets. GitPython is used only to find and describe a repository (it reads files;
-no long-lived `Repo`, no `cat-file` processes left behind).
+no long-lived `Repo`, no `cat-file` processes left behind). Files at commits are read through
+one `git cat-file --batch` of ralph's own a repository (blobs.py), which ends with ralph.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ralph.errors import RalphError
+from ralph.git import blobs
 from ralph.git.layout import NOTES
 from ralph.isolation import proc
 from ralph.isolation.jail import Jail
@@ -143,8 +145,14 @@ def refs(cwd: Path, prefix: str) -> dict[str, str]:
 
 
 def common_dir(cwd: Path) -> Path:
-    """The git dir every worktree of the repository shares: where ralph keeps its state."""
-    return Path(cwd, out(cwd, "rev-parse", "--git-common-dir"))
+    """The git dir every worktree of the repository shares: where ralph keeps its state (asked
+    of git once a folder: a lap's note asks for it)."""
+    if cwd not in _COMMON_DIRS:
+        _COMMON_DIRS[cwd] = Path(cwd, out(cwd, "rev-parse", "--git-common-dir"))
+    return _COMMON_DIRS[cwd]
+
+
+_COMMON_DIRS: dict[Path, Path] = {}
 
 
 def write_blob(cwd: Path, text: str) -> str:
@@ -167,10 +175,17 @@ def show_file(cwd: Path, commit: str, path: str, env: dict[str, str] | None = No
     if key in _SHOWN:
         return _SHOWN[key]
     # A blob only: a folder (or a submodule) there is no file, whatever its listing would read as.
-    result = run(cwd, "cat-file", "blob", f"{commit}:{path}", check=False, env=env)
-    text = result.output if result.ok else None
-    # Kept: a text, or that no file is there; never a failure of another kind (a timeout).
-    known = result.ok or "does not exist" in result.stderr or "bad file" in result.stderr
+    name = f"{commit}:{path}"
+    read = blobs.read(cwd, ["git", *NO_AUTO_GC, "cat-file", "--batch"], name) if env is None else None
+    if isinstance(read, bytes):
+        text, known = read.decode("utf-8", "replace"), True
+    elif read is None and env is None:  # no blob there (not kept: it may be of a commit yet to be fetched)
+        text, known = None, False
+    else:  # an environment of the caller's, or no answer from the batch reader: one process, as before
+        result = run(cwd, "cat-file", "blob", name, check=False, env=env)
+        text = result.output if result.ok else None
+        # Kept: a text, or that no file is there; never a failure of another kind (a timeout).
+        known = result.ok or "does not exist" in result.stderr or "bad file" in result.stderr
     immutable = len(commit) == 40 and all(char in "0123456789abcdef" for char in commit)
     if known and immutable and len(text or "") <= _SHOWN_LARGEST:
         if len(_SHOWN) >= _SHOWN_ENTRIES:

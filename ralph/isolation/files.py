@@ -58,6 +58,17 @@ def use_trash(trash: Path) -> None:
         threading.Thread(target=_empty_trash, name="ralph-trash", daemon=True).start()
 
 
+def _after_fork() -> None:
+    """In a forked child (a slot of a parallel run): no thread empties the trash until it is
+    used again, and a lock the fork may have caught held is made anew."""
+    global _TRASHED
+    _TRASHED = threading.Condition()
+    _TRASH.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def empty_trash(trash: Path) -> int:
     """Delete everything in `trash` now; how many entries there were."""
     try:
