@@ -272,8 +272,11 @@ def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
             entries = list(os.scandir(folder))
         except OSError:
             continue
-        folders = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
-        yield folder, folders, [entry.name for entry in entries if not entry.is_dir(follow_symlinks=False)]
+        folders: list[str] = []
+        files: list[str] = []
+        for entry in entries:  # (each entry asked once: a lap's tree is walked twice a lap)
+            (folders if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+        yield folder, folders, files
         stack.extend(os.path.join(folder, name) for name in reversed(folders))
 
 
