@@ -519,6 +519,31 @@ def test_the_checks_see_the_files_a_new_gitattributes_would_check_out(tmp_path: 
     assert b"\r\n" in (clone / "data.txt").read_bytes()  # what the checks had to see
 
 
+def test_the_checks_see_what_the_users_own_attributes_would_check_out(tmp_path: Path):
+    """No `.gitattributes` in the tree, but one of the user's own (~/.config/git/attributes),
+    which git reads for every repository: the file the lap wrote with LF is CRLF in a checkout
+    of its commit, so it must be in the checks' tree too (issue 41: a lap's checks take the
+    staged files as they are only when nothing converts their bytes)."""
+    config = {
+        "goal": "g",
+        "agent": {
+            "kind": "command",
+            "command": "sleep 1.1; printf 'a\\nb\\n' > new.txt && sed -i 's/\\[ \\]/[x]/' TODO.md",
+        },
+        "sandbox": "off",
+        "checks": [
+            f"{PY} -c \"import os, sys; sys.exit(os.path.exists('new.txt') and b'\\\\r' in open('new.txt', 'rb').read())\""
+        ],
+        "limits": {"max_laps": 1},
+    }
+    repo = make_repo(tmp_path / "repo", {"data.txt": "a\n"}, config=config, todo=["x"])
+    (tmp_path / "xdg" / "git").mkdir(parents=True)
+    (tmp_path / "xdg" / "git" / "attributes").write_text("new.txt text eol=crlf\n")
+    ralph(repo, "run", "--name", "r", env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    (lap,) = lap_notes(repo, "r")
+    assert lap["status"] == "red" and "check regressed" in lap["reason"], lap["reason"]
+
+
 @pytest.mark.parametrize("planted", ["mkfifo $f", "ln -s $(basename $f).real $f"])
 def test_a_report_a_check_replaced_by_a_fifo_or_a_link_is_not_read(tmp_path: Path, planted: str):
     """The link points at a valid report of one passing test: read, it would count."""

@@ -87,6 +87,17 @@ def make_git_dir(own: Path, top: Path, common_dir: Path, identity: tuple[str, st
     )
 
 
+def exact_staging() -> bool:
+    """Whether what ralph's `git add` stages from a tree without a `.gitattributes` is byte for
+    byte what the tree holds: no attributes file of the user's or the system's that git reads
+    all the same (own.git's config names no core.attributesFile and sets no core.autocrlf), so
+    no eol, ident, encoding or filter converts a file's bytes."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    shared = [os.path.join(config, "git", "attributes")]
+    shared += [f"{prefix}/etc/gitattributes" for prefix in ("", "/usr", "/usr/local")]
+    return not any(os.path.lexists(path) for path in shared)
+
+
 @dataclass
 class OwnGit:
     """ralph's git on `tree`: `git_dir` (own.git) and no other config, `index` as its index,
@@ -138,6 +149,13 @@ class OwnGit:
         if not self.run("read-tree", "-u", "--reset", commit, check=False).ok:
             make_usable(self.tree)  # a folder a lap made read-only
             self.run("read-tree", "-u", "--reset", commit)
+        self.checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
+
+    def took_staged(self, commit: str) -> None:
+        """The index as ralph's `add` just left it, remembered as the checkout of `commit`, whose
+        tree that index is: every file in tree/ already holds its blob's bytes (Workspace.stage
+        says when), so no file needs writing anew."""
+        (self.git_dir / "HEAD").write_text(commit + "\n")
         self.checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
 
     def _attributes_changed(self, before: str, commit: str) -> bool:

@@ -18,7 +18,7 @@ from ralph.isolation.files import PATH_MAX, regular_text, remove_path, walk
 _GIT_READS = frozenset({".gitignore", ".gitattributes", ".gitmodules"})  # files git opens in the work tree
 
 
-def make_safe_for_git(tree: Path, lap_git: Path) -> None:
+def make_safe_for_git(tree: Path, lap_git: Path) -> bool:
     """What a lap's code may have left in tree/ that ralph's git must not meet, deleted:
     - a folder named `.git` below the top that is no repository: git never lists, stages or
       cleans what is in one, so a module there would reach the checks in no commit;
@@ -28,8 +28,10 @@ def make_safe_for_git(tree: Path, lap_git: Path) -> None:
       submodule, one not checked out: its gitlink stays);
     - a `.gitignore`, `.gitattributes` or `.gitmodules` that is no file (a FIFO), likewise;
     - whatever lies deeper than a path can name (PATH_MAX), which ralph cannot look into.
-    A repository that stays is staged as a gitlink (the lap is red for one it made)."""
-    top, within = str(tree), (tree, lap_git)
+    A repository that stays is staged as a gitlink (the lap is red for one it made).
+    Returns whether a `.gitattributes` is left anywhere git looks (what converts a file's bytes
+    between the tree and its blob: eol, ident, encodings, filters)."""
+    top, within, attributes = str(tree), (tree, lap_git), False
     for folder, folders, files in walk(tree):
         # What ralph cannot name it cannot look at (git, from the top, may reach it): gone.
         beyond = _too_long(folder, (*folders, *files))
@@ -44,7 +46,9 @@ def make_safe_for_git(tree: Path, lap_git: Path) -> None:
         for name in _GIT_READS.intersection(files):
             if not os.path.islink(os.path.join(folder, name)) and not os.path.isfile(os.path.join(folder, name)):
                 remove_path(Path(folder, name))
+        attributes = attributes or ".gitattributes" in files or ".gitattributes" in folders
         folders[:] = [name for name in folders if name != ".git"]
+    return attributes
 
 
 def _too_long(folder: str, names: tuple[str, ...]) -> set[str]:

@@ -37,7 +37,7 @@ from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
 from ralph.workspace import lap_git_dir, reuse
 from ralph.workspace.lap_rules import remove_what_its_own_rules_hide
-from ralph.workspace.own_git import UNLISTABLE, OwnGit, make_git_dir
+from ralph.workspace.own_git import UNLISTABLE, OwnGit, exact_staging, make_git_dir
 from ralph.workspace.places import folder_for, trash
 from ralph.workspace.provision import Provision, SetupFailed
 from ralph.workspace.safe_tree import make_safe_for_git, submodule_heads
@@ -64,6 +64,10 @@ class Workspace:
     # Code of a lap's may have run in tree/ since ralph last made it safe for its own git.
     unchecked: bool = True
     checked_out_at: str = ""  # the commit an adopted workspace's tree last held (_adopt)
+    # The tree the last `stage` made, while tree/ holds exactly its blobs' bytes (exact_staging),
+    # and the commits ralph made of trees: a lap's checks then need no checkout (`checkout`).
+    staged: str | None = None
+    commits: dict[str, str] = field(default_factory=dict)
     own: OwnGit = field(init=False)  # ralph's own git on tree/
     provision: Provision = field(init=False)  # the untracked files that are the user's or setup's
 
@@ -183,17 +187,26 @@ class Workspace:
         if self.unchecked:
             self._make_safe_for_git()
 
-    def _make_safe_for_git(self) -> None:
+    def _make_safe_for_git(self) -> bool:
+        """Returns whether a `.gitattributes` is in the tree (safe_tree.make_safe_for_git)."""
         self.unchecked = False
-        make_safe_for_git(self.tree, self.lap_git)
+        return make_safe_for_git(self.tree, self.lap_git)
 
     def checkout(self, commit: str, *, bytecode: bool = True) -> list[str]:
         """Make tree/'s tracked files exactly what `commit` holds: every file that differs from
         the last checkout or that anything wrote since is written anew from its blob (so no
         encoding, ident or eol trick leaves bytes the commit does not hold); untracked files
         removed but ignored ones and `kept`, and, with `bytecode`, the bytecode Python could run
-        in place of a source. Costs in proportion to what changed. Returns what was deleted."""
-        self.own.read_tree(commit)
+        in place of a source. Costs in proportion to what changed. Returns what was deleted.
+
+        The commit ralph just made of the files as staged, no code of a lap's run since, and
+        nothing that converts a file's bytes (exact_staging): the tree already holds it, file for
+        file, and ralph's index says so; git is not asked to look at every file again."""
+        staged, self.staged = self.staged, None
+        if staged is not None and staged == self.commits.get(commit) and not self.unchecked:
+            self.own.took_staged(commit)
+        else:
+            self.own.read_tree(commit)
         cleaned = self.own.usable("clean", "-ffd", *excluded(self.provision.kept)).output
         if bytecode:  # left after the clean (ignored, or setup's): it must not run in place of a source
             remove_bytecode(self.tree, self.own.untracked("--", *BYTECODE))
@@ -232,7 +245,8 @@ class Workspace:
         staged, why (the tree is then `parent`'s: nothing of the lap is trusted, it is red)."""
         own = self.own
         own.restore_index()
-        self._make_safe_for_git()
+        self.staged = None
+        attributes = self._make_safe_for_git()
         remove_what_its_own_rules_hide(own, self.root / "rules-aside", self.provision.kept)
         submodules = submodule_heads(self.tree, self.lap_git, own.gitlinks())
         spared = [*own.unignored(self.provision.kept), *submodules]
@@ -245,10 +259,14 @@ class Workspace:
             own.run("read-tree", parent)
         elif moved := "".join(f"160000 {head}\t{path}\n" for path, head in submodules.items() if head):
             own.run("update-index", "--index-info", input=moved)
-        return own.run(*git.DURABLE, "write-tree").output.strip(), refusal
+        tree = own.run(*git.DURABLE, "write-tree").output.strip()
+        self.staged = tree if refusal is None and not attributes and exact_staging() else None
+        return tree, refusal
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
-        return self.own.commit_tree(tree, parent, message)
+        sha = self.own.commit_tree(tree, parent, message)
+        self.commits[sha] = tree
+        return sha
 
     # --- what the lap's tree holds beyond the commit -------------------------------------
 
