@@ -108,13 +108,13 @@ def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
 def read(report: Path) -> TestResults | None:
     """The outcomes in `report`, None when pytest did not run (or wrote nothing readable)."""
     try:
-        tests, lines = _parsed(_regular_file(report))
+        by_session, lines = _parsed(_regular_file(report))
     except (OSError, ValueError):
         return None
     # A failure of ralph's own plugin in any session, the check's or not, leaves nothing to trust.
     plugin_errors = sorted({str(line["plugin_error"]) for line in lines if "plugin_error" in line})
     counted = _counted_sessions(lines)
-    found = _Found(_outcomes(tests, counted))
+    found = _Found(_outcomes(by_session, counted))
     for line in (line for line in lines if isinstance(line.get("session"), str) and line["session"] in counted):
         found.add(line)
     if not (found.outcomes or found.collect_errors or found.skipped_modules or found.setups):
@@ -123,13 +123,15 @@ def read(report: Path) -> TestResults | None:
     return results.model_copy(update={"plugin_errors": plugin_errors[:5]})
 
 
-def _parsed(report: bytes) -> tuple[list[list], list[dict]]:
-    """The report's lines in one pass: the tests' (arrays) and the rest (objects). A line that is
-    not one JSON value is skipped: the lap's own code may write there, and a killed session half
-    a line."""
-    tests: list[list] = []
+def _parsed(report: bytes) -> tuple[dict[str, dict[str, int]], list[dict]]:
+    """The report in one pass: each session's tests with every outcome its lines gave them, as
+    bits (a test reported more than once, by a rerun or a forged line, keeps all of them, so that
+    a failure anywhere is sticky), and the other lines (objects). A line that is not one JSON
+    value is skipped: the lap's own code may write there, and a killed session half a line."""
+    by_session: dict[str, dict[str, int]] = {}
     lines: list[dict] = []
     decode = _DECODER.raw_decode
+    known: dict[tuple, int] = {}  # the few combinations of outcomes a report's lines hold
     for text in report.decode("utf-8", "replace").split("\n"):
         try:
             line, end = decode(text)
@@ -137,11 +139,19 @@ def _parsed(report: bytes) -> tuple[list[list], list[dict]]:
             continue
         if end != len(text) and text[end:].strip(" \t\r"):
             continue
-        if isinstance(line, list):
-            tests.append(line)
-        elif isinstance(line, dict):
+        if isinstance(line, dict):
             lines.append(line)
-    return tests, lines
+        elif isinstance(line, list) and len(line) == 6 and isinstance(line[0], str) and isinstance(line[1], str):
+            outcomes = (line[2], line[3], line[4], bool(line[5]))
+            try:
+                mask = known[outcomes]
+            except KeyError:
+                mask = known[outcomes] = _mask(outcomes)
+            except TypeError:  # an outcome that is no string (a list, an object): it says nothing
+                mask = _mask(outcomes)
+            tests = by_session.get(line[0]) or by_session.setdefault(line[0], {})
+            tests[line[1]] = tests.get(line[1], 0) | mask
+    return by_session, lines
 
 
 _DECODER = json.JSONDecoder()
@@ -152,23 +162,16 @@ _CALL = {"failed": _CALL_FAILED, "skipped": _SKIPPED, "passed": _PASSED}
 _AROUND = {"failed": _ERRORED, "skipped": _SKIPPED}  # setup, teardown
 
 
-def _outcomes(tests: list[list], counted: set[str]) -> dict[str, int]:
-    """Each test of the counted sessions with every outcome its lines gave it, as bits: a test
-    reported more than once (by an xdist worker and its controller, a rerun, a forged line)
-    keeps all of them, so that a failure anywhere is sticky."""
+def _outcomes(by_session: dict[str, dict[str, int]], counted: set[str]) -> dict[str, int]:
+    """The tests of the counted sessions, each with the outcomes of all of them (an xdist
+    session's controller and workers report the same tests)."""
+    sessions = [tests for session, tests in by_session.items() if session in counted]
+    if len(sessions) == 1:
+        return sessions[0]
     bits: dict[str, int] = {}
-    known: dict[tuple, int] = {}  # the few combinations of outcomes a session's lines hold
-    for line in tests:
-        if len(line) != 6 or not isinstance(line[0], str) or not isinstance(line[1], str) or line[0] not in counted:
-            continue
-        outcomes = (line[2], line[3], line[4], bool(line[5]))
-        try:
-            mask = known[outcomes]
-        except KeyError:
-            mask = known[outcomes] = _mask(outcomes)
-        except TypeError:  # an outcome that is no string (a list, an object): it says nothing
-            mask = _mask(outcomes)
-        bits[line[1]] = bits.get(line[1], 0) | mask
+    for tests in sessions:
+        for test, mask in tests.items():
+            bits[test] = bits.get(test, 0) | mask
     return bits
 
 
