@@ -325,14 +325,6 @@ def _one_digest(digests: set[str]) -> str:
     return hashlib.sha256(" ".join(sorted(digests)).encode()).hexdigest()[:16]
 
 
-def _line(text: bytes) -> dict:
-    try:
-        line = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: a line nested deep on purpose
-        return {}  # a line the lap's own code wrote there, half a line from a killed session
-    return line if isinstance(line, dict) else {}
-
-
 def _regular_file(path: Path) -> bytes:
     """The whole file, read only if it is a regular file: the check that wrote it ran the lap's
     code, which may leave a link (never followed) or a FIFO (never waited on) there instead."""
