@@ -23,6 +23,9 @@ update a file the lap changed.
   libtest.py, unittest_results.py, jest_results.py; issue 37; "nan" for a ralph without them)
 - failure lines: lifting the failure lines out of a failed check's whole output, 1% failing
   (ralph/verdict/failure_lines.py)
+- pytest plugin writes: ralph's pytest plugin (ralph/facts/pytest_plugin/) writing the report
+  the first row reads, its hooks called as pytest calls them; time inside the check's session,
+  beside the lap's total (issue 41: one line a test, where it wrote four)
 
 Each size is measured in the same run, and "growth" is the exponent k in time ∝ n^k between
 two sizes: 1 is linear, 2 quadratic. With --against DIR, the same script runs in a process
@@ -33,6 +36,7 @@ whose PYTHONPATH starts with DIR (a folder holding another `ralph` package) for 
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 import math
@@ -40,7 +44,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
 
 from common import median, table, timed  # common isolates HOME first
 
@@ -52,6 +58,7 @@ from ralph.verdict.grants import all_of as grants_of
 
 PIECES = ("pytest report", "JUnit report", "ratchet", "note", "TODO read", "TODO rules", "grants", "rebase")
 READERS = ("go", "libtest", "unittest", "jest", "failure lines")
+PLUGIN_WRITES = "pytest plugin writes"  # inside the check's pytest session, not ralph's own time
 
 
 def test_ids(n: int) -> list[str]:
@@ -84,17 +91,40 @@ def _check(passed: list[str], failing: list[str]) -> CheckResult:
     return CheckResult(command="pytest", exit_code=1, duration_s=1.0, tests=tests)
 
 
-def pytest_report(folder: Path, n: int) -> Path:
-    """What ralph's plugin writes for a session of n tests: each collected, then its three phases."""
-    lines: list[dict] = [{"session": "s", "parent": None}]
-    lines += [{"session": "s", "collect_error": f"tests/test_e{number}.py"} for number in range(max(1, n // 1000))]
-    lines += [{"session": "s", "collected": test} for test in test_ids(n)]
-    for test in test_ids(n):
-        lines += [{"session": "s", "test": test, "when": when, "outcome": "passed"} for when in PHASES]
-    lines.append({"session": "s", "setup": {"config": "pyproject.toml", "plugins": {}}})
+def pytest_report(folder: Path, n: int) -> tuple[Path, float]:
+    """What ralph's plugin writes for a session of n tests, written by the plugin itself (this
+    ralph's, whatever its format), its hooks called as pytest calls them: each test collected,
+    then its three phases reported. And the seconds that took, in the check's time, not ralph's."""
     report = folder / "report.jsonl"
-    report.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return report
+    plugin = _plugin()
+    config = SimpleNamespace(
+        pluginmanager=SimpleNamespace(list_name_plugin=list), option=SimpleNamespace(collectonly=False), inipath=None
+    )
+    items = [SimpleNamespace(nodeid=test) for test in test_ids(n)]
+    errors = [f"tests/test_e{number}.py" for number in range(max(1, n // 1000))]
+    os.environ["RALPH_PYTEST_REPORT"] = str(report)
+    try:
+        started = time.perf_counter()
+        plugin.pytest_configure(config)
+        for error in errors:
+            plugin.pytest_collectreport(SimpleNamespace(nodeid=error, failed=True, skipped=False))
+        plugin.pytest_collection_finish(SimpleNamespace(config=config, items=items))
+        for item in items:
+            for when in PHASES:
+                plugin.pytest_runtest_logreport(SimpleNamespace(nodeid=item.nodeid, when=when, outcome="passed"))
+        plugin.pytest_sessionfinish(SimpleNamespace(config=config))
+        plugin.pytest_unconfigure(config)
+        seconds = time.perf_counter() - started
+    finally:
+        del os.environ["RALPH_PYTEST_REPORT"]
+    return report, seconds
+
+
+def _plugin() -> ModuleType:
+    """The plugin of the ralph measured (an older one's with --against), imported as pytest would."""
+    if str(pytest_results.PLUGIN_DIR) not in sys.path:
+        sys.path.insert(0, str(pytest_results.PLUGIN_DIR))
+    return importlib.import_module(pytest_results.PLUGIN)
 
 
 PHASES = ("setup", "call", "teardown")
@@ -127,11 +157,14 @@ def measure(n: int, reps: int) -> dict[str, float]:
     before, now, removed = lap_tests(n)
     changed = [*removed, *(f"src/module_{number}.py" for number in range(n))][: math.ceil(n / 10)]
     base, green, lap = checklists(n, changed)
-    report, xml = pytest_report(folder, n), junit_report(folder, n)
+    xml = junit_report(folder, n)
     outputs = runner_outputs(folder, n)
-    found: dict[str, list[float]] = {piece: [] for piece in (*PIECES, *READERS)}
+    found: dict[str, list[float]] = {piece: [] for piece in (*PIECES, *READERS, PLUGIN_WRITES)}
     for _ in range(reps):
+        (folder / "report.jsonl").unlink(missing_ok=True)
+        report, found_seconds = pytest_report(folder, n)
         seconds = _one_lap(before, now, base, green, lap, report, xml, changed)
+        seconds[PLUGIN_WRITES] = found_seconds
         seconds.update(_readers(folder, outputs, n))
         for piece in found:
             found[piece].append(seconds[piece])
@@ -270,6 +303,13 @@ def report(title: str, results: dict[int, dict[str, float]]) -> str:
         ]
         for piece in READERS
     ]
+    rows.append(
+        [
+            f"{PLUGIN_WRITES} (in the check's pytest session)",
+            *(results[n].get(PLUGIN_WRITES, math.nan) * 1000 for n in sizes),
+            growth(sizes, [results[n].get(PLUGIN_WRITES, math.nan) for n in sizes]),
+        ]
+    )
     return f"{title}\n\n" + table(["ms", *(f"{n:,}" for n in sizes), "growth"], [_shown(row) for row in rows])
 
 

@@ -4,6 +4,7 @@ way past them (a red lap leaves the green line where it was), then an honest lap
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from test_trust import FILES, TICK_MUL, attacks, edited, laps, make, reconfigure
 
 from ralph.config import DEFAULT_PROTECT
 from ralph.facts import check_files
+from ralph.facts import paths as paths_module
 from ralph.verdict import grants
 from ralph.verdict.guard import GuardReport
 from ralph.verdict.scope import Scope
@@ -293,3 +295,25 @@ def test_a_report_the_agent_left_by_running_the_checks_itself_is_no_part_of_its_
     (lap,) = laps(repo)
     assert lap["status"] == "green", lap["reason"]
     assert "reports/junit.xml" not in git(repo, "ls-tree", "-r", "--name-only", "ralph/t")
+
+
+def test_grants_compiled_once_match_what_gits_glob_syntax_matches():
+    """Plain paths are looked up in a set, not compiled by pathspec: for every mix of plain paths,
+    globs, negations and odd names, they name exactly the paths pathspec's patterns name."""
+    names = ["a", "b.py", ".git", "c", ".", "..", "a b", "*", "**", "x~", "é", "_", "a.", "[ab]", "", "a\n"]
+    generated = random.Random(41)
+
+    def path(most: int) -> str:
+        return "/".join(generated.choice(names) for _ in range(generated.randint(1, most)))
+
+    patterns = [
+        generated.choice(["", "", "", "/", "./", "!"]) + path(3) + generated.choice(["", "", "/"]) for _ in range(400)
+    ]
+    paths = [
+        generated.choice(["", "", "/", "./"]) + path(4) + generated.choice(["", "", "/", "\n"]) for _ in range(400)
+    ]
+    for _ in range(300):
+        chosen = tuple(generated.sample(patterns, generated.randint(1, 6)))
+        compiled, each_time = grants.matcher(chosen), paths_module.anchored(chosen).match_file
+        for candidate in generated.sample(paths, 40):
+            assert compiled(candidate) == each_time(candidate), (chosen, candidate)

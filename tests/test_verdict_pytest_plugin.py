@@ -106,8 +106,17 @@ def session(python: Path, project: Path, report: Path | None) -> tuple[int, str]
     return done.returncode, re.sub(r" in [0-9.]+s\b", " in Ns", done.stdout + done.stderr)
 
 
-def lines(report: Path) -> list[dict]:
+def lines(report: Path) -> list:
+    """The report's lines: a test's an array ([session, id, setup, call, teardown, xfail]), the rest objects."""
     return [json.loads(line) for line in report.read_text().splitlines()]
+
+
+def objects(found: list) -> list[dict]:
+    return [line for line in found if isinstance(line, dict)]
+
+
+def calls(found: list) -> dict[str, str]:
+    return {line[1]: line[3] for line in found if isinstance(line, list)}
 
 
 def digest(text: str) -> str:
@@ -128,9 +137,14 @@ def test_a_session_under_filterwarnings_error_is_reported_and_left_as_it_was(tmp
     assert (exit_code, output) == alone and exit_code == 1  # one test fails; nothing else changed
     assert not re.search(r"ralph|inicfg|Warning|INTERNALERROR", output), output
     found = lines(report)
-    assert len({line["session"] for line in found}) == 1 and "parent" in found[0]
-    calls = {line["test"]: line["outcome"] for line in found if line.get("when") == "call"}
-    assert calls == {"test_outcomes.py::test_passes": "passed", "test_outcomes.py::test_fails": "failed"}
+    sessions = {line[0] if isinstance(line, list) else line["session"] for line in found}
+    assert len(sessions) == 1 and "parent" in found[0]
+    assert calls(found) == {"test_outcomes.py::test_passes": "passed", "test_outcomes.py::test_fails": "failed"}
+    assert [line[2:] for line in found if isinstance(line, list)] == [
+        ["passed", "passed", "passed", False],
+        ["passed", "failed", "passed", False],
+    ]  # one line a test, its three phases in it
+    found = objects(found)
     assert sorted(line["collect_skip"] for line in found if "collect_skip" in line) == [
         "test_needs_module.py",
         "test_skipped.py",
@@ -177,13 +191,13 @@ def test_a_failure_inside_the_plugin_is_written_down_not_raised(tmp_path: Path, 
     assert session(python, project, report) == alone and alone[0] == 1
 
     found = lines(report)
+    assert calls(found) == {"test_outcomes.py::test_passes": "passed", "test_outcomes.py::test_fails": "failed"}
+    found = objects(found)
     assert sorted(line["plugin_error"] for line in found if "plugin_error" in line) == [
         "pytest_plugin_registered: ValueError: sha256 is refused here",  # the conftest, as pytest loaded it
         "pytest_sessionfinish: ValueError: sha256 is refused here",  # so no setup line
     ]
     assert all(isinstance(line["session"], str) for line in found) and not [line for line in found if "setup" in line]
-    calls = {line["test"]: line["outcome"] for line in found if line.get("when") == "call"}
-    assert calls == {"test_outcomes.py::test_passes": "passed", "test_outcomes.py::test_fails": "failed"}
 
 
 @pytest.mark.parametrize("version", VERSIONS)

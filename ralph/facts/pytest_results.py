@@ -76,19 +76,16 @@ _FAILING = {"failure": "failed", "failed": "failed", "error": "errors", "not_run
 def fold(outcomes: dict[str, set[str]]) -> TestResults:
     """One outcome per id, the worst it had, counted and listed: how every reader but pytest's
     own (which knows more) folds its ids, so that all of them judge alike."""
-    counts = TestCounts()
+    counts = dict.fromkeys(TestCounts.model_fields, 0)  # counted here, set once: a model's field is slow to set
     passed, failing = [], []
     for test, found in outcomes.items():
         outcome = min(found, key=OUTCOMES.index)
         if outcome == "passed":
-            counts.passed += 1
             passed.append(test)
         elif outcome in _FAILING:
-            setattr(counts, _FAILING[outcome], getattr(counts, _FAILING[outcome]) + 1)
             failing.append(test)
-        else:
-            setattr(counts, outcome, getattr(counts, outcome) + 1)
-    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing))
+        counts[_FAILING.get(outcome, outcome)] += 1
+    return TestResults(counts=TestCounts(**counts), passed_ids=sorted(passed), failing_ids=sorted(failing))
 
 
 def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
@@ -111,37 +108,103 @@ def check_env(env: dict[str, str], report: Path) -> dict[str, str]:
 def read(report: Path) -> TestResults | None:
     """The outcomes in `report`, None when pytest did not run (or wrote nothing readable)."""
     try:
-        lines = [_line(text) for text in _regular_file(report).splitlines()]
+        by_session, lines = _parsed(_regular_file(report))
     except (OSError, ValueError):
         return None
     # A failure of ralph's own plugin in any session, the check's or not, leaves nothing to trust.
     plugin_errors = sorted({str(line["plugin_error"]) for line in lines if "plugin_error" in line})
     counted = _counted_sessions(lines)
-    outcomes: dict[str, dict[str, set[str]]] = {}  # test -> phase -> every outcome reported
-    xfail, collect_errors, skipped_modules, deselected, collected, setups = set(), set(), set(), set(), set(), []
+    found = _Found(_outcomes(by_session, counted))
     for line in (line for line in lines if isinstance(line.get("session"), str) and line["session"] in counted):
-        if isinstance(line.get("test"), str):
-            outcomes.setdefault(line["test"], {}).setdefault(str(line.get("when")), set()).add(str(line.get("outcome")))
-            if line.get("xfail"):
-                xfail.add(line["test"])
-        elif isinstance(line.get("collect_error"), str):
-            collect_errors.add(line["collect_error"])
-        elif isinstance(line.get("collect_skip"), str):
-            skipped_modules.add(line["collect_skip"])
-        elif isinstance(line.get("deselected"), str):
-            deselected.add(line["deselected"])
-        elif isinstance(line.get("collected"), str):
-            collected.add(line["collected"])
-        elif isinstance(line.get("setup"), dict):
-            setups.append(line["setup"])
-    if not (outcomes or collect_errors or skipped_modules or setups):
+        found.add(line)
+    if not (found.outcomes or found.collect_errors or found.skipped_modules or found.setups):
         return TestResults(counts=TestCounts(), plugin_errors=plugin_errors[:5]) if plugin_errors else None
-    results = _fold(outcomes, xfail, collect_errors, len(deselected), setups)
-    results.counts.skipped += len(skipped_modules)
-    never_ran = sorted(collected - outcomes.keys())  # the session ended before them: no verdict
-    results.counts.not_run = len(never_ran)
-    results.failing_ids = sorted({*results.failing_ids, *never_ran})
-    return results.model_copy(update={"skipped_modules": sorted(skipped_modules), "plugin_errors": plugin_errors[:5]})
+    results = _fold(found)
+    return results.model_copy(update={"plugin_errors": plugin_errors[:5]})
+
+
+def _parsed(report: bytes) -> tuple[dict[str, dict[str, int]], list[dict]]:
+    """The report in one pass: each session's tests with every outcome its lines gave them, as
+    bits (a test reported more than once, by a rerun or a forged line, keeps all of them, so that
+    a failure anywhere is sticky), and the other lines (objects). A line that is not one JSON
+    value is skipped: the lap's own code may write there, and a killed session half a line."""
+    by_session: dict[str, dict[str, int]] = {}
+    lines: list[dict] = []
+    decode = _DECODER.raw_decode
+    known: dict[tuple, int] = {}  # the few combinations of outcomes a report's lines hold
+    for text in report.decode("utf-8", "replace").split("\n"):
+        try:
+            line, end = decode(text)
+        except (ValueError, RecursionError):  # RecursionError: a line nested deep on purpose
+            continue
+        if end != len(text) and text[end:].strip(" \t\r"):
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+        elif isinstance(line, list) and len(line) == 6 and isinstance(line[0], str) and isinstance(line[1], str):
+            outcomes = (line[2], line[3], line[4], bool(line[5]))
+            try:
+                mask = known[outcomes]
+            except KeyError:
+                mask = known[outcomes] = _mask(outcomes)
+            except TypeError:  # an outcome that is no string (a list, an object): it says nothing
+                mask = _mask(outcomes)
+            tests = by_session.get(line[0]) or by_session.setdefault(line[0], {})
+            tests[line[1]] = tests.get(line[1], 0) | mask
+    return by_session, lines
+
+
+_DECODER = json.JSONDecoder()
+# What each phase's outcome says of a test, as bits: a failed call, a failed setup or teardown
+# (an error), a skip anywhere, a passed call, and pytest's word that it was expected to fail.
+_CALL_FAILED, _ERRORED, _SKIPPED, _PASSED, _XFAIL = 1, 2, 4, 8, 16
+_CALL = {"failed": _CALL_FAILED, "skipped": _SKIPPED, "passed": _PASSED}
+_AROUND = {"failed": _ERRORED, "skipped": _SKIPPED}  # setup, teardown
+
+
+def _outcomes(by_session: dict[str, dict[str, int]], counted: set[str]) -> dict[str, int]:
+    """The tests of the counted sessions, each with the outcomes of all of them (an xdist
+    session's controller and workers report the same tests)."""
+    sessions = [tests for session, tests in by_session.items() if session in counted]
+    if len(sessions) == 1:
+        return sessions[0]
+    bits: dict[str, int] = {}
+    for tests in sessions:
+        for test, mask in tests.items():
+            bits[test] = bits.get(test, 0) | mask
+    return bits
+
+
+def _mask(outcomes: tuple[object, object, object, bool]) -> int:
+    setup, call, teardown, xfail = outcomes
+    mask = _CALL.get(call, 0) if isinstance(call, str) else 0
+    for outcome in (setup, teardown):
+        mask |= _AROUND.get(outcome, 0) if isinstance(outcome, str) else 0
+    return mask | (_XFAIL if xfail else 0)
+
+
+class _Found:
+    """What the counted sessions' object lines say besides the tests' outcomes."""
+
+    def __init__(self, outcomes: dict[str, int]) -> None:
+        self.outcomes = outcomes
+        self.collect_errors: set[str] = set()
+        self.skipped_modules: set[str] = set()
+        self.deselected: set[str] = set()
+        self.collected: set[str] = set()
+        self.setups: list[dict] = []
+
+    def add(self, line: dict) -> None:
+        if isinstance(line.get("collect_error"), str):
+            self.collect_errors.add(line["collect_error"])
+        elif isinstance(line.get("collect_skip"), str):
+            self.skipped_modules.add(line["collect_skip"])
+        elif isinstance(line.get("deselected"), list):
+            self.deselected.update(test for test in line["deselected"] if isinstance(test, str))
+        elif isinstance(line.get("collected"), list):
+            self.collected.update(test for test in line["collected"] if isinstance(test, str))
+        elif isinstance(line.get("setup"), dict):
+            self.setups.append(line["setup"])
 
 
 def _counted_sessions(lines: list[dict]) -> set[str]:
@@ -165,51 +228,73 @@ def _counted_sessions(lines: list[dict]) -> set[str]:
     return set() if running else counted
 
 
-def _fold(
-    outcomes: dict[str, dict[str, set[str]]],
-    xfail: set[str],
-    collect_errors: set[str],
-    deselected: int,
-    setups: list[dict],
-) -> TestResults:
+def _fold(found: _Found) -> TestResults:
     """One outcome per test from every report of its phases: a failure anywhere fails it (in
     setup or teardown, an error), and so does a collection error of its module; a skip is an
-    xfail when pytest says the test was expected to fail."""
-    counts = TestCounts(errors=len(collect_errors), deselected=deselected)
-    in_errored = _errored(collect_errors)
-    passed, failing = [], [f"{node}::{COLLECTION}" for node in collect_errors]
-    for test, phases in outcomes.items():
-        if "failed" in phases.get("call", ()):
-            counts.failed += 1
+    xfail when pytest says the test was expected to fail. A test collected that never reported
+    is failing too: the session ended before it (no verdict of its own)."""
+    in_errored = _errored(found.collect_errors)
+    passed, failing = [], [f"{node}::{COLLECTION}" for node in found.collect_errors]
+    failed = errors = skipped = xfailed = 0
+    for test, mask in found.outcomes.items():
+        if mask & _CALL_FAILED:
+            failed += 1
             failing.append(test)
-        elif any("failed" in found for found in phases.values()) or in_errored(test):
-            counts.errors += 1
+        elif mask & _ERRORED or in_errored(test):
+            errors += 1
             failing.append(test)
-        elif any("skipped" in found for found in phases.values()):
-            counts.xfailed += test in xfail
-            counts.skipped += test not in xfail
-        elif "passed" in phases.get("call", ()):
-            counts.passed += 1
+        elif mask & _SKIPPED:
+            xfailed += bool(mask & _XFAIL)
+            skipped += not mask & _XFAIL
+        elif mask & _PASSED:
             passed.append(test)
-    return TestResults(counts=counts, passed_ids=sorted(passed), failing_ids=sorted(failing), setup=_merged(setups))
+    never_ran = found.collected.difference(found.outcomes)
+    counts = TestCounts(
+        passed=len(passed),
+        failed=failed,
+        errors=errors + len(found.collect_errors),
+        skipped=skipped + len(found.skipped_modules),
+        xfailed=xfailed,
+        deselected=len(found.deselected),
+        not_run=len(never_ran),
+    )
+    failing += never_ran
+    return TestResults(
+        counts=counts,
+        passed_ids=sorted(passed),
+        failing_ids=sorted(set(failing)),
+        skipped_modules=sorted(found.skipped_modules),
+        setup=_merged(found.setups),
+    )
 
 
 def _errored(collect_errors: set[str]) -> Callable[[str], bool]:
-    """Is a test inside a module or folder that failed to collect? Its outcome cannot be. Each
-    test is looked up by its own prefixes (before a `::`, before a `/`) of an error's length, so
-    the cost grows with the tests, never with tests × errors."""
+    """Is a test inside a module or folder that failed to collect? Its outcome cannot be. A test
+    is inside one when its id, cut where a `::` or a `/` starts, is that module or folder: each
+    test is looked up at the few lengths the errors have (or, when they have many, at its own
+    `::` and `/`), so the cost grows with the tests, never with tests × errors."""
     modules = {node for node in collect_errors if node}
     folders = {node.rstrip("/") for node in modules}
-    lengths = {len(node) for node in modules | folders}
+    lengths = sorted({len(node) for node in modules | folders})
 
-    def inside(test: str) -> bool:
-        if not lengths:
-            return False
+    def at_lengths(test: str) -> bool:
+        for at in lengths:
+            cut = test[at : at + 2]
+            if (cut == "::" and test[:at] in modules) or (cut[:1] == "/" and test[:at] in folders):
+                return True
+        return False
+
+    def at_separators(test: str) -> bool:
         prefixes = [(at.start(), modules) for at in _BEFORE_COLONS.finditer(test)]
         prefixes += [(at.start(), folders) for at in _BEFORE_SLASH.finditer(test)]
-        return any(at in lengths and test[:at] in found for at, found in prefixes)
+        return any(test[:at] in found for at, found in prefixes)
 
-    return inside
+    if not lengths:
+        return lambda test: False
+    return at_lengths if len(lengths) <= _FEW_LENGTHS else at_separators
+
+
+_FEW_LENGTHS = 4  # a test id has about as many `::` and `/`: past that, look at those instead
 
 
 def _merged(setups: list[dict]) -> PytestSetup | None:
@@ -240,14 +325,6 @@ def _one_digest(digests: set[str]) -> str:
     return hashlib.sha256(" ".join(sorted(digests)).encode()).hexdigest()[:16]
 
 
-def _line(text: bytes) -> dict:
-    try:
-        line = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: a line nested deep on purpose
-        return {}  # a line the lap's own code wrote there, half a line from a killed session
-    return line if isinstance(line, dict) else {}
-
-
 def _regular_file(path: Path) -> bytes:
     """The whole file, read only if it is a regular file: the check that wrote it ran the lap's
     code, which may leave a link (never followed) or a FIFO (never waited on) there instead."""
@@ -260,4 +337,4 @@ def _regular_file(path: Path) -> bytes:
 
 
 def file_of(test_id: str) -> str:
-    return test_id.split("::", 1)[0]
+    return test_id.partition("::")[0]

@@ -11,7 +11,9 @@ base commit) is the caller's to say.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+from pathspec.util import normalize_file
 
 from ralph.facts.paths import anchored
 
@@ -38,4 +40,35 @@ def all_of(items: Iterable[str]) -> tuple[str, ...]:
 
 def allows(grants: Iterable[str], path: str) -> bool:
     """Does one of these grants name the path (anchored at the repository's root)?"""
-    return anchored(tuple(grants)).match_file(path)
+    return matcher(tuple(grants))(path)
+
+
+def matcher(grants: tuple[str, ...]) -> Callable[[str], bool]:
+    """`allows` for these grants, compiled once: for many paths against many grants. A grant that
+    is a plain path (most are: a file, a folder) is looked up in a set, by the path and each
+    folder above it, as git's glob matches it (the path, or anything under it); the rest go to
+    pathspec, whose compiling costs a regular expression each. With a `!` among them, order
+    decides: pathspec has them all."""
+    plain = {grant.removeprefix("/") for grant in grants if _PLAIN.fullmatch(grant)}
+    if any(grant.startswith("!") for grant in grants) or not plain:
+        return anchored(grants).match_file
+    rest = tuple(grant for grant in grants if not _PLAIN.fullmatch(grant))
+    globbed = anchored(rest) if rest else None
+
+    def allows(path: str) -> bool:
+        shown = normalize_file(path)
+        if shown in plain or (shown.endswith("\n") and shown[:-1] in plain):  # `$` matches before a last newline
+            return True
+        at = shown.find("/")
+        while at >= 0:
+            if shown[:at] in plain:
+                return True
+            at = shown.find("/", at + 1)
+        return globbed is not None and globbed.match_file(path)
+
+    return allows
+
+
+# A path with nothing git's glob syntax reads otherwise: no wildcard, escape, class, negation,
+# comment, space, empty or `.`/`..` part, trailing `/`.
+_PLAIN = re.compile(r"/?(?!\.\.?(?:/|$))[\w.+,=@%~-]+(?:/(?!\.\.?(?:/|$))[\w.+,=@%~-]+)*")

@@ -14,6 +14,7 @@ unless granted.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,10 +36,19 @@ class GuardReport:
     granted: list[str] = field(default_factory=list)  # not the lap's to change, but a grant names them
     grants: tuple[str, ...] = ()  # what the items of the run's base TODO.md grant
     idle_ticks: str = ""  # items ticked with nothing changed: red unless a test or check now passes
+    # The grants compiled once, for the grants they were compiled from: a lap asks of every test
+    # that is gone and every path it changed.
+    _compiled: tuple[tuple[str, ...], Callable[[str], bool]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def allows(self, path: str) -> bool:
         """Does a grant of the user's name this path?"""
-        return bool(path) and grants.allows(self.grants, path)
+        if not path:
+            return False
+        if self._compiled is None or self._compiled[0] is not self.grants:
+            self._compiled = (self.grants, grants.matcher(tuple(self.grants)))
+        return self._compiled[1](path)
 
 
 def check_lap(
@@ -107,12 +117,14 @@ def _scope_problems(
     found: dict[str, list[str]] = {"outside": [], "never": []}
     for path in sorted(statuses):
         why = "" if path in notes else scope.why_not(path, runs, protect, link=path in links)
+        if not why:  # in scope: no grant needed (and none looked for, one path by one grant)
+            continue
         opens = [grant for grant in report.grants if grants.allows((grant,), path)]
         if why == "never":
             opens = [grant for grant in opens if grant == path or never_itself(grant, runs, tuple(protect))]
-        if why and opens:
+        if opens:
             report.granted.append(path)
-        elif why:
+        else:
             report.out_of_scope.append(path)
             found[why].append(path)
     problems = []

@@ -77,8 +77,8 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     # An id that passes in one place and fails in another (two tests claiming one id) is failing;
     # a file's `<collection>` passing (a JUnit runner's testcase for a file that ran no test) is
     # no test passing. Any test that passed must pass still: a file's entry that passed, too,
-    # may go (its file runs tests now) but not fail. Sets and one look per test: a lap's judging
-    # grows with its tests as n log n (their sorting), never as the product of two lists.
+    # may go (its file runs tests now) but not fail. Each list is made a set once and each test
+    # looked up once: a lap's judging grows with its tests, never as the product of two lists.
     failing_now = set(new.failing_ids)
     now_passing = passing(new)
     lost = [
@@ -88,13 +88,14 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
     ]
     broken = [test for test in lost if test in failing_now]
     gone = [test for test in lost if test not in failing_now]
-    allowed = [test for test in gone if granted(file_of(test))]
-    missing = [test for test in gone if not granted(file_of(test))]
-    newly_passing = sorted(now_passing.difference(old.passed_ids))
-    turned = turned_passing(old, new)
+    granted_files = {path: granted(path) for path in {file_of(test) for test in gone}}  # a file's tests go together
+    allowed = [test for test in gone if granted_files[file_of(test)]]
+    missing = [test for test in gone if not granted_files[file_of(test)]]
+    newly_passing = now_passing.difference(old.passed_ids)
+    turned = _turned_passing(old, new, now_passing, failing_now, newly_passing)
     vanished = [test for test in old.failing_ids if test not in failing_now and test not in turned]
     result.newly_failing += broken
-    result.newly_passing += newly_passing
+    result.newly_passing += sorted(newly_passing)
     if broken:
         result.problems.append(f"tests that passed now fail: {named(broken)}")
     if missing:
@@ -111,7 +112,9 @@ def _compare_tests(before: CheckResult, now: CheckResult, granted: Callable[[str
 
 def passing(results: TestResults) -> set[str]:
     """The tests that pass: an id also failing is failing, and a `<collection>` is no test."""
-    return {test for test in results.passed_ids if not test.endswith(COLLECTION)} - set(results.failing_ids)
+    found = {test for test in results.passed_ids if not test.endswith(COLLECTION)}
+    found.difference_update(results.failing_ids)
+    return found
 
 
 def turned_passing(old: TestResults, new: TestResults) -> set[str]:
@@ -123,18 +126,26 @@ def turned_passing(old: TestResults, new: TestResults) -> set[str]:
     file a test is in: there, only an entry that is gone (its file reported tests) goes, and only
     when a test passes that did not before; an entry that passes (its file ran none) never does."""
     now_passing = passing(new)
+    return _turned_passing(old, new, now_passing, set(new.failing_ids), now_passing.difference(old.passed_ids))
+
+
+def _turned_passing(
+    old: TestResults, new: TestResults, now_passing: set[str], failing_now: set[str], newly_passing: set[str]
+) -> set[str]:
+    """turned_passing, given the sets the ratchet has made already; the files of the passing tests
+    and the ids reported are gathered only where a failing module's entry asks."""
+    turned = {test for test in old.failing_ids if test in now_passing}
+    entries = [test for test in old.failing_ids if test.endswith(COLLECTION) and test not in turned]
+    if not entries:
+        return turned
     if new.passing_files is None:
-        collecting = _folders_and_files({file_of(test) for test in now_passing})
+        collecting = _folders_and_files({test.partition("::")[0] for test in now_passing})  # file_of, inlined
     else:
         collecting = _folders_and_files(set(new.passing_files) - {""})
-    unnamed = "" in (new.passing_files or ()) and bool(now_passing.difference(old.passed_ids))
-    reported = set(new.passed_ids) | set(new.failing_ids)
-    return {
-        test
-        for test in old.failing_ids
-        if test in now_passing
-        or (test.endswith(COLLECTION) and (file_of(test) in collecting or (unnamed and test not in reported)))
-    }
+    unnamed = "" in (new.passing_files or ()) and bool(newly_passing)
+    reported = set(new.passed_ids) | failing_now if unnamed else set()
+    turned.update(test for test in entries if file_of(test) in collecting or (unnamed and test not in reported))
+    return turned
 
 
 def _folders_and_files(files: set[str]) -> set[str]:

@@ -5,11 +5,17 @@ into whatever Python runs the check, so it is written for old Pythons and pytest
 standard library only, nothing from ralph. It appends to the file named by RALPH_PYTEST_REPORT,
 one write a line, so the processes of a pytest-xdist session can share it.
 
-Every line names its session (process id and depth). Lines: {"session", "parent", "worker"} first;
-{"test": node id, "when": phase, "outcome", "xfail"}; {"collect_error": id}; {"collect_skip": id}
-for a module whose collection was skipped (`pytest.skip(..., allow_module_level=True)`, a
-module-level `pytest.importorskip`); {"collected": id} for each test it means to run;
-{"deselected": id}; and at the session's end {"setup": {...}}:
+Every line names its session (process id and depth). A test's line is a JSON array, written when
+its teardown is reported: [session, node id, setup, call, teardown, xfail], each phase's outcome
+(null for a phase it never reported) and whether pytest said it was expected to fail. One line a
+test, not one a phase, so that reading a session of 100,000 tests takes a fraction of a second;
+still written as each test ends, so a session that is killed leaves every test it finished (a
+phase reported twice, as a rerun plugin does, ends the line early: each line has one outcome a
+phase). Every other line is an object: {"session", "parent", "worker"} first; {"collect_error":
+id}; {"collect_skip": id} for a module whose collection was skipped (`pytest.skip(...,
+allow_module_level=True)`, a module-level `pytest.importorskip`); {"collected": [ids]}, every test
+it means to run; {"deselected": [ids]}; and at the session's end (after the lines of tests it left
+unfinished: `pytest.exit`, an interrupt) {"setup": {...}}:
 the configuration file and its values, every plugin ever registered with a digest of its hook
 functions' code (conftests, `pytest_plugins`, installed ones; a plugin that unregisters itself
 is still counted), the modules of the tree that were imported in front of another module of the
@@ -35,16 +41,28 @@ _sessions = []  # type: list[str]
 _seen = {}  # type: dict[int, dict[str, set[str]]]
 # Every plugin_error this process wrote (or tried to).
 _failures = set()  # type: set[str]
+# (session, node id) -> [setup, call, teardown, xfail]: the phases of a test not yet written.
+_unfinished = {}  # type: dict[tuple[str, str], list]
+_PHASES = {"setup": 0, "call": 1, "teardown": 2}  # a phase pytest never names goes with setup: judged alike
+
+
+def _session():
+    return _sessions[-1] if _sessions else str(os.getpid())
 
 
 def _write(line):
+    line["session"] = _session()
+    _append(json.dumps(line, sort_keys=True))
+
+
+def _append(text):
+    """One write a line, appended: the processes of an xdist session share the file."""
     path = os.environ.get("RALPH_PYTEST_REPORT")
     if not path:
         return
-    line["session"] = _sessions[-1] if _sessions else str(os.getpid())
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, (json.dumps(line, sort_keys=True) + "\n").encode("utf-8", "replace"))
+        os.write(fd, (text + "\n").encode("utf-8", "replace"))
     finally:
         os.close(fd)
 
@@ -91,8 +109,19 @@ def _record(plugin, manager):
 
 def pytest_runtest_logreport(report):
     with _guarded("pytest_runtest_logreport"):
-        xfail = hasattr(report, "wasxfail")
-        _write({"test": report.nodeid, "when": report.when, "outcome": report.outcome, "xfail": xfail})
+        key, phase = (_session(), report.nodeid), _PHASES.get(report.when, 0)
+        if key in _unfinished and _unfinished[key][phase] is not None:  # reported again: a rerun
+            _finish(key)
+        line = _unfinished.setdefault(key, [None, None, None, False])
+        line[phase] = report.outcome
+        line[3] = line[3] or hasattr(report, "wasxfail")
+        if report.when == "teardown":
+            _finish(key)
+
+
+def _finish(key):
+    """The test's line, written once: [session, node id, setup, call, teardown, xfail]."""
+    _append(json.dumps([key[0], key[1]] + _unfinished.pop(key)))
 
 
 def pytest_collectreport(report):
@@ -109,17 +138,18 @@ def pytest_collection_finish(session):
     with _guarded("pytest_collection_finish"):
         if getattr(session.config.option, "collectonly", False):
             return  # --collect-only: it means to run none
-        for item in session.items:
-            _write({"collected": item.nodeid})
+        _write({"collected": [item.nodeid for item in session.items]})
 
 
 def pytest_deselected(items):
     with _guarded("pytest_deselected"):
-        for item in items:
-            _write({"deselected": item.nodeid})
+        _write({"deselected": [item.nodeid for item in items]})
 
 
 def pytest_sessionfinish(session):
+    with _guarded("pytest_sessionfinish"):  # the tests the session left unfinished first: it ends after them
+        for key in [key for key in _unfinished if key[0] == _session()]:
+            _finish(key)
     with _guarded("pytest_sessionfinish"):
         config = session.config
         seen = _seen.setdefault(id(config.pluginmanager), {})
