@@ -338,3 +338,68 @@ def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
         if note.strip():
             found[commit] = note.strip()
     return found
+
+
+# --- read at once: what `ralph status`, `log` and `show` ask, in a few git processes ----------
+
+
+def find_repo(path: Path) -> RepoInfo:
+    """open_repo's answer from one `git rev-parse`, without GitPython (its import and the two
+    `git version`s it starts cost a reading command more than all else it does). Anything but a
+    work tree with a commit is open_repo's to say, in its words."""
+    asked = ["--is-bare-repository", "--show-toplevel", "--git-common-dir", "HEAD", "--symbolic-full-name", "HEAD"]
+    said = run(path, "rev-parse", *asked, check=False) if path.is_dir() else None
+    lines = said.output.splitlines() if said is not None and said.ok else []
+    if len(lines) != 5 or lines[0] != "false":
+        return open_repo(path)
+    branch = lines[4].removeprefix("refs/heads/") if lines[4].startswith("refs/heads/") else None
+    return RepoInfo(Path(lines[1]), Path(path, lines[2]).resolve(), branch, lines[3])
+
+
+def refs_under(cwd: Path, prefixes: list[str]) -> dict[str, str]:
+    """Every ref under any of `prefixes` (or named by one), mapped to the object it points at:
+    one `git for-each-ref`."""
+    listing = out(cwd, "for-each-ref", "--format=%(refname) %(objectname)", *prefixes)
+    return dict(line.split(" ", 1) for line in listing.splitlines() if line)
+
+
+def read_blobs(cwd: Path, names: list[str]) -> list[str | None]:
+    """The texts of many blobs, each named by object id or `commit:path`, read by one
+    `git cat-file --batch` however many; None where no blob is (no object, a folder, a submodule)."""
+    if not names:
+        return []
+    if any("\n" in name for name in names):
+        raise ValueError("a name of an object holds a line break")
+    chunks: list[bytes] = []
+    result = proc.run(
+        ["git", *NO_AUTO_GC, "cat-file", "--batch"],
+        cwd,
+        env=proc.clean_env(),
+        input="".join(f"{name}\n" for name in names),
+        timeout=300,
+        cap=4096,  # what is read is heard whole (on_output); the capped copy is only for a failure's message
+        stderr_apart=True,
+        sweep=False,
+        on_output=chunks.append,
+    )
+    if not result.ok:
+        raise GitFailed(["cat-file", "--batch"], result)
+    return _batch_texts(b"".join(chunks), len(names))
+
+
+def _batch_texts(output: bytes, count: int) -> list[str | None]:
+    """`git cat-file --batch`'s answers: `<id> <type> <size>` and the object, or `<name> missing`
+    (or `ambiguous`) a line."""
+    texts: list[str | None] = []
+    at = 0
+    for _ in range(count):
+        end = output.index(b"\n", at)
+        header = output[at:end].split(b" ")
+        at = end + 1
+        if len(header) != 3 or not header[2].isdigit():  # missing, ambiguous: the name may hold spaces
+            texts.append(None)
+            continue
+        size = int(header[2])
+        texts.append(output[at : at + size].decode("utf-8", "replace") if header[1] == b"blob" else None)
+        at += size + 1
+    return texts
