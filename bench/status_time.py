@@ -10,13 +10,15 @@ The runs are made by real `ralph run` processes of this checkout (a command agen
 lap, the check `true`), so the refs, notes and records are the ones ralph writes. Each command is
 run once first, untimed, with bytecode written (PYTHONDONTWRITEBYTECODE is dropped), so neither
 side pays for compiling. A git stand-in on PATH counts the git processes of one more run.
-Times are wall seconds, the median of --reps; "÷" is the median of the pairs' ratios.
+Times are the median of --reps: wall seconds, and CPU seconds of the command and its git
+children (a busy machine sways them less); "÷" is the median of the pairs' ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,10 +52,16 @@ def _env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
-def seconds(ralph: Path, repo: Path, args: list[str]) -> float:
-    started = time.perf_counter()
+def seconds(ralph: Path, repo: Path, args: list[str]) -> tuple[float, float]:
+    """Wall seconds, and the CPU seconds of the process and its git children (less swayed by a busy machine)."""
+    used, started = _children_cpu(), time.perf_counter()
     subprocess.run([str(ralph), *args], cwd=repo, check=True, capture_output=True, env=_env())
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _children_cpu() - used
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def git_processes(ralph: Path, repo: Path, args: list[str], shims: Path) -> int:
@@ -74,11 +82,11 @@ def make_shims(root: Path) -> Path:
     return shims
 
 
-def measure(repo: Path, args: list[str], sides: list[Path], reps: int) -> list[list[float]]:
-    """Each side's times, taken in turns."""
+def measure(repo: Path, args: list[str], sides: list[Path], reps: int) -> list[list[tuple[float, float]]]:
+    """Each side's (wall, CPU) seconds, taken in turns."""
     for ralph in sides:  # bytecode written, caches warm
         seconds(ralph, repo, args)
-    times: list[list[float]] = [[] for _ in sides]
+    times: list[list[tuple[float, float]]] = [[] for _ in sides]
     for _ in range(reps):
         for side, ralph in enumerate(sides):
             times[side].append(seconds(ralph, repo, args))
@@ -99,9 +107,9 @@ def main() -> None:
     shapes = [(int(runs), options.laps) for runs in options.runs.split(",")] + (
         [(3, options.long)] if options.long else []
     )
-    columns = ["runs × laps", "command", "this s", "git"]
+    columns = ["runs × laps", "command", "this s", "cpu s", "git"]
     if options.against:
-        columns += ["against s", "git", "this ÷ against"]
+        columns += ["against s", "cpu s", "git", "this ÷ against", "cpu ÷"]
     rows = []
     for runs, laps in shapes:
         repo = repo_with_runs(root, runs, laps)
@@ -109,9 +117,12 @@ def main() -> None:
             times = measure(repo, args, sides, options.reps)
             row = [f"{runs} × {laps}", " ".join(args)]
             for side, ralph in enumerate(sides):
-                row += [f"{median(times[side]):.3f}", git_processes(ralph, repo, args, shims)]
+                walls, cpus = zip(*times[side], strict=True)
+                row += [f"{median(walls):.3f}", f"{median(cpus):.3f}", str(git_processes(ralph, repo, args, shims))]
             if options.against:
-                row.append(f"{statistics.median(a / b for a, b in zip(times[0], times[1], strict=True)):.2f}")
+                pairs = list(zip(times[0], times[1], strict=True))
+                row.append(f"{statistics.median(ours[0] / theirs[0] for ours, theirs in pairs):.2f}")
+                row.append(f"{statistics.median(ours[1] / theirs[1] for ours, theirs in pairs):.2f}")
             rows.append(row)
     print(table(columns, rows))
     print(f"\nmedians of {options.reps} runs each, the sides taken in turns; {os.cpu_count()} cores")
