@@ -340,7 +340,7 @@ def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
     return found
 
 
-# --- read at once: what `ralph status`, `log` and `show` ask, in a few git processes ----------
+# --- what `ralph status`, `log` and `show` ask, in a few git processes ------------------------
 
 
 def find_repo(path: Path) -> RepoInfo:
@@ -363,43 +363,12 @@ def refs_under(cwd: Path, prefixes: list[str]) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in listing.splitlines() if line)
 
 
-def read_blobs(cwd: Path, names: list[str]) -> list[str | None]:
-    """The texts of many blobs, each named by object id or `commit:path`, read by one
-    `git cat-file --batch` however many; None where no blob is (no object, a folder, a submodule)."""
-    if not names:
-        return []
-    if any("\n" in name for name in names):
-        raise ValueError("a name of an object holds a line break")
-    chunks: list[bytes] = []
-    result = proc.run(
-        ["git", *NO_AUTO_GC, "cat-file", "--batch"],
-        cwd,
-        env=proc.clean_env(),
-        input="".join(f"{name}\n" for name in names),
-        timeout=300,
-        cap=4096,  # what is read is heard whole (on_output); the capped copy is only for a failure's message
-        stderr_apart=True,
-        sweep=False,
-        on_output=chunks.append,
-    )
-    if not result.ok:
-        raise GitFailed(["cat-file", "--batch"], result)
-    return _batch_texts(b"".join(chunks), len(names))
-
-
-def _batch_texts(output: bytes, count: int) -> list[str | None]:
-    """`git cat-file --batch`'s answers: `<id> <type> <size>` and the object, or `<name> missing`
-    (or `ambiguous`) a line."""
-    texts: list[str | None] = []
-    at = 0
-    for _ in range(count):
-        end = output.index(b"\n", at)
-        header = output[at:end].split(b" ")
-        at = end + 1
-        if len(header) != 3 or not header[2].isdigit():  # missing, ambiguous: the name may hold spaces
-            texts.append(None)
-            continue
-        size = int(header[2])
-        texts.append(output[at : at + size].decode("utf-8", "replace") if header[1] == b"blob" else None)
-        at += size + 1
-    return texts
+def blob_text(cwd: Path, name: str) -> str | None:
+    """The text of the blob `name` (an object id, or `commit:path`), asked of the repository's one
+    `git cat-file --batch` (blobs.py) as show_file's are; None where no blob is (no object, a folder,
+    a submodule). When the reader cannot say, a process of its own reads it."""
+    read = blobs.read(cwd, ["git", *NO_AUTO_GC, "cat-file", "--batch"], name)
+    if isinstance(read, Exception):
+        result = run(cwd, "cat-file", "blob", name, check=False)
+        return result.output if result.ok else None
+    return None if read is None else read.decode("utf-8", "replace")

@@ -288,21 +288,19 @@ def run_records(cwd: Path, refs: dict[str, str] | None = None) -> list[RunRecord
 
 
 def read_runs(cwd: Path, refs: dict[str, str] | None = None) -> tuple[list[RunRecord], list[str]]:
-    """Every run's record that reads, oldest first, and one line for each that does not: a name ralph
-    does not take, a record that is no blob, no JSON or no record, one of a newer ralph, one under
-    another run's name (a remote's runs are anyone's: nothing in one stops the rest). One git
-    process reads them all; `refs`: a listing holding every run's, when one is at hand."""
-    records, unreadable, named = [], [], []
+    """Every run's record that reads, oldest first, and one line for each that does not: a name
+    ralph does not take, a record that is no blob, no JSON or no record, one of a newer ralph, one
+    under another run's name. Runs pushed to a remote are anyone's: nothing in one stops the rest.
+    `refs`: a listing that holds every run's record, when one is at hand."""
+    records, unreadable = [], []
     for ref, sha in (git.refs(cwd, layout.RUNS) if refs is None else refs).items():
         if (run := layout.run_of_record(ref)) is None:
             continue
-        if RUN_NAME.match(run):
-            named.append((ref, run, sha))
-        else:
+        if not RUN_NAME.match(run):
             unreadable.append(f"{ref}: not a run name ralph takes")
-    for (ref, run, sha), text in zip(named, git.read_blobs(cwd, [sha for _, _, sha in named]), strict=True):
-        try:  # no blob: read alone, for git's words on why
-            record = _read_run_record(_record_text(cwd, sha, run) if text is None else text.strip(), run)
+            continue
+        try:
+            record = _read_run_record(_record_text(cwd, sha, run), run)
         except RalphError as exc:
             unreadable.append(f"{ref}: {exc}")
             continue
@@ -321,7 +319,9 @@ def latest(cwd: Path, runs: list[str]) -> str:
 
 
 def _record_text(cwd: Path, sha: str, run: str) -> str:
-    read = git.run(cwd, "cat-file", "blob", sha, check=False)
+    if (text := git.blob_text(cwd, sha)) is not None:  # through the one reader the command's reads share
+        return text.strip()
+    read = git.run(cwd, "cat-file", "blob", sha, check=False)  # no blob: git's words on what it is
     if not read.ok:
         raise RalphError(f"the record of run {run!r} is not a blob: {ui.one_line(read.stderr, 200)}")
     return read.output.strip()
