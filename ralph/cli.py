@@ -1,7 +1,5 @@
-"""The command line: click declarations only; each command calls one function for its exit code.
-
-Each command imports its module when it runs (the local imports below): `ralph --help`, shell completion
-and the git hooks ralph ships, which run on every commit, start without loading the rest of ralph."""
+"""The command line: click declarations only; each command calls one function for its exit code, and imports it
+(rich too) when it runs: `ralph --help`, completion and the git hooks ralph ships, run on every commit, start light."""
 
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ import click
 
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.facts.presets import PRESETS
-from ralph.show import ui
 
 
 def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -27,7 +24,7 @@ def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> l
     from ralph.records import ledger
 
     try:
-        names = ledger.run_names(git.open_repo(Path.cwd()).top)
+        names = ledger.run_names(git.find_repo(Path.cwd()).top)
     except RalphError:
         return []
     return [name for name in names if name.startswith(incomplete)]
@@ -48,6 +45,8 @@ RESUMES = "interrupted — the run branch is where the last green lap left it; t
 
 def _call(function: Callable[..., int], *args: Any, interrupted: str = RESUMES, **kwargs: Any) -> None:
     """The one place where errors become messages and exit codes; `interrupted`: what Ctrl-C means."""
+    from ralph.show import ui  # every command prints: loaded here, not for --help and completion
+
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = function(*args, **kwargs)
@@ -58,20 +57,20 @@ def _call(function: Callable[..., int], *args: Any, interrupted: str = RESUMES, 
         ui.error(interrupted)
         code = Exit.INTERRUPTED
     except Exception as error:
-        code = _crashed(error)
+        ui.error(_crashed(error))
+        code = Exit.ERROR
     sys.exit(int(code))
 
 
-def _crashed(error: Exception) -> Exit:
-    """A bug in ralph: the versions and traceback to the crash log, one line naming it on stderr."""
+def _crashed(error: Exception) -> str:
+    """A bug in ralph: the versions and traceback to the crash log; the one line naming it for stderr."""
     from ralph.commands import crash_log  # only on a crash: it loads git, which --help need not
 
     path = crash_log.write(error, Path.cwd(), sys.argv)
     if path is None:  # no folder took the log: the traceback is all the report has
         traceback.print_exception(error, file=sys.stderr)
     where = f"the versions and traceback are in {path}" if path else "no folder took the crash log"
-    ui.error(f"internal error (a bug in ralph): {crash_log.headline(error)} — {where}; please report it")
-    return Exit.ERROR
+    return f"internal error (a bug in ralph): {crash_log.headline(error)} — {where}; please report it"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -145,6 +144,7 @@ def run(
     5 time spent, 6 agent unusable, 7 budget spent, 130 interrupted."""
     from ralph.commands.run import run as do_run
     from ralph.run.options import RunOptions
+    from ralph.show import ui
     from ralph.show.view import plain_consoles
 
     options = RunOptions(

@@ -126,3 +126,40 @@ def test_show_of_a_transcript_it_cannot_read_says_so_and_shows_the_rest(tmp_path
         assert "unreadable" in shown.stdout and "check pass" in shown.stdout, planted[:10]
     transcript.write_text(kept.replace('"prompt_tokens": ', '"prompt_tokens": "x", "was": ', 1))
     assert ralph(repo, "show", "1").returncode == 0  # an odd count is no number, never a crash
+
+
+def test_status_log_and_show_read_the_same_from_a_subfolder_and_a_linked_worktree(tmp_path: Path) -> None:
+    """The repository is found by `git rev-parse`, the runs' records read by one `git cat-file
+    --batch`: what the commands say does not depend on where in the repository they are asked, and
+    a record ref that is no blob is still said, in git's words, without hiding the other runs."""
+    config = {"goal": "g", "agent": {"kind": "command", "command": "echo x >> x.txt"}, "checks": ["true"]}
+    repo = make_repo(tmp_path / "répo with space", {"TODO.md": "- [ ] a\n", "sub/f.txt": "f\n"}, config=config)
+    for name in ("one", "two"):
+        assert ralph(repo, "run", "--name", name, "--max-laps", "1").returncode == 3
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"))
+    commands = (["status"], ["status", "--run", "one", "--json"], ["log"], ["log", "--json"], ["show", "1"])
+    said = {tuple(args): ralph(repo, *args) for args in commands}
+    assert all(result.returncode == 0 for result in said.values()), said
+    assert said[("status",)].stdout.startswith("run two: not done")
+    for where in (repo / "sub", tmp_path / "linked"):
+        for args in commands:
+            again = ralph(where, *args)
+            assert (again.returncode, again.stdout, again.stderr) == (0, said[tuple(args)].stdout, ""), (where, args)
+    git(repo, "update-ref", "refs/ralph/zz/run", git(repo, "rev-parse", "HEAD^{tree}"))
+    odd = ralph(repo, "status")
+    assert odd.returncode == 0 and odd.stdout == said[("status",)].stdout
+    assert "refs/ralph/zz/run: the record of run 'zz' is not a blob: fatal: " in odd.stderr
+
+
+def test_no_repository_a_bare_one_and_one_without_commits_are_said_as_before(tmp_path: Path) -> None:
+    (tmp_path / "none").mkdir()
+    git(tmp_path, "init", "-q", "--bare", "bare.git")
+    git(tmp_path, "init", "-q", "empty")
+    for folder, said in (
+        ("none", "not a git repository"),
+        ("bare.git", "is a bare repository"),
+        ("empty", "no commits yet"),
+    ):
+        for command in ("status", "log", "show"):
+            result = ralph(tmp_path / folder, command, *(["1"] if command == "show" else []))
+            assert result.returncode == 1 and said in result.stderr, (folder, command, result.stderr)

@@ -12,7 +12,7 @@ from ralph.show import ui
 
 
 def log(cwd: Path, run: str | None, *, as_json: bool) -> Exit:
-    top = git.open_repo(cwd).top
+    top = git.find_repo(cwd).top
     state = ledger.resolve(top, run)
     if as_json:
         ui.print_json(

@@ -20,7 +20,7 @@ CALLS_SHOWN = 25  # the lap's first tool calls; the transcript has them all
 
 
 def show(cwd: Path, number: int, run: str | None, *, as_json: bool) -> Exit:
-    repo = git.open_repo(cwd)
+    repo = git.find_repo(cwd)
     top = repo.top
     state = ledger.resolve(top, run)
     lap = _lap(state, number)

@@ -7,16 +7,19 @@ from typing import Any
 
 from ralph import git, todo
 from ralph.errors import Exit
+from ralph.git.layout import RunRefs
 from ralph.records import ledger
 from ralph.records.ledger import RunState
-from ralph.run import claims, workers
+from ralph.run import claims
 from ralph.run.summary import what_is_left
 from ralph.show import ui
 
 
 def status(cwd: Path, run: str | None, *, as_json: bool, remote: str | None = None) -> Exit:
-    top = git.open_repo(cwd).top
+    top = git.find_repo(cwd).top
     if remote is not None:
+        from ralph.run import workers  # its network and process code, for a remote's run only
+
         run = workers.fetch_runs(top, remote, run)
         for problem in ledger.read_runs(top)[1]:  # anyone may push to a remote: each said, none hides the rest
             ui.warn(problem)
@@ -24,13 +27,14 @@ def status(cwd: Path, run: str | None, *, as_json: bool, remote: str | None = No
     # The green tip's TODO, not the last lap's: a red lap's ticks are not the run's.
     on_line = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
     summary = _summary(state, on_line)
+    under_way = claims.under_way(top, state.name) if _has_refs(state, RunRefs(state.name).started) else []
     if as_json:
-        summary.update(under_way=claims.under_way(top, state.name), laps_by_slot=_laps_by_slot(state))
-        summary.update(workers=_workers(top, state))
+        summary.update(under_way=under_way, laps_by_slot=_laps_by_slot(state))
+        summary.update(workers=_workers(top, state, under_way))
         ui.print_json(summary)
         return Exit.DONE
     _say_progress(top, state, summary, on_line)
-    _say_parallel(top, state)
+    _say_parallel(top, state, under_way)
     _say_spending(state, summary)
     if state.flaky_checks():
         ui.say(f"  flaky       {ui.safe(', '.join(state.flaky_checks()))}")
@@ -83,16 +87,16 @@ def _say_progress(top: Path, state: RunState, summary: dict[str, Any], on_line: 
         ui.say(f"  left        {ui.safe(line)}")
 
 
-def _say_parallel(top: Path, state: RunState) -> None:
+def _say_parallel(top: Path, state: RunState, under_way: list[dict]) -> None:
     """A parallel run's laps by slot and laps under way; a `--remote` run's workers."""
     by_slot = _laps_by_slot(state)
     if by_slot:
         counts = ", ".join(f"slot {slot}: {count}" for slot, count in by_slot.items())
         ui.say(f"  slots       laps by slot: {ui.safe(counts)}")
-    for lap in claims.under_way(top, state.name):
+    for lap in under_way:
         items = "; ".join(lap["items"]) or "?"
         ui.say(f"  under way   lap {lap['lap']} (slot {lap['slot']}): {ui.safe(items)}")
-    for worker in _workers(top, state):
+    for worker in _workers(top, state, under_way):
         beat = f"beat {worker['beat_s_ago']}s ago" if worker["beat_s_ago"] is not None else "no beat"
         said = f"worker {worker['number']}  {worker['worker']}, {beat}, {worker['laps']} lap(s)"
         ui.say(f"  workers     {ui.safe(said)}")
@@ -119,10 +123,18 @@ def _laps_by_slot(state: RunState) -> dict[int, int]:
     return {slot: slots.count(slot) for slot in sorted(set(slots))}
 
 
-def _workers(top: Path, state: RunState) -> list[dict]:
+def _has_refs(state: RunState, folder: str) -> bool:
+    """Whether the run had refs in `folder` as its state was read: none, none to read again."""
+    return any(ref.startswith(folder) for ref in state.refs)
+
+
+def _workers(top: Path, state: RunState, under_way: list[dict]) -> list[dict]:
     """A `--remote` run's workers present (their refs), each with its laps under way and its laps."""
+    if not _has_refs(state, RunRefs(state.name).workers):
+        return []
+    from ralph.run import workers
+
     laps = [lap.record.worker for lap in state.laps if lap.record and lap.record.worker]
-    under_way = claims.under_way(top, state.name)
     return [
         dict(worker, laps=laps.count(name), under_way=[lap for lap in under_way if lap["worker"] == name])
         for worker in workers.roster(top, state.name)

@@ -338,3 +338,37 @@ def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
         if note.strip():
             found[commit] = note.strip()
     return found
+
+
+# --- what `ralph status`, `log` and `show` ask, in a few git processes ------------------------
+
+
+def find_repo(path: Path) -> RepoInfo:
+    """open_repo's answer from one `git rev-parse`, without GitPython (its import and the two
+    `git version`s it starts cost a reading command more than all else it does). Anything but a
+    work tree with a commit is open_repo's to say, in its words."""
+    asked = ["--is-bare-repository", "--show-toplevel", "--git-common-dir", "HEAD", "--symbolic-full-name", "HEAD"]
+    said = run(path, "rev-parse", *asked, check=False) if path.is_dir() else None
+    lines = said.output.splitlines() if said is not None and said.ok else []
+    if len(lines) != 5 or lines[0] != "false":
+        return open_repo(path)
+    branch = lines[4].removeprefix("refs/heads/") if lines[4].startswith("refs/heads/") else None
+    return RepoInfo(Path(lines[1]), Path(path, lines[2]).resolve(), branch, lines[3])
+
+
+def refs_under(cwd: Path, prefixes: list[str]) -> dict[str, str]:
+    """Every ref under any of `prefixes` (or named by one), mapped to the object it points at:
+    one `git for-each-ref`."""
+    listing = out(cwd, "for-each-ref", "--format=%(refname) %(objectname)", *prefixes)
+    return dict(line.split(" ", 1) for line in listing.splitlines() if line)
+
+
+def blob_text(cwd: Path, name: str) -> str | None:
+    """The text of the blob `name` (an object id, or `commit:path`), asked of the repository's one
+    `git cat-file --batch` (blobs.py) as show_file's are; None where no blob is (no object, a folder,
+    a submodule). When the reader cannot say, a process of its own reads it."""
+    read = blobs.read(cwd, ["git", *NO_AUTO_GC, "cat-file", "--batch"], name)
+    if isinstance(read, Exception):
+        result = run(cwd, "cat-file", "blob", name, check=False)
+        return result.output if result.ok else None
+    return None if read is None else read.decode("utf-8", "replace")

@@ -46,6 +46,7 @@ class RunState:
     record: RunRecord
     green: str  # tip of the green line
     laps: list[Lap] = field(default_factory=list)
+    refs: dict[str, str] = field(default_factory=dict)  # its refs (RunRefs.all) as read with it
 
     @property
     def next_lap(self) -> int:
@@ -213,15 +214,20 @@ def check_name(name: str) -> str:
 def load(cwd: Path, run: str) -> RunState | None:
     """The state of `run`, or None when it was never started (or never got past its baseline)."""
     names = RunRefs(run)
-    refs = git.refs(cwd, names.all)
+    refs = git.refs_under(cwd, [names.all, names.branch, layout.NOTES])
     if names.record not in refs:
         return None
-    record = _read_run_record(_record_text(cwd, refs[names.record], run), run)
-    green = git.rev(cwd, names.branch) or record.base
+    return _state(cwd, run, refs, _read_run_record(_record_text(cwd, refs[names.record], run), run))
+
+
+def _state(cwd: Path, run: str, refs: dict[str, str], record: RunRecord) -> RunState:
+    """`run`'s state from its record and a listing of its refs, its branch's and the notes' (more may be there)."""
+    names = RunRefs(run)
     numbered = layout.numbered(names.laps, refs)
-    notes = git.notes(cwd, list(numbered.values()))
+    notes = git.notes(cwd, list(numbered.values())) if layout.NOTES in refs else {}
     laps = [Lap(number, sha, *_read_note(notes.get(sha), number)) for number, sha in numbered.items()]
-    return RunState(run, record, green, laps)
+    own = {ref: sha for ref, sha in refs.items() if ref.startswith(names.all)}
+    return RunState(run, record, refs.get(names.branch) or record.base, laps, own)
 
 
 def audit(cwd: Path, run: str) -> list[str]:
@@ -272,21 +278,22 @@ def _first_problem(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def run_records(cwd: Path) -> list[RunRecord]:
+def run_records(cwd: Path, refs: dict[str, str] | None = None) -> list[RunRecord]:
     """Every run's record in the repository that reads, oldest first; each that does not is said
     in one line (one unreadable run does not hide the others)."""
-    records, unreadable = read_runs(cwd)
+    records, unreadable = read_runs(cwd, refs)
     for problem in unreadable:
         ui.warn(problem)
     return records
 
 
-def read_runs(cwd: Path) -> tuple[list[RunRecord], list[str]]:
+def read_runs(cwd: Path, refs: dict[str, str] | None = None) -> tuple[list[RunRecord], list[str]]:
     """Every run's record that reads, oldest first, and one line for each that does not: a name
     ralph does not take, a record that is no blob, no JSON or no record, one of a newer ralph, one
-    under another run's name. Runs pushed to a remote are anyone's: nothing in one stops the rest."""
+    under another run's name. Runs pushed to a remote are anyone's: nothing in one stops the rest.
+    `refs`: a listing that holds every run's record, when one is at hand."""
     records, unreadable = [], []
-    for ref, sha in git.refs(cwd, layout.RUNS).items():
+    for ref, sha in (git.refs(cwd, layout.RUNS) if refs is None else refs).items():
         if (run := layout.run_of_record(ref)) is None:
             continue
         if not RUN_NAME.match(run):
@@ -312,7 +319,9 @@ def latest(cwd: Path, runs: list[str]) -> str:
 
 
 def _record_text(cwd: Path, sha: str, run: str) -> str:
-    read = git.run(cwd, "cat-file", "blob", sha, check=False)
+    if (text := git.blob_text(cwd, sha)) is not None:  # through the one reader the command's reads share
+        return text.strip()
+    read = git.run(cwd, "cat-file", "blob", sha, check=False)  # no blob: git's words on what it is
     if not read.ok:
         raise RalphError(f"the record of run {run!r} is not a blob: {ui.one_line(read.stderr, 200)}")
     return read.output.strip()
@@ -324,11 +333,11 @@ def run_names(cwd: Path) -> list[str]:
 
 def resolve(cwd: Path, run: str | None) -> RunState:
     """The named run, or the most recent one; a clear error when there is none."""
-    if run is None:
-        names = run_names(cwd)
-        if not names:
+    if run is None:  # every run's refs listed once: the latest one's state is read from the same listing
+        refs = git.refs_under(cwd, [layout.RUNS, layout.BRANCHES, layout.NOTES])
+        if not (records := run_records(cwd, refs)):
             raise RalphError("no ralph run in this repository yet — start one with `ralph run`")
-        run = names[-1]
+        return _state(cwd, records[-1].run, refs, records[-1])
     state = load(cwd, check_name(run))
     if state is None:
         known = ", ".join(run_names(cwd)) or "none"
