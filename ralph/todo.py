@@ -1,8 +1,10 @@
 """TODO.md: a markdown checklist (`- [ ]` open, `- [x]` done), read as markdown.
 
-markdown-it-py (rich's own markdown parser) finds the list items, so a `- [ ]` inside a code
-block is not an item (a run could never be done), an ordered `1. [ ]` is, and an item wrapped
-over several lines keeps all of its text.
+CommonMark's block structure (markdown-it-py's, rich's own markdown parser) says what the list
+items are, so a `- [ ]` inside a code block is not an item (a run could never be done), an
+ordered `1. [ ]` is, and an item wrapped over several lines keeps all of its text. A line
+scanner (ralph/todo_scan.py) finds them as markdown-it does in the blocks a checklist is made
+of, and leaves a file with other blocks (a code fence, a quote, HTML) to markdown-it itself.
 """
 
 from __future__ import annotations
@@ -11,19 +13,21 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple
 
-from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
-# Blocks only: an item's text is its paragraph's source, so the inline phase (two thirds of the
-# time) is skipped.
-_MARKDOWN = MarkdownIt("commonmark").disable("inline")
+from ralph import todo_scan
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
 CACHED_CHARS = 8 << 20  # a TODO of 100,000 items is 4 MB; a lap reads its few texts several times
 _BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
 # Where a line ends, as markdown-it counts lines (its item line numbers index these lines): \n,
 # \r\n or a lone \r; never U+2028, U+2029, \x85, \v, \f or \x1c-\x1e, where str.splitlines()
 # also splits, so that a lap's U+2028 above the items would shift every line number by one.
-_LINE_END = re.compile(r"\r\n?|\n")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
 
 
 # What `ralph init` writes for the user to replace: `ralph run` says when they are still there.
@@ -37,8 +41,9 @@ class Item:
     done: bool
 
 
-@dataclass(frozen=True)
-class _Found:
+class Found(NamedTuple):
+    """An item where it is in the text."""
+
     item: Item
     box_line: int  # the line its box is on (the paragraph's first: "-" may stand alone above it)
     start: int  # its lines: [start, end), up to the first item inside it, blank lines at its end left out
@@ -49,11 +54,7 @@ class _Found:
 def lines(text: str) -> list[str]:
     """The text's lines, each with its line end: the one definition of a line for TODO.md and
     PROGRESS.md, markdown-it's."""
-    found, at = [], 0
-    for end in _LINE_END.finditer(text):
-        found.append(text[at : end.end()])
-        at = end.end()
-    return found + [text[at:]] if at < len(text) else found
+    return _LINE.findall(text)
 
 
 def parse(text: str | None) -> list[Item]:
@@ -61,16 +62,43 @@ def parse(text: str | None) -> list[Item]:
     return [found.item for found in _scan(text or "")]
 
 
-def _scan(text: str) -> tuple[_Found, ...]:
+def _scan(text: str) -> tuple[Found, ...]:
     # A lap reads the same few texts several times; a huge one (a lap can write any TODO.md)
     # is parsed each time rather than kept.
     return _scanned(text) if len(text) <= CACHED_CHARS else _scanned.__wrapped__(text)
 
 
 @lru_cache(maxsize=8)
-def _scanned(text: str) -> tuple[_Found, ...]:
-    tokens = _MARKDOWN.parse(text)
-    found: list[_Found] = []
+def _scanned(text: str) -> tuple[Found, ...]:
+    try:
+        found = by_scanner(text)
+    except todo_scan.Undecided:
+        found = by_markdown_it(text)
+    return tuple(_own_lines(found, lines(text)))
+
+
+def by_scanner(text: str) -> list[Found]:
+    """The items as the line scanner finds them (raises todo_scan.Undecided), their lines as
+    markdown-it has them."""
+    found: list[Found] = []
+    around: list[int | None] = []  # for each list item this one is in, the item it is or is nested in
+    for listed in todo_scan.list_items(text):
+        del around[listed.depth :]
+        under = around[-1] if around else None
+        match = _BOX.match(listed.content) if listed.content else None
+        if match is None or listed.paragraph is None:
+            around.append(under)
+            continue
+        item = Item(" ".join(match["text"].split()), match[1] != " ")
+        found.append(Found(item, listed.paragraph, listed.start, listed.end, under))
+        around.append(len(found) - 1)
+    return found
+
+
+def by_markdown_it(text: str) -> list[Found]:
+    """The items in markdown-it's tokens, their lines as it has them."""
+    tokens = _markdown().parse(text)
+    found: list[Found] = []
     around: list[int | None] = []  # the list items open here: each an item's index, None when no item
     for at, token in enumerate(tokens):
         if token.type == "list_item_close":
@@ -84,12 +112,21 @@ def _scanned(text: str) -> tuple[_Found, ...]:
             continue
         item = Item(" ".join(match["text"].split()), match[1] != " ")
         under = next((index for index in reversed(around) if index is not None), None)
-        found.append(_Found(item, paragraph.map[0], token.map[0], token.map[1], under))
+        found.append(Found(item, paragraph.map[0], token.map[0], token.map[1], under))
         around.append(len(found) - 1)
-    return tuple(_own_lines(found, lines(text)))
+    return found
 
 
-def _own_lines(found: list[_Found], text_lines: list[str]) -> list[_Found]:
+@lru_cache(maxsize=1)
+def _markdown() -> MarkdownIt:
+    """CommonMark's blocks only: an item's text is its paragraph's source, so the inline phase
+    (two thirds of the time) is skipped. Imported when a TODO needs it (most never do)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").disable("inline")
+
+
+def _own_lines(found: list[Found], text_lines: list[str]) -> list[Found]:
     """Each item's lines end where the next item starts inside it (a nested one has lines of
     its own) and before the blank lines at its end."""
     kept = []
@@ -97,7 +134,7 @@ def _own_lines(found: list[_Found], text_lines: list[str]) -> list[_Found]:
         end = min(item.end, found[at + 1].start) if at + 1 < len(found) else item.end
         while end > item.box_line + 1 and not text_lines[end - 1].strip(" \t\r\n"):
             end -= 1
-        kept.append(_Found(item.item, item.box_line, item.start, end, item.under))
+        kept.append(item._replace(end=end) if end != item.end else item)
     return kept
 
 
