@@ -10,7 +10,8 @@ of, and leaves a file with other blocks (a code fence, a quote, HTML) to markdow
 from __future__ import annotations
 
 import re
-from collections import Counter
+from bisect import bisect_left
+from collections import Counter, deque
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
@@ -70,11 +71,69 @@ def _scan(text: str) -> tuple[Found, ...]:
 
 @lru_cache(maxsize=8)
 def _scanned(text: str) -> tuple[Found, ...]:
-    try:
-        found = by_scanner(text)
-    except todo_scan.Undecided:
-        found = by_markdown_it(text)
-    return tuple(_own_lines(found, lines(text)))
+    found = _reticked(text)
+    if found is None:
+        try:
+            found = tuple(_own_lines(by_scanner(text), lines(text)))
+        except todo_scan.Undecided:
+            found = tuple(_own_lines(by_markdown_it(text), lines(text)))
+    if len(text) <= CACHED_CHARS:
+        _RECENT.append((text, found))
+    return found
+
+
+# The texts parsed last, with their items: a lap's TODO is most often the one it started from
+# with a box ticked, and is then read from it (_reticked) instead of parsed again.
+_RECENT: deque[tuple[str, tuple[Found, ...]]] = deque(maxlen=4)
+
+
+def _reticked(text: str) -> tuple[Found, ...] | None:
+    """The items of a text parsed lately but for boxes ticked or unticked, None when no such text
+    was: the same lines but for a box's mark."""
+    for before, found in tuple(_RECENT):
+        if len(before) == len(text) and before != text:
+            ticked = _ticked_from(before, text, found)
+            if ticked is not None:
+                return ticked
+    return None
+
+
+def _ticked_from(before: str, text: str, found: tuple[Found, ...]) -> tuple[Found, ...] | None:
+    """`found` in `before`, its boxes as `text` marks them; None when `text` changed anything
+    else. A box is where markdown-it's blocks look at the first character of a line and whether a
+    list marker has text after it, never at a box's mark, so the blocks and the items stay."""
+    changed: list[int] = []
+    if not _differing(before, text, 0, len(text), changed):
+        return None
+    items, line, counted = list(found), 0, 0
+    for at in changed:
+        # the line `at` is on, as lines() counts them: a "\r\n" ends one line
+        line += before.count("\n", counted, at) + before.count("\r", counted, at) - before.count("\r\n", counted, at)
+        counted = at
+        starts = max(before.rfind("\n", 0, at), before.rfind("\r", 0, at)) + 1
+        index = bisect_left(found, line, key=lambda item: item.box_line)
+        if not (index < len(found) and found[index].box_line == line and before[at] in " xX" and text[at] in " xX"):
+            return None
+        if before.find("[", starts, at) != at - 1 or before[at + 1 : at + 2] != "]":  # not its box's mark
+            return None
+        items[index] = found[index]._replace(item=Item(found[index].item.text, text[at] != " "))
+    return tuple(items)
+
+
+_MOST_TICKS = 1000
+
+
+def _differing(before: str, text: str, start: int, end: int, changed: list[int]) -> bool:
+    """Where `before` and `text` (of one length) differ between `start` and `end`, halving the
+    span to find it; False past _MOST_TICKS places."""
+    if end - start <= 256:
+        changed += (at for at in range(start, end) if before[at] != text[at])
+        return len(changed) <= _MOST_TICKS
+    middle = (start + end) // 2
+    for low, high in ((start, middle), (middle, end)):
+        if before[low:high] != text[low:high] and not _differing(before, text, low, high, changed):
+            return False
+    return True
 
 
 def by_scanner(text: str) -> list[Found]:

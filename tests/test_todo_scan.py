@@ -8,11 +8,16 @@ tabs, odd bullets and boxes, 0-8 spaces of indentation and every kind of line en
 
 from __future__ import annotations
 
+from random import Random
+
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ralph import todo, todo_scan
 
+# A few seconds in all (the suite has a time budget); nothing written into the repository; a
+# failure prints the blob that replays it (@reproduce_failure).
+_QUICK = settings(deadline=None, database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
 _INDENT = st.sampled_from(["", " ", "  ", "   ", "    ", "     ", "      ", "        ", "\t", "  \t", " \t "])
 _MARKER = st.sampled_from(["-", "*", "+", "1.", "1)", "2.", "01.", "10)", "-", "-", "1."])
 _AFTER_MARKER = st.sampled_from([" ", " ", " ", "  ", "   ", "    ", "     ", "\t", ""])
@@ -97,7 +102,7 @@ def _checklist(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(_QUICK, max_examples=400)
 @given(_document())
 def test_the_scanner_finds_what_markdown_it_finds(text: str):
     try:
@@ -109,15 +114,32 @@ def test_the_scanner_finds_what_markdown_it_finds(text: str):
     assert scanned == todo.by_markdown_it(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(_QUICK, max_examples=100)
 @given(_checklist())
 def test_a_checklist_is_decided_by_the_scanner(text: str):
     assert todo.by_scanner(text) == todo.by_markdown_it(text)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(_QUICK, max_examples=50)
 @given(_document())
 def test_parse_answers_as_markdown_it_does(text: str):
     expected = todo._own_lines(todo.by_markdown_it(text), todo.lines(text))
     assert todo.parse(text) == [found.item for found in expected]
     assert todo.nesting(text) == [found.under for found in expected]
+
+
+@settings(_QUICK, max_examples=150)
+@given(st.one_of(_document(), _checklist()), st.randoms(use_true_random=False))
+def test_a_text_with_boxes_ticked_is_read_from_the_one_before(text: str, random: Random):
+    todo.parse(text)
+    boxes = [at for at in range(1, len(text) - 1) if text[at - 1] == "[" and text[at + 1] == "]"]
+    ticked = list(text)
+    for at in random.sample(boxes, k=random.randint(min(1, len(boxes)), len(boxes))):
+        ticked[at] = random.choice([mark for mark in " xX" if mark != text[at]])
+    ticked_text = "".join(ticked)
+    expected = tuple(todo._own_lines(todo.by_markdown_it(ticked_text), todo.lines(ticked_text)))
+    read = todo._reticked(ticked_text)
+    if read is not None:
+        event("read from the text before")
+        assert read == expected
+    assert todo._scanned(ticked_text) == expected
