@@ -14,6 +14,8 @@ from bisect import bisect_left
 from collections import Counter, deque
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import compress
+from operator import attrgetter, itemgetter, ne
 from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel
@@ -23,6 +25,7 @@ from ralph import todo_scan
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
 
+_ITEM, _TEXT, _DONE = itemgetter(0), attrgetter("text"), attrgetter("done")
 CACHED_CHARS = 8 << 20  # a TODO of 100,000 items is 4 MB; a lap reads its few texts several times
 _BOX = re.compile(r"^\[( |x|X)\]\s+(?P<text>.*\S)", re.DOTALL)
 # Where a line ends, as markdown-it counts lines (its item line numbers index these lines): \n,
@@ -60,7 +63,7 @@ def lines(text: str) -> list[str]:
 
 def parse(text: str | None) -> list[Item]:
     """Every checkbox item, in order: a list item whose first paragraph starts with a box."""
-    return [found.item for found in _scan(text or "")]
+    return list(map(_ITEM, _scan(text or "")))
 
 
 def _scan(text: str) -> tuple[Found, ...]:
@@ -209,7 +212,7 @@ class Counts(BaseModel):
 
 
 def count(items: list[Item]) -> Counts:
-    done = sum(item.done for item in items)
+    done = sum(map(_DONE, items))
     return Counts(open=len(items) - done, done=done)
 
 
@@ -250,9 +253,17 @@ def _ended(text: str) -> str:
     return text if text.endswith(("\n", "\r")) else text + "\n"
 
 
+def same_items(before: list[Item], after: list[Item]) -> bool:
+    """The same items' texts in the same order (a lap that ticked, or did nothing to its TODO)."""
+    return len(before) == len(after) and list(map(_TEXT, before)) == list(map(_TEXT, after))
+
+
 def newly_ticked(before: list[Item], after: list[Item]) -> list[str]:
     """Items open before and done after, by their text: a text twice when two of its items
     were ticked (as many as were open before, and more are done than before)."""
+    texts = list(map(_TEXT, after))
+    if list(map(_TEXT, before)) == texts:
+        return _ticked_in_place(before, after, texts)
     was_open = Counter(item.text for item in before if not item.done)
     done_before = Counter(item.text for item in before if item.done)
     done_after = Counter(item.text for item in after if item.done)
@@ -260,3 +271,19 @@ def newly_ticked(before: list[Item], after: list[Item]) -> list[str]:
     for text in dict.fromkeys(item.text for item in after if item.done):
         ticked += [text] * min(was_open[text], done_after[text] - done_before[text])
     return ticked
+
+
+def _ticked_in_place(before: list[Item], after: list[Item], texts: list[str]) -> list[str]:
+    """newly_ticked of the same items in the same order (a lap that only ticked), from the few
+    whose box changed: a text's count is its items ticked less those unticked, and it comes
+    where the first of its done items comes."""
+    changed = [after[at] for at in compress(range(len(after)), map(ne, map(_DONE, before), map(_DONE, after)))]
+    gained = Counter(item.text for item in changed if item.done)
+    gained.subtract(item.text for item in changed if not item.done)
+    first_done = {}
+    for text in [text for text, gain in gained.items() if gain > 0]:
+        at = texts.index(text)
+        while not after[at].done:
+            at = texts.index(text, at + 1)
+        first_done[text] = at
+    return [text for text in sorted(first_done, key=first_done.__getitem__) for _ in range(gained[text])]
