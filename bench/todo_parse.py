@@ -9,7 +9,7 @@ Each rep times, back to back on the same text (A B C D A B C D ..., so that each
 share the machine's mood):
 
 - markdown-it: todo.by_markdown_it, markdown-it-py's block parse and the items read from its tokens
-- scanner: todo.by_scanner, ralph/todo_scan.py's line scanner (the same items: checked once a size)
+- scanner: todo.by_scanner, ralph/todo/scan.py's line scanner (the same items: checked once a size)
 - parse: todo.parse with nothing kept, as a lap reads a TODO it has not seen (the scanner, and
   each item's own lines)
 - ticked: todo.parse of the text with one more box ticked, the text before it read already: what

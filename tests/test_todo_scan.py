@@ -14,7 +14,8 @@ from random import Random
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ralph import todo, todo_scan
+from ralph import todo
+from ralph.todo import scan
 
 # A few seconds in all (the suite has a time budget); nothing written into the repository; a
 # failure prints the blob that replays it (@reproduce_failure).
@@ -108,7 +109,7 @@ def _checklist(draw: st.DrawFn) -> str:
 def test_the_scanner_finds_what_markdown_it_finds(text: str):
     try:
         scanned = todo.by_scanner(text)
-    except todo_scan.Undecided:
+    except scan.Undecided:
         event("left to markdown-it")
         return
     event("decided by the scanner")

@@ -3,7 +3,7 @@
 CommonMark's block structure (markdown-it-py's, rich's own markdown parser) says what the list
 items are, so a `- [ ]` inside a code block is not an item (a run could never be done), an
 ordered `1. [ ]` is, and an item wrapped over several lines keeps all of its text. A line
-scanner (ralph/todo_scan.py) finds them as markdown-it does in the blocks a checklist is made
+scanner (ralph/todo/scan.py) finds them as markdown-it does in the blocks a checklist is made
 of, and leaves a file with other blocks (a code fence, a quote, HTML) to markdown-it itself.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel
 
-from ralph import todo_scan
+from ralph.todo import scan
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -78,7 +78,7 @@ def _scanned(text: str) -> tuple[Found, ...]:
     if found is None:
         try:
             found = tuple(_own_lines(by_scanner(text), lines(text)))
-        except todo_scan.Undecided:
+        except scan.Undecided:
             found = tuple(_own_lines(by_markdown_it(text), lines(text)))
     if len(text) <= CACHED_CHARS:
         _RECENT.append((text, found))
@@ -140,11 +140,11 @@ def _differing(before: str, text: str, start: int, end: int, changed: list[int])
 
 
 def by_scanner(text: str) -> list[Found]:
-    """The items as the line scanner finds them (raises todo_scan.Undecided), their lines as
+    """The items as the line scanner finds them (raises scan.Undecided), their lines as
     markdown-it has them."""
     found: list[Found] = []
     around: list[int | None] = []  # for each list item this one is in, the item it is or is nested in
-    for listed in todo_scan.list_items(text):
+    for listed in scan.list_items(text):
         del around[listed.depth :]
         under = around[-1] if around else None
         match = _BOX.match(listed.content) if listed.content else None
