@@ -161,7 +161,7 @@ def _newly_ticked_by_counting(before: list[todo.Item], after: list[todo.Item]) -
 _ITEMS = st.lists(st.builds(todo.Item, st.sampled_from(["a", "b", "c", "d"]), st.booleans()), max_size=12)
 
 
-@settings(_QUICK, max_examples=300)
+@settings(_QUICK, max_examples=150)
 @given(_ITEMS, st.lists(st.booleans(), min_size=12, max_size=12))
 def test_ticks_in_place_are_counted_as_by_text(before: list[todo.Item], marks: list[bool]):
     after = [todo.Item(item.text, done) for item, done in zip(before, marks, strict=False)]
