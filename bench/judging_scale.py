@@ -14,8 +14,8 @@ update a file the lap changed.
 - JUnit report: reading a JUnit XML report of n testcases (ralph/facts/junit.py)
 - ratchet: the lap's tests against the last green commit's (ralph/verdict/ratchet.py)
 - note: the lap's check result written as JSON and read back (its note, the next lap's state)
-- TODO read: the lap's TODO parsed (the base's and the green commit's are kept from earlier laps) (ralph/todo.py)
-- TODO rules: no item lost or reworded, which were ticked (ralph/verdict/guard.py, ralph/todo.py)
+- TODO read: the lap's TODO parsed (the base's and the green commit's are kept from earlier laps) (ralph/todo/)
+- TODO rules: no item lost or reworded, which were ticked (ralph/verdict/guard.py, ralph/todo/)
 - grants: does a ticked item grant each changed file's change, `(may change: PATH)` (ralph/verdict/grants.py)
 - rebase: the lap's ticks and new items put onto a TODO that moved (laps side by side)
 - go / libtest / unittest / jest: reading n tests' results from `go test -json`'s events, cargo's

@@ -67,7 +67,16 @@ def _guard(lap: ThisLap, made: LapCommit) -> guard_module.GuardReport:
     )
     top, base = lap.ctx.top, lap.state.record.base
     return guard_module.check_lap(
-        top, made.parent, made.sha, made.changes, config.protect, files.todo, files.progress, base, scope
+        top,
+        made.parent,
+        made.sha,
+        made.changes,
+        config.protect,
+        files.todo,
+        files.progress,
+        base,
+        scope,
+        todo_items=(made.todo_before, made.todo_after),  # the TODO at made.parent and in made.sha, read once
     )
 
 

@@ -13,9 +13,11 @@ unless granted.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from ralph import git, todo
@@ -61,14 +63,19 @@ def check_lap(
     progress_name: str,
     base: str,
     scope: Scope = EVERY_PATH,
+    *,
+    todo_items: tuple[list[todo.Item], list[todo.Item]] | None = None,
 ) -> GuardReport:
     """Everything a lap did between the last green commit and its own commit (`changes`:
-    the changed paths, as git.changes gives them) that it may not."""
+    the changed paths, as git.changes gives them) that it may not. `todo_items`: the TODO's
+    items at `green` and at `commit`, when the caller has read them (else read here)."""
     statuses = {path: status for path, (status, _) in changes.items()}
     notes = [todo_name, progress_name]
     report = GuardReport(grants=base_grants(cwd, base, todo_name))
-    before = todo.parse(git.show_file(cwd, green, todo_name))
-    after = todo.parse(git.show_file(cwd, commit, todo_name))
+    before, after = todo_items or (
+        todo.parse(git.show_file(cwd, green, todo_name)),
+        todo.parse(git.show_file(cwd, commit, todo_name)),
+    )
     ticked = todo.newly_ticked(before, after)
     report.problems += _not_files(changes, notes)
     report.problems += todo_problems(before, after)
@@ -98,7 +105,17 @@ def check_lap(
 def base_grants(cwd: Path, base: str, todo_name: str) -> tuple[str, ...]:
     """What the items of the run's base TODO.md grant, ticked or not: the user's words as
     committed. An item a lap, a split, the planner or an issue added grants nothing."""
+    if _OBJECT_ID.fullmatch(base):  # what a commit holds never changes: read once a run, not once a lap
+        return _grants_at(cwd, base, todo_name)
     return grants.all_of(item.text for item in todo.parse(git.show_file(cwd, base, todo_name)))
+
+
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+@lru_cache(maxsize=4)
+def _grants_at(cwd: Path, commit: str, todo_name: str) -> tuple[str, ...]:
+    return grants.all_of(item.text for item in todo.parse(git.show_file(cwd, commit, todo_name)))
 
 
 def _scope_problems(
@@ -215,6 +232,8 @@ def _leaves_repository(path: str, target: str) -> bool:
 def _lap_grants(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
     """An item the lap added may not carry a grant: it would grant nothing in this run, but once
     landed it would read as the user's own in the next run's base TODO.md."""
+    if todo.same_items(before, after):
+        return []
     remaining = Counter(item.text for item in before)
     written = []
     for item in after:
@@ -230,6 +249,8 @@ def _lap_grants(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
 def todo_problems(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
     """Open items may be ticked, never deleted or reworded; new items are fine, and so is a new
     order. Counted by text, so an item listed twice is kept twice."""
+    if todo.same_items(before, after):
+        return []
     remaining = Counter(item.text for item in after)
     lost = []
     for item in before:
