@@ -4,6 +4,7 @@ into ralph's commit of the lap; and what the later phases need of it, read once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ralph import git, todo
 from ralph.agents.base import AgentResult
@@ -28,11 +29,11 @@ class LapCommit:
     refusal: tuple[str, str] | None = None  # why the hooks (or git) refused it, and their output
     split: str | None = None  # ralph's own commit of a stuck item's steps (split.py): that item
 
-    @property
+    @cached_property  # (read a few times a lap: at 80,000 items each reading cost 14 ms)
     def ticked(self) -> list[str]:
         return todo.newly_ticked(self.todo_before, self.todo_after)
 
-    @property
+    @cached_property
     def counts(self) -> todo.Counts:
         return todo.count(self.todo_after)
 
