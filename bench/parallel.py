@@ -129,6 +129,7 @@ def throughput(options: argparse.Namespace) -> None:
     runs: list[tuple[str, int, Callable[..., tuple[float, list[dict]]]]]
     runs = [(f"{count} slots", count, run) for count in options.slots]
     runs += [(f"{count} workers", count, run_remote) for count in options.workers]
+    load_before = _load()
     seconds: dict[tuple[str, str], list[float]] = {}
     laps: dict[tuple[str, str], int] = {}
     for _ in range(options.repeat):  # A B A B …: the machine's load falls on both alike
@@ -150,7 +151,7 @@ def throughput(options: argparse.Namespace) -> None:
                 + [alone / taken, alone / taken / count * min(options.slots)]
             )
     print(f"## Throughput: {options.items} independent items, the agent {options.sleep:g} s a lap\n")
-    print(f"median of {options.repeat} runs; load average before: {_load()}\n")
+    print(f"median of {options.repeat} runs; load average before: {load_before}\n")
     columns = ["side by side", "ralph", "items", "laps", "seconds", "min", "items × sleep ÷ seconds"]
     print(table(columns + [f"× {min(options.slots)} slots", "÷ N"], rows))
     print(f"\nload average after: {_load()}")
