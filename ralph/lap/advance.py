@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import IO
 
 from ralph import git
 from ralph.errors import Interrupted, RalphError
@@ -23,6 +24,7 @@ from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.lap.judging import verdict_on
+from ralph.lap.modes import Slot
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
@@ -60,19 +62,32 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
 
 @contextlib.contextmanager
 def _landing(ctx: RunContext) -> Iterator[None]:
-    """One lap of this machine's slots at a time between its first compare-and-swap and its
-    last: laps that ended together would each be rebased and checked again onto the line as the
-    first of them left it, and all but one of them again (k laps, k(k+1)/2 checks, each in the
-    others' way on a few cores); one at a time, a lap waits for the line to settle, then is
-    rebased once. The kernel lets go of the lock when its holder dies. Its file is beside the
-    run's workspaces, which no lap's sandbox shows (in the repository's git dir, which laps read,
-    code of a lap's could take the lock and hold every other slot back). Workers on other
-    machines are not held back: the swap is what keeps the line right, this only its cost down."""
-    workspace = folder_for(ctx.repo.common_dir, ctx.run_name)
-    workspace.parent.mkdir(parents=True, exist_ok=True)
-    with open(workspace.with_name(f"{workspace.name}.landing"), "a") as lock:
+    """One lap of a parallel run's slots at a time between its first compare-and-swap of the line
+    and its last: laps that ended together would each be rebased and checked again onto the line
+    as the first of them left it, and all but one of them again (k laps, k(k+1)/2 checks, each
+    in the others' way on a few cores); one at a time, a lap waits for the line to settle, then
+    is rebased once. The kernel lets go of the lock when its holder dies. Its file is in the
+    workspace of the ralph that started the slots, which no lap's sandbox shows (in the
+    repository's git dir, which laps read, code of a lap's could take the lock and hold every
+    other slot back), and goes with it. A run of one lap at a time, or a worker of a remote's run
+    (whose others are on other machines), takes none: the swap is what keeps the line right,
+    this only its cost down."""
+    lock = _landing_lock(ctx)
+    if lock is None:
+        yield
+        return
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def _landing_lock(ctx: RunContext) -> IO[str] | None:
+    if not isinstance(ctx.mode, Slot):
+        return None
+    try:
+        return open(folder_for(ctx.repo.common_dir, ctx.run_name) / "landing.lock", "a")  # noqa: SIM115
+    except OSError:  # that workspace is gone: the ralph that started the slots ended
+        return None
 
 
 def _swap(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
