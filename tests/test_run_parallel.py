@@ -36,7 +36,9 @@ def parallel_run(repo: Path, *args: str) -> subprocess.Popen:
     )
 
 
-def slot_processes(repo: Path) -> list[int]:
+def slot_processes(repo: Path, coordinator: int) -> list[int]:
+    """The slots of the `ralph run --parallel` in `repo` whose pid is `coordinator`: forks of it,
+    with its command line (and, for a moment, a command a slot starts, before it runs)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -44,9 +46,17 @@ def slot_processes(repo: Path) -> list[int]:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if b"--slot" in cmdline and cwd == str(repo):
+        if b"--parallel" in cmdline and cwd == str(repo) and int(entry.name) != coordinator:
             found.append(int(entry.name))
     return found
+
+
+def environment_block(pid: int) -> bytes:
+    """What /proc shows of a process's environment (nothing, once it ended)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green_line(tmp_path: Path):
@@ -78,6 +88,35 @@ def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green
     assert ralph(repo, "report", "--run", "p", "-o", str(tmp_path / "report.html")).returncode == 0
     assert "(slot 2: Write f" in (tmp_path / "report.html").read_text()
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_slots_keep_the_secrets_out_of_their_environment_blocks_and_hand_them_to_laps(tmp_path: Path):
+    """Slots are forks of the ralph that started them: its environment block, which the secrets
+    left when it hardened itself, and the secrets in memory, which laps get as configured."""
+    repo = items_repo(tmp_path, ["Write a.txt", "Write b.txt"], sleep=3)
+    config = json.loads((repo / "ralph.yaml").read_text())
+    (repo / "ralph.yaml").write_text(json.dumps(dict(config, env={"pass": ["RALPH_TEST_TOKEN"]})))
+    agent = tmp_path / "agent.py"
+    agent.write_text(agent.read_text() + 'pathlib.Path("token.txt").write_text(os.environ["RALPH_TEST_TOKEN"])\n')
+    git(repo, "commit", "-qam", "a token for the laps")
+    canary = f"canary-{tmp_path.name}"
+    run = subprocess.Popen(
+        [PY, "-m", "ralph", "run", "--name", "p", "--parallel", "2"],
+        cwd=repo,
+        env=dict(os.environ, RALPH_TEST_TOKEN=canary),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while len(slot_processes(repo, run.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ralphs = [run.pid, *slot_processes(repo, run.pid)]
+    assert len(ralphs) >= 3
+    assert [pid for pid in ralphs if canary.encode() in environment_block(pid)] == []
+    output = run.communicate(timeout=90)[0].decode()
+    assert run.returncode == 0, output
+    assert git(repo, "show", "ralph/p:token.txt") == canary
+    assert {lap["slot"] for lap in lap_notes(repo, "p")} == {1, 2}
 
 
 def test_laps_that_conflict_the_later_is_red_and_its_items_are_done_again_knowing_why(tmp_path: Path):
@@ -118,7 +157,7 @@ def test_ctrl_c_stops_every_slot_and_leaves_nothing_registered(tmp_path: Path):
     run.send_signal(signal.SIGINT)
     output = run.communicate(timeout=90)[0].decode()
     assert run.returncode == 130, output
-    assert slot_processes(repo) == []
+    assert slot_processes(repo, run.pid) == []
     assert git(repo, "for-each-ref", "refs/ralph/p/claims/", "refs/ralph/p/started/") == ""
     assert git(repo, "worktree", "list").count("\n") == 0
     assert git(repo, "status", "--porcelain") == ""
@@ -129,15 +168,15 @@ def test_a_ralph_killed_mid_run_is_resumed_and_every_item_is_done_once(tmp_path:
     repo = items_repo(tmp_path, items, sleep=4)
     run = parallel_run(repo, "--parallel", "3")
     deadline = time.monotonic() + 60
-    while len(slot_processes(repo)) < 3 and time.monotonic() < deadline:
+    while len(slot_processes(repo, run.pid)) < 3 and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(2)
     run.kill()  # SIGKILL: no cleanup of its own; its slots end with it
     run.communicate(timeout=60)
     deadline = time.monotonic() + 60
-    while slot_processes(repo) and time.monotonic() < deadline:
+    while slot_processes(repo, run.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert slot_processes(repo) == []
+    assert slot_processes(repo, run.pid) == []
     (tmp_path / "agent.py").write_text(ITEMS_AGENT.replace("SLEEP", "0.2"))
     resumed = ralph(repo, "run", "--name", "p", "--parallel", "3")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

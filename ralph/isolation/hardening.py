@@ -35,19 +35,27 @@ def harden(argv: list[str]) -> None:
 
 
 def _reexec_without_secrets(argv: list[str]) -> None:
-    secrets = {name: value for name, value in os.environ.items() if proc.is_secret(name, value)}
-    if not secrets or not hasattr(os, "memfd_create"):
+    env = secrets_aside(dict(os.environ))
+    if SECRETS_FD not in env:
         return
-    fd = os.memfd_create("ralph-secrets", 0)
-    os.write(fd, json.dumps(secrets).encode())
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.set_inheritable(fd, True)
-    env = {name: value for name, value in os.environ.items() if name not in secrets}
-    env[SECRETS_FD] = str(fd)
     sys.stdout.flush()
     sys.stderr.flush()
     # -P: the repository ralph runs in may hold a folder named ralph; only the installed one runs.
     os.execve(sys.executable, [sys.executable, "-P", "-m", "ralph", *argv], env)
+
+
+def secrets_aside(env: dict[str, str]) -> dict[str, str]:
+    """`env` without its secrets, which wait in an anonymous file named by SECRETS_FD for the
+    ralph that gets this environment to take back (`harden`), inheriting the descriptor; `env`
+    itself when it holds none (or the system has no anonymous files)."""
+    secrets = {name: value for name, value in env.items() if proc.is_secret(name, value)}
+    if not secrets or not hasattr(os, "memfd_create"):
+        return env
+    fd = os.memfd_create("ralph-secrets", 0)
+    os.write(fd, json.dumps(secrets).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    return dict({name: value for name, value in env.items() if name not in secrets}, **{SECRETS_FD: str(fd)})
 
 
 def _take_back_secrets() -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from ralph.isolation import orphans, toolchains
 from ralph.isolation.capped_output import CappedOutput
@@ -275,7 +275,22 @@ def stop_serving(child: subprocess.Popen) -> None:
         child.wait()
 
 
-def end(children: list[subprocess.Popen], grace: float) -> None:
+class Child(Protocol):
+    """A long-lived child as ralph supervises it: a `subprocess.Popen`, or a fork of ralph's
+    (run/forked.py), its output on `stdout`."""
+
+    pid: int
+    returncode: int | None
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def end(children: list[Child], grace: float) -> None:
     """SIGINT to each one's group (they end as after a Ctrl-C), then KILL to those still
     running after `grace` seconds."""
     for child in children:
@@ -354,7 +369,7 @@ def _exited_in_time(proc: subprocess.Popen, deadline: float | None) -> bool:
     return False
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(proc: Child, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):

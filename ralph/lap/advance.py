@@ -12,7 +12,10 @@ recorded as one of its round (as_candidate), and the round advances it to the be
 from __future__ import annotations
 
 import contextlib
+import fcntl
+from collections.abc import Iterator
 from dataclasses import replace
+from typing import IO
 
 from ralph import git
 from ralph.errors import Interrupted, RalphError
@@ -21,12 +24,14 @@ from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.lap.judging import verdict_on
+from ralph.lap.modes import Slot
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
 from ralph.verdict.decide import Overrule, overruled
+from ralph.workspace.workspace import folder_for
 
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 
@@ -55,8 +60,45 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
     return record.model_copy(update=dict(progress=False, done=False, best_of=measured))
 
 
+@contextlib.contextmanager
+def _landing(ctx: RunContext) -> Iterator[None]:
+    """One lap of a parallel run's slots at a time between its first compare-and-swap of the line
+    and its last: laps that ended together would each be rebased and checked again onto the line
+    as the first of them left it, and all but one of them again (k laps, k(k+1)/2 checks, each
+    in the others' way on a few cores); one at a time, a lap waits for the line to settle, then
+    is rebased once. The kernel lets go of the lock when its holder dies. Its file is in the
+    workspace of the ralph that started the slots, which no lap's sandbox shows (in the
+    repository's git dir, which laps read, code of a lap's could take the lock and hold every
+    other slot back), and goes with it. A run of one lap at a time, or a worker of a remote's run
+    (whose others are on other machines), takes none: the swap is what keeps the line right,
+    this only its cost down."""
+    lock = _landing_lock(ctx)
+    if lock is None:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _landing_lock(ctx: RunContext) -> IO[str] | None:
+    if not isinstance(ctx.mode, Slot):
+        return None
+    try:
+        return open(folder_for(ctx.repo.common_dir, ctx.run_name) / "landing.lock", "a")  # noqa: SIM115
+    except OSError:  # that workspace is gone: the ralph that started the slots ended
+        return None
+
+
 def _swap(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     """The compare-and-swap of the line and the lap's claims, again on each line others moved."""
+    if record.status != LapStatus.GREEN:
+        return record
+    with _landing(lap.ctx):
+        return _swap_held(lap, facts, record)
+
+
+def _swap_held(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     ctx, turn = lap.ctx, lap.turn
     claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
     for _ in range(MOVED_LINE_RETRIES):

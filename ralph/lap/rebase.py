@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 from ralph import git, todo
 from ralph.lap.context import RunContext
@@ -19,23 +20,33 @@ def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tup
     top, files = ctx.top, ctx.config.files
     parent = git.out(top, "rev-parse", f"{commit}^")
     notes = [name for name in (files.todo, files.progress) if git.show_file(top, commit, name) is not None]
-    # The lap's commit without its changes to the two (None: not there before it), so only
-    # the rest can conflict.
-    kept = {name: git.show_file(top, parent, name) for name in notes}
-    bare = git.commit_tree(top, git.with_files(top, f"{commit}^{{tree}}", kept), parent, "ralph: the lap, notes aside")
-    tree, conflicts = git.merge_trees(top, onto, bare)
-    if tree is None:
+    # git merges the rest; what it makes of the two (a conflict, often: ticks on lines side by
+    # side) is replaced below, so only the rest can conflict.
+    tree, conflicts = _merged(top, onto, commit)
+    conflicts = [path for path in conflicts if path not in notes]
+    if conflicts:
         return None, conflicts
     ours: dict[str, str] = {}
     if files.todo in notes:
+        before = git.show_file(top, parent, files.todo) or ""
         after = git.show_file(top, commit, files.todo) or ""
-        ours[files.todo] = _todo_onto(kept[files.todo] or "", after, git.show_file(top, onto, files.todo) or "")
+        ours[files.todo] = _todo_onto(before, after, git.show_file(top, onto, files.todo) or "")
     if files.progress in notes:
         theirs = git.show_file(top, onto, files.progress) or ""
         mine = git.show_file(top, commit, files.progress) or ""
         ours[files.progress] = mine if slot is None else progress_with(theirs, mine, slot)
     message = git.run(top, "log", "-1", "--format=%B", commit).output
     return git.commit_tree(top, git.with_files(top, tree, ours), onto, message), []
+
+
+def _merged(top: Path, onto: str, commit: str) -> tuple[str, list[str]]:
+    """`commit` merged onto `onto` as a cherry-pick would (their merge base is the lap's start):
+    the tree, its conflicts written into the files as git writes them, and the paths in conflict."""
+    merged = git.run(top, "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, commit, check=False)
+    if merged.exit_code not in (0, 1):
+        raise git.GitFailed(["merge-tree", onto, commit], merged)
+    tree, *conflicts = merged.output.splitlines()
+    return tree, sorted({path for path in conflicts if path})
 
 
 def _todo_onto(before_text: str, after_text: str, onto_text: str) -> str:

@@ -117,7 +117,7 @@ def _run_candidates(ctx: RunContext, options: RunOptions, this_round: Round) -> 
             thread.join(5)
         for slot in range(1, this_round.of + 1):  # a slot killed outright left its workspace
             remove_path(folder_for(ctx.repo.common_dir, slot_name(ctx.run_name, slot)))
-    return [child.returncode for child in children]
+    return [child.wait() for child in children]  # (each has ended)
 
 
 def _candidates(state: RunState, this_round: Round) -> list[LapRecord]:

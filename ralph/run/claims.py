@@ -85,11 +85,17 @@ def finish_number(store: RefStore, run: str, number: int, mine: str) -> None:
 
 
 def held(cwd: Path, prefix: str) -> dict[str, tuple[str, dict]]:
-    """Every ref under `prefix`, by name: the blob it points at and the holder it names."""
+    """Every ref under `prefix`, by name: the blob it points at and the holder it names (read
+    by one git process: a slot asks before every lap, and each holder was one more)."""
+    # A holder is JSON, which holds no NUL: a NUL ends each field, a NUL and a newline each ref.
+    listing = git.run(cwd, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(objecttype)%00%(raw)%00", prefix)
     found = {}
-    for ref, blob in git.refs(cwd, prefix).items():
+    for record in listing.output.split("\0\n"):
+        ref, blob, kind, text = (record.split("\0", 3) + ["", "", ""])[:4]
+        if not ref.startswith(prefix):  # (the end of the listing)
+            continue
         try:
-            holder = json.loads(git.read_blob(cwd, blob))
+            holder = json.loads(text) if kind == "blob" else None
         except (ValueError, RecursionError):
             holder = None
         found[ref[len(prefix) :]] = (blob, holder if isinstance(holder, dict) else {})

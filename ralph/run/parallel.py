@@ -16,7 +16,7 @@ line only ever advances, by compare-and-swap, to a commit whose checks ran on ex
 from __future__ import annotations
 
 import os
-import subprocess
+import queue
 import sys
 import threading
 import time
@@ -26,8 +26,10 @@ from typing import NoReturn
 
 from ralph import git, todo
 from ralph.errors import Exit, RalphError
+from ralph.git.layout import NOTES, RunRefs
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
+from ralph.isolation.proc import Child
 from ralph.lap.context import RunContext
 from ralph.lap.modes import PARENT_VAR, ROUND_VAR, Parallel, Worker, slot_name
 from ralph.lap.phases import run_lap
@@ -35,7 +37,7 @@ from ralph.lap.turn import Turn
 from ralph.records import ledger
 from ralph.records.formats import LapStatus
 from ralph.records.ledger import RunState
-from ralph.run import claims, ends
+from ralph.run import claims, ends, forked
 from ralph.run.ends import RunEnded
 from ralph.run.fuses import Fuses, slot_turn
 from ralph.run.options import RunOptions
@@ -43,7 +45,8 @@ from ralph.run.workers import Crew
 from ralph.show import events, ui
 from ralph.workspace.places import folder_for
 
-POLL = 1.0  # seconds between looks at the run while every open item is claimed by another slot
+LOOK = (0.05, 0.5)  # seconds between glances at the run's refs while every open item is another slot's
+FULL_LOOK = 5.0  # seconds after which a slot reads the run again, whether its refs moved or not
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
@@ -54,7 +57,7 @@ def coordinate(ctx: RunContext, mode: Parallel, options: RunOptions) -> NoReturn
     cleared = claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
     if cleared:
         ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
-    children = [start_slot(ctx, options, slot) for slot in range(1, mode.slots + 1)]
+    children = [start_slot(ctx, options, slot) for slot in range(1, mode.slots + 1)]  # before any thread
     relays = [threading.Thread(target=relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)]
     for thread in relays:
         thread.start()
@@ -70,41 +73,58 @@ def coordinate(ctx: RunContext, mode: Parallel, options: RunOptions) -> NoReturn
     _ended(ctx, codes)
 
 
-def _wait(ctx: RunContext, children: list[subprocess.Popen]) -> list[int]:
+def _wait(ctx: RunContext, children: list[Child]) -> list[int]:
     """Every slot's exit code. A slot that dies (`kill -9`) lets go of its claims at once, so
-    the others take its items."""
-    running = dict(enumerate(children, 1))
-    while running:
-        for slot, child in list(running.items()):
-            if child.poll() is not None:
-                del running[slot]
-                claims.release_dead(ctx.store, ctx.run_name, _other_than(slot))
-        time.sleep(0.2)
-    return [child.returncode for child in children]
+    the others take its items; the last one's end is the run's, heard as it happens."""
+    ended: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for slot, child in enumerate(children, 1):
+        threading.Thread(target=_hear_end, args=(child, slot, ended), daemon=True).start()
+    for _ in children:
+        slot = _next_end(ended)
+        claims.release_dead(ctx.store, ctx.run_name, _other_than(slot))
+    return [child.wait() for child in children]
+
+
+def _hear_end(child: Child, slot: int, ended: queue.SimpleQueue[int]) -> None:
+    child.wait()
+    ended.put(slot)
+
+
+def _next_end(ended: queue.SimpleQueue[int]) -> int:
+    while True:  # a timeout: a Ctrl-C reaches this thread between two waits
+        try:
+            return ended.get(timeout=1.0)
+        except queue.Empty:
+            continue
 
 
 def _other_than(dead: int) -> Callable[[dict], bool]:
     return lambda holder: holder.get("slot") != dead
 
 
-def start_slot(ctx: RunContext, options: RunOptions, slot: int, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`ralph run --slot K` of this run, with `env` besides this process's environment."""
-    command = [sys.executable, "-P", "-m", "ralph", "run", "--name", ctx.run_name, "--slot", str(slot), "--plain"]
-    command += ["--items-per-lap", str(options.items_per_lap), "--max-laps", str(ctx.config.limits.max_laps)]
+def start_slot(ctx: RunContext, options: RunOptions, slot: int, env: dict[str, str] | None = None) -> Child:
+    """`ralph run --slot K` of this run, with `env` besides this process's environment: a fork
+    of this process (forked.py), or a new one while other threads of this one run."""
+    args = ["run", "--name", ctx.run_name, "--slot", str(slot), "--plain"]
+    args += ["--items-per-lap", str(options.items_per_lap), "--max-laps", str(ctx.config.limits.max_laps)]
     if options.config_path is not None:
-        command += ["--config", str(options.config_path.resolve())]
+        args += ["--config", str(options.config_path.resolve())]
     if options.events_to not in (None, "-"):
-        command += ["--events", str(options.events_to)]
+        args += ["--events", str(options.events_to)]
     # The slot hardens itself as any ralph run does: the secrets leave its environment block.
     inherited = {name: value for name, value in os.environ.items() if name != ROUND_VAR}
+    slot_env = dict(inherited, **(env or {}), **{PARENT_VAR: str(os.getpid())})
     events.emit("phase_changed", phase="")  # this process's phase (the baseline's) is over: its slots work
-    return proc.start(command, ctx.top, dict(inherited, **(env or {}), **{PARENT_VAR: str(os.getpid())}))
+    if forked.can_fork():
+        return forked.start(args, ctx.top, slot_env, ctx.run_dir / "lock")
+    # -P: the repository ralph runs in may hold a folder named ralph; only the installed one runs.
+    return proc.start([sys.executable, "-P", "-m", "ralph", *args], ctx.top, slot_env)
 
 
 _printing = threading.Lock()
 
 
-def relay(child: subprocess.Popen, slot: int) -> None:
+def relay(child: Child, slot: int) -> None:
     """A slot's lines (plain, cleaned by the slot), each marked with the slot."""
     assert child.stdout is not None
     for raw in child.stdout:
@@ -140,8 +160,8 @@ def as_worker(ctx: RunContext, mode: Worker) -> NoReturn:
 
 @dataclass
 class _Pace:
-    """How long a slot waits before it looks at the run again, when it found nothing to do:
-    from quick, doubling to slow; quick again after a lap."""
+    """How long a worker of a remote's run waits before it looks at the run again (a fetch),
+    when it found nothing to do: from quick, doubling to slow; quick again after a lap."""
 
     quick: float
     slow: float
@@ -171,19 +191,23 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
     With a `crew`, the slot is a worker of a run a git remote keeps: its number is the crew's,
     and the remote's refs are brought here before each look at the run."""
     fuses = Fuses(ctx.config.limits)
-    pace = _Pace(*REMOTE_POLL) if crew else _Pace(POLL, POLL)
-    seen = None
+    pace = _Pace(*REMOTE_POLL)
+    seen = glance = None
     while True:
         if crew is not None:
             slot = crew.sync()
-        state = ledger.load(ctx.top, ctx.run_name)
-        assert state is not None  # the run was started before its slots
+        else:
+            glance = _glance(ctx)  # before the run is read: whatever moves after the read is seen
+        state = _read_run(ctx)
         if crew is not None:
             seen = _trusted(ctx, state, seen)
         fuses.check(ctx, state)
         claimed = _claim_lap(ctx, state, slot, items_per_lap, crew)
         if claimed is None:
-            pace.wait()
+            if glance is None:
+                pace.wait()
+            else:
+                _until_moved(ctx, glance)
             continue
         pace.poll = pace.quick
         try:
@@ -194,6 +218,37 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
         finally:
             _let_go(ctx, claimed.items, claimed.mine, claimed.number, claimed.lap_mine)
         ends.lap_ended(ctx, record)
+
+
+def _read_run(ctx: RunContext) -> RunState:
+    """The run as its refs are now. ledger.load reads the laps' refs, then the branch: a lap that
+    landed in between is on the branch but not yet among the laps read (its lap ref moves before
+    the branch does), and the tip would seem no lap's (the run not done, the green checks the
+    base's). Read once more then: the second read has it."""
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None  # the run was started before its slots
+    if state.green != state.record.base and all(lap.commit != state.green for lap in state.laps):
+        state = ledger.load(ctx.top, ctx.run_name) or state
+    return state
+
+
+def _glance(ctx: RunContext) -> str:
+    """What the run's refs point at: its branch, claims, started laps, laps and notes. Nothing
+    that could give a slot work (an item let go of or ticked, a lap ended, a fuse's count) changes
+    without one of them moving."""
+    names = RunRefs(ctx.run_name)
+    return git.out(ctx.top, "for-each-ref", "--format=%(refname) %(objectname)", names.all, names.branch, NOTES)
+
+
+def _until_moved(ctx: RunContext, glance: str) -> None:
+    """Back when a ref of the run moved, or after FULL_LOOK seconds: a glance is one git process,
+    where reading the run is many, so a slot with nothing to do hears a lap's end at once."""
+    pause, until = LOOK[0], time.monotonic() + FULL_LOOK
+    while time.monotonic() < until:
+        time.sleep(pause)
+        if _glance(ctx) != glance:
+            return
+        pause = min(pause * 2, LOOK[1])
 
 
 def _claim_lap(ctx: RunContext, state: RunState, slot: int, count: int, crew: Crew | None) -> _Claimed | None:
@@ -226,7 +281,7 @@ def _still_open(
     claim and the claim: the line read again, only what is still open kept (the rest let go)."""
     if crew is not None:
         ctx.store.sync()
-    state = ledger.load(ctx.top, ctx.run_name) or state
+    state = _read_run(ctx)
     still_open = set(_open_items(ctx, state))  # read once: a TODO may hold 100,000 items
     done = [item for item in items if item not in still_open and item != CHECKS_ITEM]
     claims.release_items(ctx.store, ctx.run_name, done, mine)

@@ -68,6 +68,13 @@ def naming(run: str, slot: int | None = None) -> None:
         _where["slot"] = slot
 
 
+def forget_listeners() -> None:
+    """In a fork of ralph (a slot, run/forked.py): the listeners it inherited are its parent's."""
+    _listeners.clear()
+    _where.clear()
+    _where.update(run=None, lap=0)
+
+
 @contextmanager
 def listening(*listeners: Listener) -> Iterator[None]:
     _listeners.extend(listeners)
