@@ -10,8 +10,10 @@ time, or a reader that died: the caller reads the file the one-process way (git.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import select
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -63,7 +65,16 @@ class _Reader:
         self.pending += chunk
 
     def close(self) -> None:
-        proc.stop_serving(self.child)
+        """Its pipes closed (git ends at the end of its input), killed if not ended within a second."""
+        for stream in (self.child.stdin, self.child.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+        try:
+            self.child.wait(1)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
 
 
 _READERS: dict[Path, _Reader] = {}

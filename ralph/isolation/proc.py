@@ -7,7 +7,6 @@ is stopped and what its environment may contain.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import selectors
@@ -249,8 +248,8 @@ def start(command: list[str], cwd: Path, env: dict[str, str], output: int | IO =
 
 def serve(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
     """A long-lived child ralph talks to on its stdin and stdout (git's `--batch` readers), in a
-    session of its own, its stderr dropped; it ends when its stdin is closed (stop_serving), or
-    when ralph ends and the pipe with it."""
+    session of its own, its stderr dropped; it ends when its stdin is closed, or when ralph ends
+    and the pipe with it."""
     return subprocess.Popen(
         command,
         cwd=cwd,
@@ -260,19 +259,6 @@ def serve(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Pope
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-def stop_serving(child: subprocess.Popen) -> None:
-    """Its stdin closed, then killed if it has not ended within a second."""
-    for stream in (child.stdin, child.stdout):
-        with contextlib.suppress(OSError):
-            if stream is not None:
-                stream.close()
-    try:
-        child.wait(1)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
 
 
 class Child(Protocol):

@@ -17,7 +17,7 @@ from ralph.agents.kinds import make_agent
 from ralph.agents.mcp_tools import McpTools
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.facts.presets import PRESETS
-from ralph.git import layout
+from ralph.git import blobs, layout
 from ralph.git.remote import Remote, check_remote
 from ralph.isolation import hardening, orphans, proc, sandbox
 from ralph.lap import modes, split
@@ -172,6 +172,7 @@ def _context(
     workspace = Workspace.create(repo.top, repo.common_dir, mode.workspace_name(name))
     workspace.never_stage(cfg.never_committed)
     cleanup.callback(workspace.release)
+    cleanup.callback(blobs.close_all)  # (ralph used as a library runs on: no reader left per run)
     return RunContext(
         repo=repo,
         run_name=name,
