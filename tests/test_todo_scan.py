@@ -8,7 +8,6 @@ tabs, odd bullets and boxes, 0-8 spaces of indentation and every kind of line en
 
 from __future__ import annotations
 
-from collections import Counter
 from random import Random
 
 from hypothesis import HealthCheck, event, given, settings
@@ -147,17 +146,6 @@ def test_a_text_with_boxes_ticked_is_read_from_the_one_before(text: str, random:
     assert todo._scanned(ticked_text) == expected
 
 
-def _newly_ticked_by_counting(before: list[todo.Item], after: list[todo.Item]) -> list[str]:
-    """newly_ticked as it was, all by counting texts: the oracle for its shortcut."""
-    was_open = Counter(item.text for item in before if not item.done)
-    done_before = Counter(item.text for item in before if item.done)
-    done_after = Counter(item.text for item in after if item.done)
-    ticked = []
-    for text in dict.fromkeys(item.text for item in after if item.done):
-        ticked += [text] * min(was_open[text], done_after[text] - done_before[text])
-    return ticked
-
-
 _ITEMS = st.lists(st.builds(todo.Item, st.sampled_from(["a", "b", "c", "d"]), st.booleans()), max_size=12)
 
 
@@ -165,4 +153,4 @@ _ITEMS = st.lists(st.builds(todo.Item, st.sampled_from(["a", "b", "c", "d"]), st
 @given(_ITEMS, st.lists(st.booleans(), min_size=12, max_size=12))
 def test_ticks_in_place_are_counted_as_by_text(before: list[todo.Item], marks: list[bool]):
     after = [todo.Item(item.text, done) for item, done in zip(before, marks, strict=False)]
-    assert todo.newly_ticked(before, after) == _newly_ticked_by_counting(before, after)
+    assert todo.newly_ticked(before, after) == todo.ticked_by_counting(before, after)

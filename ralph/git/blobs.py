@@ -84,8 +84,8 @@ _LOCK = threading.Lock()
 def read(cwd: Path, command: list[str], name: str) -> bytes | None | Exception:
     """What `name` holds in the repository at `cwd` (None: no blob there), or the exception that
     kept the reader from saying (its reader is then closed: the next read starts another)."""
-    if "\n" in name or "\r" in name:
-        return ValueError("a line break in the name")
+    if "\n" in name or "\r" in name or "\0" in name:
+        return ValueError("a line break or NUL in the name")
     with _LOCK:
         reader = _READERS.get(cwd)
         try:

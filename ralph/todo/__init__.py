@@ -264,6 +264,11 @@ def newly_ticked(before: list[Item], after: list[Item]) -> list[str]:
     texts = list(map(_TEXT, after))
     if list(map(_TEXT, before)) == texts:
         return _ticked_in_place(before, after, texts)
+    return ticked_by_counting(before, after)
+
+
+def ticked_by_counting(before: list[Item], after: list[Item]) -> list[str]:
+    """newly_ticked of any two lists, by counting each text's open and done items."""
     was_open = Counter(item.text for item in before if not item.done)
     done_before = Counter(item.text for item in before if item.done)
     done_after = Counter(item.text for item in after if item.done)
