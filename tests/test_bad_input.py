@@ -40,7 +40,7 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
             "agent.preset, args and limit_patterns are",
         ),
         ('goal: "g"\nagent:\n  command: x\n  limit_patterns: ["("]\n', "agent.limit_patterns: '(' is no regular"),
-        ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command' or 'openai'"),
+        ('goal: "g"\nagent:\n  kind: robot\n', "agent.kind: Input should be 'command', 'openai' or 'python'"),
         ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
         (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
         (GOOD + "commit:\n  verify: sometimes\n", "commit.verify"),

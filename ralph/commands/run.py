@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ralph import api
 from ralph.errors import Exit
 from ralph.isolation.hardening import harden
-from ralph.run import loop
 from ralph.run.options import RunOptions
 
 
@@ -14,4 +14,4 @@ def run(options: RunOptions) -> Exit:
     """The run, in a process hardened first: it may start again (same pid) without the secrets
     of its environment, so this comes before anything else of the run."""
     harden(sys.argv[1:])
-    return loop.run(options)
+    return api.run_with(options)

@@ -261,7 +261,7 @@ class Config(Section):
                 if agent.preset is None or PRESETS[agent.preset].reports not in COSTED:
                     named = f"the preset {agent.preset}" if agent.preset else "a command agent without a preset"
                     return f"{named} reports no cost (presets that do: {', '.join(sorted(COSTED_PRESETS))})"
-            elif agent.model not in self.prices:
+            elif agent.kind == "openai" and agent.model not in self.prices:
                 return f"prices names no price for the agent's model {agent.model!r}"
         judge = self.roles.judge
         endpoint = self.role_endpoint(judge) if judge else None
@@ -318,6 +318,11 @@ def parse(text: str, name: str) -> Config:
         raise RalphError(f"{name}{where}: not valid YAML: {problem}") from None
     if data is None:
         raise RalphError(f"{name}: the file is empty — it needs at least `goal:`, `agent:` and `checks:`")
+    return from_mapping(data, name, text)
+
+
+def from_mapping(data: object, name: str, text: str = "") -> Config:
+    """A configuration from what a file's YAML reads as (`text`: the file, for its line numbers)."""
     if not isinstance(data, dict):
         raise RalphError(f"{name}: expected a mapping of keys (goal:, agent:, checks: …), found {type(data).__name__}")
     try:

@@ -29,7 +29,11 @@ class CompatConfig(Section):
 
 
 class AgentConfig(Section):
-    kind: Literal["command", "openai"] = Field("command", description="Which agent runs a lap.")
+    kind: Literal["command", "openai", "python"] = Field(
+        "command",
+        description="Which agent runs a lap. python: an object given to ralph.api.run(agent=...), "
+        "made anew for every lap (docs/library.md); the command line runs the other two.",
+    )
     preset: str | None = Field(None, description="kind: command — an agent CLI ralph knows (docs/agents.md: Presets).")
     command: str | None = Field(
         None,
@@ -84,7 +88,7 @@ class AgentConfig(Section):
 
     @model_validator(mode="after")
     def _needs_its_fields(self) -> AgentConfig:
-        if self.kind == "openai" and (self.preset or self.args or self.limit_patterns):
+        if self.kind != "command" and (self.preset or self.args or self.limit_patterns):
             raise ValueError("agent.preset, args and limit_patterns are for kind: command (an agent CLI)")
         if self.preset is not None and self.preset not in PRESETS:
             raise ValueError(f"agent.preset: no preset {self.preset!r} — ralph knows {', '.join(PRESETS)}")

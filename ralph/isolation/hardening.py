@@ -16,11 +16,14 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ralph.errors import RalphError
 from ralph.isolation import orphans, proc
 
 SECRETS_FD = "RALPH_SECRETS_FD"
+_PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_PDEATHSIG = 1
@@ -79,11 +82,31 @@ def end_with_parent(parent: int) -> None:
         raise KeyboardInterrupt
 
 
-def _prctl(option: int, value: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
+@contextmanager
+def closed_while_running() -> Iterator[None]:
+    """ralph.api's run, in its caller's process: that process's memory (its environment with the
+    secrets too) closed to other processes of the user while the run lasts, and as it was after.
+    Not the rest of `harden`: the process is the caller's to re-execute, and as a child subreaper
+    ralph would reap the caller's own children. Sandboxed laps end all they started anyway."""
+    before = _prctl_value(_PR_GET_DUMPABLE)
+    closed = before is not None and _prctl(_PR_SET_DUMPABLE, 0)
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
+        yield
+    finally:
+        if closed:
+            _prctl(_PR_SET_DUMPABLE, before or 0)
+
+
+def _prctl(option: int, value: int) -> bool:
+    return _prctl_value(option, value) == 0
+
+
+def _prctl_value(option: int, value: int = 0) -> int | None:
+    """prctl's answer; None where there is no prctl or it refused."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        answer = int(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0))
     except (OSError, AttributeError):
-        return False
+        return None
+    return None if answer < 0 else answer

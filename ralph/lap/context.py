@@ -19,6 +19,7 @@ from ralph.git.remote import Remote
 from ralph.git.store import RefStore
 from ralph.isolation.jail import Jail
 from ralph.isolation.sandbox import needed
+from ralph.lap.caller import Caller
 from ralph.lap.modes import Mode, Plain
 from ralph.show import events, ui
 from ralph.verdict.checks import CheckResult, run_checks
@@ -44,6 +45,7 @@ class RunContext:
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is given the whole job
     hidden: tuple[Path, ...] = ()  # `ralph bench`: folders that read as empty in the sandbox
     warned: set[str] = field(default_factory=set)  # checks already said to run the user's own code
+    caller: Caller = Caller()  # ralph.api: what a Python caller adds (the command line: nothing)
 
     @property
     def top(self) -> Path:

@@ -52,10 +52,15 @@ def verdict_on(lap: ThisLap, made: LapCommit, agent: AgentResult) -> Verdict:
         checked = cannot
     evidence = replace(evidence, guard=report, checks=checked)
     verdict = decide(evidence)
-    if ctx.judge is None or not wants_judge(verdict):
+    if ctx.judge is not None and wants_judge(verdict):
+        scored = _ask_the_judge(lap, made, agent, verdict)
+        evidence = replace(evidence, judge=scored, threshold=ctx.judge.role.threshold)
+        verdict = decide(evidence)
+    is_done = ctx.caller.is_done
+    if is_done is None or not verdict.done:
         return verdict
-    scored = _ask_the_judge(lap, made, agent, verdict)
-    return decide(replace(evidence, judge=scored, threshold=ctx.judge.role.threshold))
+    # The lap's commit is checked out in the workspace, made and checked: the caller only reads it.
+    return decide(replace(evidence, caller_done=bool(is_done(ctx.workspace.tree, lap.state))))
 
 
 def _guard(lap: ThisLap, made: LapCommit) -> guard_module.GuardReport:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ralph.config.sections import LifecycleHooks
 from ralph.errors import Exit, Interrupted, RalphError
+from ralph.lap.caller import Stop
 from ralph.lap.context import RunContext
 from ralph.records import ledger
 from ralph.records.formats import LapRecord
@@ -33,7 +34,7 @@ def said(ctx: RunContext, ended: RunEnded) -> Exit:
     summary.laps_table(state)
     for line in [] if code == Exit.DONE else summary.what_is_left(ctx.top, state):
         ui.say(f"[yellow]left:[/] {ui.safe(line)}")
-    how = "done" if code == Exit.DONE else "fuse"
+    how = {Exit.DONE: "done", Exit.INTERRUPTED: "interrupted"}.get(code, "fuse")  # interrupted: by a ralph.api caller
     events.emit("run_ended", exit=int(code), reason=reason, stopped_by=how, flaky=state.flaky_checks())
     last = state.last_record()
     facts = dict(run=ctx.run_name, lap=last.lap if last else 0, status=code.status, reason=reason)
@@ -64,6 +65,20 @@ def lap_ended(ctx: RunContext, record: LapRecord) -> None:
     )
     facts = dict(run=ctx.run_name, lap=record.lap, status=record.status, reason=record.reason)
     lifecycle.fire(ctx.config.hooks, "on_lap_end", ctx.top, ctx.env, **facts)
+
+
+def told_the_caller(ctx: RunContext, state: RunState, record: LapRecord) -> None:
+    """A ralph.api caller's lap callback, told of the lap just recorded. When it raises Stop, the
+    run ends here as an interrupted one does (the same run resumes later), unless this lap made
+    it done: done is the repository's to say."""
+    if ctx.caller.on_lap is None:
+        return
+    try:
+        ctx.caller.on_lap(record)
+    except Stop as stop:
+        if not state.is_done:
+            reason = f"stopped by the caller: {stop}" if str(stop) else "stopped by the caller"
+            raise RunEnded(Exit.INTERRUPTED, reason, state) from None
 
 
 def failed(stopped: BaseException) -> None:

@@ -21,6 +21,7 @@ from ralph.git import blobs, layout
 from ralph.git.remote import Remote, check_remote
 from ralph.isolation import hardening, orphans, proc, sandbox
 from ralph.lap import modes, split
+from ralph.lap.caller import NEEDS_CALLER, Caller, FreshEach
 from ralph.lap.context import RunContext
 from ralph.lap.modes import Candidate, Mode, Parallel, Plain, Rounds, Slot, Worker
 from ralph.lap.phases import run_lap
@@ -63,7 +64,7 @@ def run(options: RunOptions) -> Exit:
 
 def _run(options: RunOptions, mode: Mode) -> Exit:
     repo = git.open_repo(options.cwd)
-    cfg = config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
+    cfg = options.config or config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     if isinstance(mode, Rounds) and not sandbox.decide(cfg.sandbox.mode):  # refused before anything starts
         raise RalphError(modes.BEST_OF_NEEDS_SANDBOX)
     return _run_here(options, mode, repo, cfg, options.name or start.name_for(repo.top, cfg.goal, options.issue))
@@ -160,7 +161,7 @@ def _context(
     in_sandbox = sandboxed(repo, cfg, needed_by=mode.needs_sandbox)
     limiter.configure(cfg.limits.requests_per_minute)
     judge = _judge(cfg)
-    agents = _agents(cfg, env if in_sandbox else None)
+    agents = _callers_agents(cfg, options.caller) or _agents(cfg, env if in_sandbox else None)
     mcp: McpTools | None = None
     # Its slots run the laps, and ask the tools (--parallel's, --best-of's candidates).
     if not mode.coordinates and (cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge")):
@@ -188,7 +189,21 @@ def _context(
         remote=remote,
         whole_job=options.whole_job,
         hidden=options.hide,
+        caller=options.caller,
     )
+
+
+def _callers_agents(cfg: config_module.Config, caller: Caller) -> tuple[Agent, ...]:
+    """agent.kind python: the caller's agent (ralph.api), made anew for every lap; () for the others."""
+    if cfg.agent.kind != "python":
+        if caller.agent is not None:
+            raise RalphError(
+                f"this run's agent is of kind {cfg.agent.kind}: it takes no agent object — start a new run"
+            )
+        return ()
+    if caller.agent is None:
+        raise RalphError(NEEDS_CALLER)
+    return tuple(FreshEach(caller.agent) for _ in cfg.agents)
 
 
 def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> tuple[Agent, ...]:
@@ -304,3 +319,4 @@ def _laps(ctx: RunContext, state: RunState) -> NoReturn:
         state.laps.append(ledger.Lap(turn.number, record.commit, record))
         if record.status == LapStatus.GREEN:
             state.green = record.commit
+        ends.told_the_caller(ctx, state, record)

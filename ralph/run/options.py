@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ralph.config import Config
 from ralph.errors import RalphError
+from ralph.lap.caller import Caller
 from ralph.lap.modes import PARENT_VAR, Candidate, Mode, Parallel, Plain, Round, Rounds, Slot, Worker
 from ralph.show import view
 
@@ -32,6 +34,8 @@ class RunOptions:
     best_of: int | None = None  # --best-of: candidate laps side by side on one item; the line advances to the best
     whole_job: bool = False  # `ralph bench --mode session`: the one lap is told to do the whole job
     hide: tuple[Path, ...] = ()  # `ralph bench`: what laps must not read (its cache: the jobs' answers)
+    config: Config | None = None  # ralph.api: a configuration given as such, in place of the file's
+    caller: Caller = Caller()  # ralph.api: the caller's agent, done check and lap callback
 
 
 def mode_of(options: RunOptions, environ: Mapping[str, str]) -> Mode:

@@ -1,5 +1,6 @@
 """What `ralph run` shows while it works, drawn from its events: a live view on a terminal,
-plain lines elsewhere (`--plain`, pipes, CI), or only the result (`--quiet`)."""
+plain lines elsewhere (`--plain`, pipes, CI), only the result (`--quiet`), or nothing at all
+(`off`: ralph.api's default, where the caller hears the events instead)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ralph.show.event_lines import JsonLines
 from ralph.show.events import Event
 from ralph.show.text import printable
 
-Display = Literal["auto", "plain", "quiet"]
+Display = Literal["auto", "plain", "quiet", "off"]
 HEARTBEAT = 60.0  # plain: a line when nothing was printed for this long, so a CI log shows life
 STEPS_SHOWN = 5  # live: the agent's last lines
 SCROLLED = ("run_started", "lap_ended", "run_ended")  # live: kept as lines above the view
@@ -196,10 +197,11 @@ def watching(display: Display, events_to: str | None) -> Iterator[Plain | Quiet 
     plain = display == "plain"
     console = console_for(plain=plain, stderr=events_to == "-")
     with ExitStack() as stack:
-        stack.enter_context(ui.using(console))
+        silent = Console(quiet=True)
+        stack.enter_context(ui.using(silent, silent) if display == "off" else ui.using(console))
         live = console.is_terminal and not console.is_dumb_terminal
         shown: Plain | Quiet | LiveView
-        shown = Quiet() if display == "quiet" else LiveView() if live and not plain else Plain()
+        shown = Quiet() if display in ("quiet", "off") else LiveView() if live and not plain else Plain()
         listeners: list[events.Listener] = [shown]
         if events_to:
             listeners.append(stack.enter_context(JsonLines(events_to)))

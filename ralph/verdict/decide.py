@@ -84,6 +84,7 @@ class Evidence:
     strict: bool  # config.strict: files deleted before the checks count against a red lap
     judge: JudgeRecord | None = None  # the judge role's record, once it was asked (wants_judge)
     threshold: float | None = None  # roles.judge.threshold, named in a held lap's reason
+    caller_done: bool | None = None  # a ralph.api caller's is_done on a done lap's tree; None: not asked
     kind: Kind = "lap"
 
 
@@ -103,7 +104,9 @@ class Verdict:
     # Green, and it ticked an item, raised the passing tests, or split a stuck item (the laps after
     # it face other items than the stuck one).
     progress: bool = False
-    done: bool = False  # green, every check passes, no TODO item is open, and a judge (if asked) passed it
+    # Green, every check passes, no TODO item is open, a judge (if asked) passed it, and a ralph.api
+    # caller's is_done (if given) holds.
+    done: bool = False
     stop: str = ""  # why the run cannot go on after this lap (a disk that stays full): the error it stops with
 
 
@@ -214,10 +217,13 @@ def _counted(evidence: Evidence, green: Verdict) -> Verdict:
     more_passing = passing_tests(green.checks) > passing_tests(evidence.last_green)
     # With a judge, done also needs the judge's pass: "unavailable" is not one.
     judge_passed = green.judge is None or green.judge.status == "passed"
+    done = checks_done(green.checks, commit.todo) and judge_passed
+    held = done and evidence.caller_done is False
     return replace(
         green,
         progress=bool(commit.ticked) or more_passing or commit.split,
-        done=checks_done(green.checks, commit.todo) and judge_passed,
+        done=done and not held,
+        reason=f"{green.reason}; not done: the caller's is_done does not hold" if held else green.reason,
     )
 
 

@@ -1,0 +1,296 @@
+"""ralph as a library: start or resume a run from Python, hear its laps, read its result, and read
+the runs a repository holds. What `__all__` lists is ralph's public surface (docs/library.md);
+every other module of the package is private and may change in any release. `ralph run` comes in
+through `run_with`, the way `run` does.
+
+A run here is the run `ralph run` makes, in the caller's process: the same refs, notes, checks and
+verdicts. It prints nothing unless asked (`display`), raises RalphError (with the command line's
+one-line message) rather than exiting, and leaves the caller's working directory, signal handlers
+and environment as they were.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ralph import git, todo
+from ralph.agents.base import AgentResult, LapTask, Usage
+from ralph.config import CONFIG_FILE, Config
+from ralph.config import from_mapping as config_from_mapping
+from ralph.config import load as load_config
+from ralph.errors import Exit, RalphError
+from ralph.isolation.hardening import closed_while_running
+from ralph.lap.caller import Caller, LapAgent, Stop
+from ralph.records import ledger
+from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.ledger import RunState
+from ralph.run import loop
+from ralph.run.options import RunOptions
+from ralph.show import events
+from ralph.verdict.checks import passing_tests
+
+__all__ = [
+    "AgentResult",
+    "Config",
+    "Event",
+    "Exit",
+    "LapAgent",
+    "LapDetail",
+    "LapRecord",
+    "LapStatus",
+    "LapTask",
+    "RalphError",
+    "RunResult",
+    "RunStatus",
+    "Stop",
+    "Usage",
+    "lap",
+    "laps",
+    "run",
+    "status",
+]
+
+Event = dict[str, Any]  # one event as `ralph run --events` writes it: its "type", "run", "lap", "at" and fields
+PathLike = str | os.PathLike[str]
+Display = Literal["off", "quiet", "plain", "auto"]
+DoneCheck = Callable[[Path, RunState], bool]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where a run stands, as `ralph status --json` gives it (but the laps under way)."""
+
+    run: str
+    base: str  # the commit the run started from
+    green: str  # the green tip: the last commit every check passed on
+    done: bool
+    laps: int
+    green_laps: int
+    max_laps: int
+    todo_done: int  # TODO items ticked on the green line
+    todo_open: int
+    tests_passing: int  # on the green tip
+    tokens: int
+    cost_usd: float
+    still_failing: dict[str, int]  # checks failing on the green tip, and for how many green laps
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended: done or not, why, and what it left."""
+
+    run: str
+    done: bool
+    exit_code: Exit  # what `ralph run` would have exited with (docs/commands.md)
+    stop_reason: str
+    status: RunStatus
+    tests_before: int  # passing on the run's base commit
+    tests_after: int  # passing on its green tip
+    records: tuple[LapRecord, ...] = field(repr=False)  # every lap's record, in lap order
+
+    @property
+    def laps(self) -> int:
+        return self.status.laps
+
+    @property
+    def green_laps(self) -> int:
+        return self.status.green_laps
+
+    @property
+    def green(self) -> str:
+        return self.status.green
+
+    @property
+    def tokens(self) -> int:
+        return self.status.tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self.status.cost_usd
+
+
+@dataclass(frozen=True)
+class LapDetail:
+    """One lap as `ralph show --json` gives it: its commit, its record (None when its note is
+    missing or unreadable: `problem` says why) and the diff stat against its parent."""
+
+    lap: int
+    commit: str
+    record: LapRecord | None
+    problem: str
+    diffstat: str
+
+
+def run(
+    repo: PathLike,
+    *,
+    config: PathLike | Config | Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    agent: Callable[[], LapAgent] | None = None,
+    is_done: Callable[[Path, RunStatus], bool] | None = None,
+    on_lap: Callable[[LapRecord], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    max_laps: int | None = None,
+    allow_dirty: bool = False,
+    display: Display = "off",
+    events_to: str | None = None,
+) -> RunResult:
+    """Start the run `name` on the git repository at `repo` (or the one there is, resumed with
+    the configuration it started with), and lap until it is done or a fuse blows.
+
+    config: ralph.yaml's path (default: the repository's), a Config, or a mapping shaped like the
+    file; `overrides` is a mapping merged over it, key by key. agent: a factory of LapAgents (a class
+    will do), called once a lap (every lap a fresh agent), in place of config's agent.
+    is_done: given the tree of a lap that would end the run done (read it, do not write it) and
+    the run before that lap; done needs it True too. on_lap: called with each lap's record once it
+    is saved; raise Stop there to end the run after that lap (the same `run` resumes it). on_event:
+    every event as `--events` writes it. display: what is printed while it runs (off: nothing)."""
+    top = git.find_repo(Path(repo)).top
+    given = _config(top, config, overrides, python=agent is not None)
+    heard = _Heard(on_event)
+    caller = Caller(agent=agent, is_done=_done_check(top, is_done), on_lap=on_lap)
+    options = RunOptions(
+        cwd=top,
+        name=name,
+        max_laps=max_laps,
+        allow_dirty=allow_dirty,
+        display=display,
+        events_to=events_to,
+        config=given,
+        caller=caller,
+    )
+    with closed_while_running():
+        code = run_with(options, heard)
+    return _result(top, heard, code)
+
+
+def run_with(options: RunOptions, heard: Callable[[Event], None] | None = None) -> Exit:
+    """The run, as `run` and the command line (`ralph run`, its options as they are) start it."""
+    with events.listening(heard) if heard else _nothing():
+        return loop.run(options)
+
+
+def status(repo: PathLike, run: str | None = None) -> RunStatus:
+    """The run named (default: the most recent) as it stands now."""
+    top = git.find_repo(Path(repo)).top
+    return _status(top, ledger.resolve(top, run))
+
+
+def laps(repo: PathLike, run: str | None = None) -> list[LapDetail]:
+    """Every lap of the run named (default: the most recent), as `ralph log --json` lists them."""
+    top = git.find_repo(Path(repo)).top
+    state = ledger.resolve(top, run)
+    return [_detail(top, one, diffstat="") for one in state.laps]
+
+
+def lap(repo: PathLike, number: int, run: str | None = None) -> LapDetail:
+    """Lap `number` of the run named (default: the most recent), with its diff stat."""
+    top = git.find_repo(Path(repo)).top
+    state = ledger.resolve(top, run)
+    found = next((one for one in state.laps if one.number == number), None)
+    if found is None:
+        raise RalphError(f"run {state.name} has no lap {number} — it has {len(state.laps)}")
+    parent = found.record.parent if found.record else f"{found.commit}^"
+    return _detail(top, found, diffstat=git.diffstat(top, parent, found.commit))
+
+
+# --- inside --------------------------------------------------------------------------------
+
+
+class _Heard:
+    """The events of the run, handed to the caller's on_event; the run's name and end kept."""
+
+    def __init__(self, on_event: Callable[[Event], None] | None) -> None:
+        self.on_event = on_event
+        self.run: str | None = None
+        self.reason = ""
+
+    def __call__(self, event: Event) -> None:
+        self.run = event.get("run") or self.run
+        if event["type"] == "run_ended":
+            self.reason = str(event.get("reason", ""))
+        if self.on_event is not None:
+            self.on_event(dict(event))
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _config(
+    top: Path, given: PathLike | Config | Mapping[str, Any] | None, overrides: Mapping[str, Any] | None, *, python: bool
+) -> Config:
+    """The configuration asked for: read, merged with `overrides`, the agent made the caller's."""
+    if isinstance(given, Config):
+        data, name = given.model_dump(mode="json", exclude_unset=True), "the configuration given"
+    elif isinstance(given, Mapping):
+        data, name = dict(given), "the configuration given"
+    else:
+        path = Path(given) if given is not None else top / CONFIG_FILE
+        if overrides is None and not python:
+            return load_config(path)
+        data, name = load_config(path).model_dump(mode="json", exclude_unset=True), str(path)
+    data = _merged(data, overrides or {})
+    if python:
+        data["agent"] = {"kind": "python"}
+    return config_from_mapping(data, name)
+
+
+def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over`'s keys over `base`'s; mappings merged key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        merged[key] = _merged(below, value) if isinstance(below, dict) and isinstance(value, Mapping) else value
+    return merged
+
+
+def _done_check(top: Path, is_done: Callable[[Path, RunStatus], bool] | None) -> DoneCheck | None:
+    """The caller's is_done, told the run as RunStatus rather than ralph's own state."""
+    if is_done is None:
+        return None
+    return lambda tree, state: bool(is_done(tree, _status(top, state)))
+
+
+def _status(top: Path, state: RunState) -> RunStatus:
+    on_line = todo.count(todo.parse(git.show_file(top, state.green, state.record.config.files.todo)))
+    return RunStatus(
+        run=state.name,
+        base=state.record.base,
+        green=state.green,
+        done=state.is_done,
+        laps=len(state.laps),
+        green_laps=state.green_laps(),
+        max_laps=state.record.config.limits.max_laps,
+        todo_done=on_line.done,
+        todo_open=on_line.open,
+        tests_passing=passing_tests(state.green_checks()),
+        tokens=state.tokens_used(),
+        cost_usd=state.cost_used()[0],
+        still_failing=state.still_failing(),
+    )
+
+
+def _result(top: Path, heard: _Heard, code: Exit) -> RunResult:
+    state = ledger.resolve(top, heard.run)
+    return RunResult(
+        run=state.name,
+        done=state.is_done,
+        exit_code=code,
+        stop_reason=heard.reason,
+        status=_status(top, state),
+        tests_before=passing_tests(state.record.baseline),
+        tests_after=passing_tests(state.green_checks()),
+        records=tuple(one.record for one in state.laps if one.record is not None),
+    )
+
+
+def _detail(top: Path, one: ledger.Lap, *, diffstat: str) -> LapDetail:
+    return LapDetail(lap=one.number, commit=one.commit, record=one.record, problem=one.problem, diffstat=diffstat)
