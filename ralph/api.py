@@ -27,12 +27,13 @@ from ralph.errors import Exit, RalphError
 from ralph.isolation.hardening import closed_while_running
 from ralph.lap.caller import Caller, LapAgent, Stop
 from ralph.records import ledger
-from ralph.records.formats import LapRecord, LapStatus
+from ralph.records.formats import LapRecord
 from ralph.records.ledger import RunState
 from ralph.run import loop
 from ralph.run.options import RunOptions
 from ralph.show import events
 from ralph.verdict.checks import passing_tests
+from ralph.verdict.decide import LapStatus
 
 __all__ = [
     "AgentResult",
@@ -117,13 +118,15 @@ class RunResult:
 @dataclass(frozen=True)
 class LapDetail:
     """One lap as `ralph show --json` gives it: its commit, its record (None when its note is
-    missing or unreadable: `problem` says why) and the diff stat against its parent."""
+    missing or unreadable: `problem` says why), and (from `lap`) its diff stat and patch against
+    its parent."""
 
     lap: int
     commit: str
     record: LapRecord | None
     problem: str
-    diffstat: str
+    diffstat: str = ""
+    diff: str = ""
 
 
 def run(
@@ -150,11 +153,12 @@ def run(
     is_done: given the tree of a lap that would end the run done (read it, do not write it) and
     the run before that lap; done needs it True too. on_lap: called with each lap's record once it
     is saved; raise Stop there to end the run after that lap (the same `run` resumes it). on_event:
-    every event as `--events` writes it. display: what is printed while it runs (off: nothing)."""
+    every event as `--events` writes it; what it raises ends the run after the lap in progress and
+    is raised here then. display: what is printed while it runs (off: nothing)."""
     top = git.find_repo(Path(repo)).top
     given = _config(top, config, overrides, python=agent is not None)
-    heard = _Heard(on_event)
-    caller = Caller(agent=agent, is_done=_done_check(top, is_done), on_lap=on_lap)
+    heard = _Heard(on_event, on_lap)
+    caller = Caller(agent=agent, is_done=heard.asking(top, is_done) if is_done else None, on_lap=heard.after)
     options = RunOptions(
         cwd=top,
         name=name,
@@ -167,6 +171,8 @@ def run(
     )
     with closed_while_running():
         code = run_with(options, heard)
+    if heard.raised is not None:
+        raise heard.raised
     return _result(top, heard, code)
 
 
@@ -186,37 +192,63 @@ def laps(repo: PathLike, run: str | None = None) -> list[LapDetail]:
     """Every lap of the run named (default: the most recent), as `ralph log --json` lists them."""
     top = git.find_repo(Path(repo)).top
     state = ledger.resolve(top, run)
-    return [_detail(top, one, diffstat="") for one in state.laps]
+    return [_detail(one) for one in state.laps]
 
 
 def lap(repo: PathLike, number: int, run: str | None = None) -> LapDetail:
-    """Lap `number` of the run named (default: the most recent), with its diff stat."""
+    """Lap `number` of the run named (default: the most recent), with its diff stat and patch."""
     top = git.find_repo(Path(repo)).top
     state = ledger.resolve(top, run)
     found = next((one for one in state.laps if one.number == number), None)
     if found is None:
-        raise RalphError(f"run {state.name} has no lap {number} — it has {len(state.laps)}")
+        raise RalphError(f"run {state.name!r} has no lap {number} — it has laps 1..{len(state.laps)}")
     parent = found.record.parent if found.record else f"{found.commit}^"
-    return _detail(top, found, diffstat=git.diffstat(top, parent, found.commit))
+    return _detail(found, git.diffstat(top, parent, found.commit), git.diff(top, parent, found.commit))
 
 
 # --- inside --------------------------------------------------------------------------------
 
 
 class _Heard:
-    """The events of the run, handed to the caller's on_event; the run's name and end kept."""
+    """The events of the run, handed to the caller's on_event; the run's name and end kept. An
+    event comes from anywhere in a lap, where an exception of the caller's could pass for the
+    lap's own failure: what on_event (or is_done) raises is kept instead, the run stops after
+    the lap (`after`) and `run` raises it then."""
 
-    def __init__(self, on_event: Callable[[Event], None] | None) -> None:
-        self.on_event = on_event
+    def __init__(self, on_event: Callable[[Event], None] | None, on_lap: Callable[[LapRecord], None] | None) -> None:
+        self.on_event, self.on_lap = on_event, on_lap
         self.run: str | None = None
         self.reason = ""
+        self.raised: Exception | None = None
 
     def __call__(self, event: Event) -> None:
         self.run = event.get("run") or self.run
         if event["type"] == "run_ended":
             self.reason = str(event.get("reason", ""))
-        if self.on_event is not None:
-            self.on_event(dict(event))
+        if self.on_event is not None and self.raised is None:  # once it raised, it hears no more
+            try:
+                self.on_event(dict(event))
+            except Exception as raised:
+                self.raised = raised
+
+    def asking(self, top: Path, is_done: Callable[[Path, RunStatus], bool]) -> DoneCheck:
+        """The caller's is_done, told the run as RunStatus; what it raises counts as not done."""
+
+        def ask(tree: Path, state: RunState) -> bool:
+            try:
+                return bool(is_done(tree, _status(top, state)))
+            except Exception as raised:
+                self.raised = self.raised or raised
+                return False
+
+        return ask
+
+    def after(self, record: LapRecord) -> None:
+        """The caller's on_lap; then the stop on_event asked for by raising."""
+        if self.on_lap is not None:
+            self.on_lap(record)
+        if self.raised is not None:
+            raise Stop(f"on_event raised {type(self.raised).__name__}: {self.raised}")
 
 
 @contextmanager
@@ -237,6 +269,8 @@ def _config(
         if overrides is None and not python:
             return load_config(path)
         data, name = load_config(path).model_dump(mode="json", exclude_unset=True), str(path)
+    if overrides:
+        name = f"{name} with overrides"
     data = _merged(data, overrides or {})
     if python:
         data["agent"] = {"kind": "python"}
@@ -250,13 +284,6 @@ def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
         below = merged.get(key)
         merged[key] = _merged(below, value) if isinstance(below, dict) and isinstance(value, Mapping) else value
     return merged
-
-
-def _done_check(top: Path, is_done: Callable[[Path, RunStatus], bool] | None) -> DoneCheck | None:
-    """The caller's is_done, told the run as RunStatus rather than ralph's own state."""
-    if is_done is None:
-        return None
-    return lambda tree, state: bool(is_done(tree, _status(top, state)))
 
 
 def _status(top: Path, state: RunState) -> RunStatus:
@@ -292,5 +319,5 @@ def _result(top: Path, heard: _Heard, code: Exit) -> RunResult:
     )
 
 
-def _detail(top: Path, one: ledger.Lap, *, diffstat: str) -> LapDetail:
-    return LapDetail(lap=one.number, commit=one.commit, record=one.record, problem=one.problem, diffstat=diffstat)
+def _detail(one: ledger.Lap, diffstat: str = "", diff: str = "") -> LapDetail:
+    return LapDetail(one.number, one.commit, one.record, one.problem, diffstat, diff)

@@ -4,6 +4,9 @@ API and by the command line, in the test's own process, as a caller's program wo
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import enum
+import inspect
 import os
 import re
 import signal
@@ -11,6 +14,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import pydantic
 import pytest
 from helpers.repos import PY, git, make_repo
 from helpers.running import ralph, snapshot
@@ -130,7 +134,8 @@ def test_a_callback_stops_the_run_and_the_same_run_resumes_then_the_command_line
     assert git(work, "rev-parse", "ralph/s") == stopped.green
     resumed = api.run(work, agent=Ticker, name="s")
     assert (resumed.done, resumed.laps, [record.lap for record in resumed.records]) == (True, 2, [1, 2])
-    assert api.status(work, "s").done and api.lap(work, 2, "s").diffstat
+    second = api.lap(work, 2, "s")
+    assert api.status(work, "s").done and "lap-2.txt" in second.diffstat and "+work" in second.diff
     shown = ralph(work, "log", "--run", "s")
     assert shown.returncode == 0 and "lap" in shown.stdout and "green" in shown.stdout
     status = ralph(work, "status", "--run", "s")
@@ -149,7 +154,7 @@ def test_errors_are_ralphs_own_with_the_command_lines_words(tmp_path: Path):
     work = repo(tmp_path, ["Fix add"])
     with pytest.raises(api.RalphError, match="the configuration given: agent: required key is missing"):
         api.run(work, config={"goal": "x", "checks": CHECKS})
-    with pytest.raises(api.RalphError, match="limits.max_laps"):
+    with pytest.raises(api.RalphError, match="the configuration given with overrides: limits.max_laps"):
         api.run(work, config=config(), overrides={"limits": {"max_laps": 0}})
 
 
@@ -192,7 +197,7 @@ def test_the_examples_in_the_docs_run_as_they_are(tmp_path: Path, name: str):
     assert ran.stderr == ""
 
 
-def test_the_examples_in_the_docs_pass_mypy_strict(tmp_path: Path):
+def test_the_examples_in_the_docs_and_the_public_module_pass_mypy_strict(tmp_path: Path):
     for name, code in EXAMPLES.items():
         (tmp_path / name).write_text(code)
     # An editable install is an import hook mypy cannot follow: ralph is found from the checkout, as an
@@ -200,7 +205,95 @@ def test_the_examples_in_the_docs_pass_mypy_strict(tmp_path: Path):
     strict = [PY, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir", str(tmp_path / ".mypy")]
     root = str(LIBRARY_DOC.parent.parent)
     checked = subprocess.run(
-        [*strict, *sorted(EXAMPLES)], cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ, MYPYPATH=root)
+        [*strict, f"{root}/ralph/api.py", *sorted(EXAMPLES)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, MYPYPATH=root),
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert sorted(EXAMPLES) == sorted(SAID)
+
+
+def test_what_on_event_raises_ends_the_run_after_its_lap_and_reaches_the_caller(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add", "Say so"], config=config())
+
+    def broken(event: api.Event) -> None:
+        if event["type"] == "phase_changed" and event.get("phase") == "agent":
+            raise KeyError("the caller's other bug")
+
+    with pytest.raises(KeyError, match="the caller's other bug"):
+        api.run(work, agent=Ticker, on_event=broken, name="e")
+    (only,) = api.laps(work, "e")
+    assert only.record is not None and only.record.status == "green"  # the lap itself is not blamed
+    assert api.run(work, agent=Ticker, name="e").done
+
+
+def test_what_is_done_raises_is_not_done_and_reaches_the_caller_after_the_lap(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config())
+
+    def broken(tree: Path, status: api.RunStatus) -> bool:
+        raise OSError("the caller's disk")
+
+    with pytest.raises(OSError, match="the caller's disk"):
+        api.run(work, agent=Ticker, is_done=broken, name="i")
+    (only,) = api.laps(work, "i")
+    assert only.record is not None and only.record.status == "green" and not only.record.done
+    assert not api.status(work, "i").done
+
+
+def test_the_public_surface_is_the_one_the_docs_list():
+    listed = set(re.findall(r"^\| `(\w+)[`(,]", LIBRARY_DOC.read_text(), re.MULTILINE))
+    listed |= {
+        name
+        for row in re.findall(r"^\| (`\w+`(?:, `\w+`)+) \|", LIBRARY_DOC.read_text(), re.MULTILINE)
+        for name in re.findall(r"`(\w+)`", row)
+    }
+    assert listed == set(api.__all__)
+    assert all(hasattr(api, name) for name in api.__all__)
+
+
+SURFACE = Path(__file__).parent / "fixtures" / "public_api.txt"
+
+
+def public_surface() -> str:
+    """Every public name of ralph.api with its signature, or its fields (a dataclass, a pydantic
+    model), or its members (an enum): what a caller's code may rely on."""
+    lines = []
+    for name in sorted(api.__all__):
+        thing = getattr(api, name)
+        if isinstance(thing, type) and issubclass(thing, enum.Enum):
+            lines.append(f"{name}: {', '.join(f'{member.name}={member.value!r}' for member in thing)}")
+        elif isinstance(thing, type) and issubclass(thing, pydantic.BaseModel):
+            fields = [f"{key}: {_named(field.annotation)}" for key, field in thing.model_fields.items()]
+            lines.append(f"{name}: {', '.join(fields)}")
+        elif dataclasses.is_dataclass(thing):
+            lines.append(
+                f"{name}: {', '.join(f'{field.name}: {_named(field.type)}' for field in dataclasses.fields(thing))}"
+            )
+        elif isinstance(thing, type):  # a protocol, an exception: its bases and its own methods
+            bases = ", ".join(base.__name__ for base in thing.__bases__)
+            methods = [
+                f"{key}{inspect.signature(value)}"
+                for key, value in vars(thing).items()
+                if inspect.isfunction(value) and not key.startswith("_")
+            ]
+            lines.append(f"{name}({bases}): {', '.join(methods)}")
+        elif inspect.isfunction(thing):
+            lines.append(f"{name}{inspect.signature(thing)}")
+        else:
+            lines.append(f"{name} = {_named(thing)}")
+    return "\n".join(lines) + "\n"
+
+
+def _named(annotation: object) -> str:
+    """A type as its name alone, whatever module it lives in and however this Python prints it."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return re.sub(r"\b(?:[a-z_]\w*\.)+(\w+)", r"\1", str(annotation))
+
+
+def test_a_change_to_the_public_surface_is_a_change_of_the_recorded_one():
+    # Changed on purpose? Write the new surface to tests/fixtures/public_api.txt and say what
+    # changed for callers in CHANGELOG.md: ralph.api is versioned by both.
+    assert public_surface() == SURFACE.read_text()

@@ -215,6 +215,11 @@ def diffstat(cwd: Path, old: str, new: str) -> str:
     return run(cwd, "diff", "--stat=100", old, new, "--").output.rstrip()
 
 
+def diff(cwd: Path, old: str, new: str) -> str:
+    """The patch from `old` to `new`, as `git diff` prints it (binary files named, not shown)."""
+    return out(cwd, "diff", "--no-color", "--no-ext-diff", "--no-textconv", old, new, "--")
+
+
 def is_dirty(cwd: Path) -> bool:
     # --no-optional-locks: a plain status may rewrite the user's index to refresh it.
     return bool(out(cwd, "--no-optional-locks", "status", "--porcelain", "--untracked-files=normal"))
