@@ -82,37 +82,13 @@ class RunStatus:
 
 
 @dataclass(frozen=True)
-class RunResult:
-    """How a run ended: done or not, why, and what it left."""
+class RunResult(RunStatus):
+    """How a run ended: where it stands (RunStatus), and why it stopped."""
 
-    run: str
-    done: bool
     exit_code: Exit  # what `ralph run` would have exited with (docs/commands.md)
     stop_reason: str
-    status: RunStatus
-    tests_before: int  # passing on the run's base commit
-    tests_after: int  # passing on its green tip
+    tests_before: int  # passing on the run's base commit (tests_passing: on its green tip)
     records: tuple[LapRecord, ...] = field(repr=False)  # every lap's record, in lap order
-
-    @property
-    def laps(self) -> int:
-        return self.status.laps
-
-    @property
-    def green_laps(self) -> int:
-        return self.status.green_laps
-
-    @property
-    def green(self) -> str:
-        return self.status.green
-
-    @property
-    def tokens(self) -> int:
-        return self.status.tokens
-
-    @property
-    def cost_usd(self) -> float:
-        return self.status.cost_usd
 
 
 @dataclass(frozen=True)
@@ -308,13 +284,10 @@ def _status(top: Path, state: RunState) -> RunStatus:
 def _result(top: Path, heard: _Heard, code: Exit) -> RunResult:
     state = ledger.resolve(top, heard.run)
     return RunResult(
-        run=state.name,
-        done=state.is_done,
+        **vars(_status(top, state)),
         exit_code=code,
         stop_reason=heard.reason,
-        status=_status(top, state),
         tests_before=passing_tests(state.record.baseline),
-        tests_after=passing_tests(state.green_checks()),
         records=tuple(one.record for one in state.laps if one.record is not None),
     )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from helpers.repos import PY, git, make_repo
+from helpers.repos import PY, git, make_repo, needs_bwrap
 from helpers.running import ralph, snapshot
 
 from ralph import api
@@ -97,7 +97,7 @@ def test_a_run_with_the_built_in_agent_ends_done_and_leaves_the_caller_as_it_was
     assert (result.done, result.exit_code, result.laps, result.green_laps) == (True, api.Exit.DONE, 1, 1)
     assert result.stop_reason.startswith("done at lap 1")
     assert result.green == git(work, "rev-parse", "ralph/a")
-    assert (result.tests_before, result.tests_after) == (1, 2)
+    assert (result.tests_before, result.tests_passing) == (1, 2)
     assert result.tokens > 0 and result.records[0].agent.kind == "openai"
     assert heard[0] == "run_started" and heard[-1] == "run_ended" and "lap_ended" in heard
     assert snapshot(work) == before and process_state() == state
@@ -297,3 +297,27 @@ def test_a_change_to_the_public_surface_is_a_change_of_the_recorded_one():
     # Changed on purpose? Write the new surface to tests/fixtures/public_api.txt and say what
     # changed for callers in CHANGELOG.md: ralph.api is versioned by both.
     assert public_surface() == SURFACE.read_text()
+
+
+@needs_bwrap
+def test_a_sandboxed_lap_sees_none_of_the_callers_keys(tmp_path: Path):
+    """A caller's process started with its keys in its environment, which /proc shows for as long as
+    it lives (ralph cannot re-execute it without them): a lap's code finds them neither in its own
+    environment nor in any process it can see. (Unsandboxed, a lap running as root would read
+    them there: with `sandbox: "off"` in place of "required" this test fails as root.)"""
+    canary = f"sk-canary-{tmp_path.name}"
+    (tmp_path / "fixed.py").write_text(FIXED)
+    look = (
+        f"cp {tmp_path / 'fixed.py'} calc.py && sed -i 's/- \\[ \\]/- [x]/' TODO.md && "
+        f"{{ grep -l {canary} /proc/*/environ 2>/dev/null; env | grep -c {canary}; }} > seen.txt; true"
+    )
+    settings = config({"kind": "command", "command": look}) | {
+        "sandbox": {"mode": "required", "readable": [str(tmp_path)]}
+    }
+    work = repo(tmp_path, ["Fix add"], config=settings)
+    caller = "import sys\nfrom ralph import api\nresult = api.run(sys.argv[1], name='k')\nprint(result.done)\n"
+    ran = subprocess.run(
+        [PY, "-c", caller, str(work)], capture_output=True, text=True, env=dict(os.environ, OPENAI_API_KEY=canary)
+    )
+    assert ran.stdout == "True\n", ran.stdout + ran.stderr
+    assert git(work, "show", "ralph/k:seen.txt") == "0"  # no /proc/*/environ named, and no line of env
