@@ -12,8 +12,8 @@ and environment as they were.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -154,7 +154,7 @@ def run(
 
 def run_with(options: RunOptions, heard: Callable[[Event], None] | None = None) -> Exit:
     """The run, as `run` and the command line (`ralph run`, its options as they are) start it."""
-    with events.listening(heard) if heard else _nothing():
+    with events.listening(heard) if heard else nullcontext():
         return loop.run(options)
 
 
@@ -196,6 +196,7 @@ class _Heard:
         self.run: str | None = None
         self.reason = ""
         self.raised: Exception | None = None
+        self.raised_in = ""  # on_event or is_done
 
     def __call__(self, event: Event) -> None:
         self.run = event.get("run") or self.run
@@ -205,7 +206,7 @@ class _Heard:
             try:
                 self.on_event(dict(event))
             except Exception as raised:
-                self.raised = raised
+                self.raised, self.raised_in = raised, "on_event"
 
     def asking(self, top: Path, is_done: Callable[[Path, RunStatus], bool]) -> DoneCheck:
         """The caller's is_done, told the run as RunStatus; what it raises counts as not done."""
@@ -214,22 +215,18 @@ class _Heard:
             try:
                 return bool(is_done(tree, _status(top, state)))
             except Exception as raised:
-                self.raised = self.raised or raised
+                if self.raised is None:
+                    self.raised, self.raised_in = raised, "is_done"
                 return False
 
         return ask
 
     def after(self, record: LapRecord) -> None:
-        """The caller's on_lap; then the stop on_event asked for by raising."""
+        """The caller's on_lap; then the stop on_event or is_done asked for by raising."""
         if self.on_lap is not None:
             self.on_lap(record)
         if self.raised is not None:
-            raise Stop(f"on_event raised {type(self.raised).__name__}: {self.raised}")
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
+            raise Stop(f"{self.raised_in} raised {type(self.raised).__name__}: {self.raised}")
 
 
 def _config(

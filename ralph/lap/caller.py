@@ -35,6 +35,8 @@ class Stop(Exception):
 
 @dataclass(frozen=True)
 class Caller:
+    """What ralph.api's caller gave the run; the command line's runs have none of it."""
+
     agent: Callable[[], LapAgent] | None = None  # called once a lap: every lap a fresh agent
     is_done: Callable[[Path, RunState], bool] | None = None  # the green candidate's tree, the run before it
     on_lap: Callable[[LapRecord], None] | None = None  # after each lap's record is saved; may raise Stop
