@@ -11,9 +11,11 @@ and environment as they were.
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Callable, Mapping
-from contextlib import nullcontext
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +26,9 @@ from ralph.config import CONFIG_FILE, Config
 from ralph.config import from_mapping as config_from_mapping
 from ralph.config import load as load_config
 from ralph.errors import Exit, RalphError
+from ralph.git import blobs
 from ralph.isolation.hardening import closed_while_running
-from ralph.lap.caller import Caller, LapAgent, Stop
+from ralph.lap.caller import Caller, Kept, LapAgent, Stop
 from ralph.records import ledger
 from ralph.records.formats import LapRecord
 from ralph.records.ledger import RunState
@@ -60,6 +63,11 @@ Event = dict[str, Any]  # one event as `ralph run --events` writes it: its "type
 PathLike = str | os.PathLike[str]
 Display = Literal["off", "quiet", "plain", "auto"]
 DoneCheck = Callable[[Path, RunState], bool]
+ONE_AT_A_TIME = (
+    "a ralph.api run is already running in this process — one at a time: a run's display, events "
+    "and callbacks are the process's (start another process for another run)"
+)
+_ONE_AT_A_TIME = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -131,10 +139,13 @@ def run(
     is saved; raise Stop there to end the run after that lap (the same `run` resumes it). on_event:
     every event as `--events` writes it; what it raises ends the run after the lap in progress and
     is raised here then. display: what is printed while it runs (off: nothing)."""
+    _check_arguments(locals())
     top = git.find_repo(Path(repo)).top
     given = _config(top, config, overrides, python=agent is not None)
-    heard = _Heard(on_event, on_lap)
-    caller = Caller(agent=agent, is_done=heard.asking(top, is_done) if is_done else None, on_lap=heard.after)
+    kept = Kept()
+    asking = _asking(top, is_done, kept) if is_done is not None else None
+    caller = Caller(agent=agent, is_done=asking, on_lap=on_lap, kept=kept)
+    heard = _Heard(on_event, kept)
     options = RunOptions(
         cwd=top,
         name=name,
@@ -145,11 +156,17 @@ def run(
         config=given,
         caller=caller,
     )
-    with closed_while_running():
-        code = run_with(options, heard)
-    if heard.raised is not None:
-        raise heard.raised
-    return _result(top, heard, code)
+    if not _ONE_AT_A_TIME.acquire(blocking=False):
+        raise RalphError(ONE_AT_A_TIME)
+    try:
+        with closed_while_running():
+            code = run_with(options, heard)
+    finally:
+        _ONE_AT_A_TIME.release()
+    if kept.first is not None:
+        raise kept.first[1]
+    with _readers_closed():
+        return _result(top, heard, code)
 
 
 def run_with(options: RunOptions, heard: Callable[[Event], None] | None = None) -> Exit:
@@ -160,21 +177,26 @@ def run_with(options: RunOptions, heard: Callable[[Event], None] | None = None) 
 
 def status(repo: PathLike, run: str | None = None) -> RunStatus:
     """The run named (default: the most recent) as it stands now."""
+    _check_arguments(locals())
     top = git.find_repo(Path(repo)).top
-    return _status(top, ledger.resolve(top, run))
+    with _readers_closed():
+        return _status(top, ledger.resolve(top, run))
 
 
 def laps(repo: PathLike, run: str | None = None) -> list[LapDetail]:
     """Every lap of the run named (default: the most recent), as `ralph log --json` lists them."""
+    _check_arguments(locals())
     top = git.find_repo(Path(repo)).top
-    state = ledger.resolve(top, run)
-    return [_detail(one) for one in state.laps]
+    with _readers_closed():
+        return [_detail(one) for one in ledger.resolve(top, run).laps]
 
 
 def lap(repo: PathLike, number: int, run: str | None = None) -> LapDetail:
     """Lap `number` of the run named (default: the most recent), with its diff stat and patch."""
+    _check_arguments(locals())
     top = git.find_repo(Path(repo)).top
-    state = ledger.resolve(top, run)
+    with _readers_closed():
+        state = ledger.resolve(top, run)
     found = next((one for one in state.laps if one.number == number), None)
     if found is None:
         raise RalphError(f"run {state.name!r} has no lap {number} — it has laps 1..{len(state.laps)}")
@@ -186,47 +208,84 @@ def lap(repo: PathLike, number: int, run: str | None = None) -> LapDetail:
 
 
 class _Heard:
-    """The events of the run, handed to the caller's on_event; the run's name and end kept. An
-    event comes from anywhere in a lap, where an exception of the caller's could pass for the
-    lap's own failure: what on_event (or is_done) raises is kept instead, the run stops after
-    the lap (`after`) and `run` raises it then."""
+    """The events of the run, handed to the caller's on_event (each its own copy); the run's name
+    and how it ended kept. What on_event raises is kept (Kept.keep), and it hears no more."""
 
-    def __init__(self, on_event: Callable[[Event], None] | None, on_lap: Callable[[LapRecord], None] | None) -> None:
-        self.on_event, self.on_lap = on_event, on_lap
+    def __init__(self, on_event: Callable[[Event], None] | None, kept: Kept) -> None:
+        self.on_event, self.kept = on_event, kept
         self.run: str | None = None
         self.reason = ""
-        self.raised: Exception | None = None
-        self.raised_in = ""  # on_event or is_done
+        self.failed = False  # on_event raised: it hears no more
 
     def __call__(self, event: Event) -> None:
         self.run = event.get("run") or self.run
         if event["type"] == "run_ended":
             self.reason = str(event.get("reason", ""))
-        if self.on_event is not None and self.raised is None:  # once it raised, it hears no more
+        if self.on_event is not None and not self.failed:
             try:
-                self.on_event(dict(event))
+                self.on_event(copy.deepcopy(event))
             except Exception as raised:
-                self.raised, self.raised_in = raised, "on_event"
+                self.failed = True
+                self.kept.keep("on_event", raised)
 
-    def asking(self, top: Path, is_done: Callable[[Path, RunStatus], bool]) -> DoneCheck:
-        """The caller's is_done, told the run as RunStatus; what it raises counts as not done."""
 
-        def ask(tree: Path, state: RunState) -> bool:
-            try:
-                return bool(is_done(tree, _status(top, state)))
-            except Exception as raised:
-                if self.raised is None:
-                    self.raised, self.raised_in = raised, "is_done"
-                return False
+def _asking(top: Path, is_done: Callable[[Path, RunStatus], bool], kept: Kept) -> DoneCheck:
+    """The caller's is_done, told the run as RunStatus; what it raises counts as not done, and is kept."""
 
-        return ask
+    def ask(tree: Path, state: RunState) -> bool:
+        try:
+            return bool(is_done(tree, _status(top, state)))
+        except Exception as raised:
+            kept.keep("is_done", raised)
+            return False
 
-    def after(self, record: LapRecord) -> None:
-        """The caller's on_lap; then the stop on_event or is_done asked for by raising."""
-        if self.on_lap is not None:
-            self.on_lap(record)
-        if self.raised is not None:
-            raise Stop(f"{self.raised_in} raised {type(self.raised).__name__}: {self.raised}")
+    return ask
+
+
+@contextmanager
+def _readers_closed() -> Iterator[None]:
+    """ralph reads git objects through a long-lived `git cat-file --batch` a repository: a caller's
+    process keeps none of them (nor their pipes) once a function here returns."""
+    try:
+        yield
+    finally:
+        blobs.close_all()
+
+
+def _optional(kind: type | tuple[type, ...]) -> Callable[[object], bool]:
+    return lambda value: value is None or isinstance(value, kind)
+
+
+def _callable(value: object) -> bool:
+    return value is None or callable(value)
+
+
+# What each argument of the functions here takes, and how that is said when it is not so.
+_TAKES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "repo": (lambda value: isinstance(value, str | os.PathLike), "a path (str or os.PathLike)"),
+    "config": (_optional((str, os.PathLike, Config, Mapping)), "a path, a Config or a mapping"),
+    "overrides": (_optional(Mapping), "a mapping"),
+    "name": (_optional(str), "a run's name (str)"),
+    "run": (_optional(str), "a run's name (str)"),
+    "agent": (_callable, "a factory of LapAgents: a class, or a function that makes one (not an agent)"),
+    "is_done": (_callable, "a function"),
+    "on_lap": (_callable, "a function"),
+    "on_event": (_callable, "a function"),
+    "max_laps": (lambda value: value is None or (type(value) is int and value >= 1), "a whole number, 1 or more"),
+    "number": (lambda value: type(value) is int, "a lap's number (int)"),
+    "allow_dirty": (lambda value: isinstance(value, bool), "True or False"),
+    "display": (lambda value: value in ("off", "quiet", "plain", "auto"), "off, quiet, plain or auto"),
+    "events_to": (_optional(str), "a file's path (str), or - for stdout"),
+}
+
+
+def _check_arguments(given: dict[str, object]) -> None:
+    """The arguments given, each of what it takes, or a RalphError saying which is not (rather than
+    whatever error it would raise deep inside ralph)."""
+    for name, value in given.items():
+        takes, said = _TAKES[name]
+        if not takes(value):
+            raise RalphError(f"{name}: expected {said}, got {type(value).__name__} {value!r:.60}")
 
 
 def _config(

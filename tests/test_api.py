@@ -7,11 +7,12 @@ import ctypes
 import dataclasses
 import enum
 import inspect
+import math
 import os
 import re
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pydantic
@@ -21,6 +22,7 @@ from helpers.running import ralph, snapshot
 
 from ralph import api
 from ralph.agents.scripted import Reply, ScriptedServer, Step, finish, tool_call
+from ralph.records import ledger
 
 FILES = {
     "calc.py": "def add(a, b):\n    return 0\n\n\ndef sub(a, b):\n    return a - b\n",
@@ -321,3 +323,117 @@ def test_a_sandboxed_lap_sees_none_of_the_callers_keys(tmp_path: Path):
     )
     assert ran.stdout == "True\n", ran.stdout + ran.stderr
     assert git(work, "show", "ralph/k:seen.txt") == "0"  # no /proc/*/environ named, and no line of env
+
+
+def test_the_agents_own_exception_is_an_error_lap_and_reaches_the_caller(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config())
+    heard: list[api.Event] = []
+
+    class Raises:
+        def run_lap(self, task: api.LapTask) -> api.AgentResult:
+            raise ValueError("the caller's agent's bug")
+
+    with pytest.raises(ValueError, match="the caller's agent's bug"):
+        api.run(work, agent=Raises, name="r", on_event=heard.append)
+    (only,) = api.laps(work, "r")
+    assert only.record is not None and only.record.agent.outcome == "error"
+    assert only.record.agent.detail == "ValueError: the caller's agent's bug"
+    (ended,) = [event for event in heard if event["type"] == "run_ended"]
+    assert ended["reason"] == "stopped by the caller: the agent raised ValueError: the caller's agent's bug"
+    assert ledger.audit(work, "r") == []
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [None, {"outcome": "ok"}, api.AgentResult(kind="x", outcome="ok", duration_s=math.nan)],
+    ids=["None", "a dict", "NaN"],
+)
+def test_a_result_no_note_can_keep_is_refused_and_the_notes_stay_readable(tmp_path: Path, returned: object):
+    work = repo(tmp_path, ["Fix add"], config=config())
+
+    class Junk(Ticker):
+        def run_lap(self, task: api.LapTask) -> api.AgentResult:
+            super().run_lap(task)
+            return returned  # type: ignore[return-value]
+
+    with pytest.raises(api.RalphError, match="the agent's run_lap returned"):
+        api.run(work, agent=Junk, name="j")
+    assert ledger.audit(work, "j") == [] and api.laps(work, "j")[0].record is not None
+
+
+def test_the_python_agent_works_in_the_laps_workspace_and_the_callers_checkout_is_left_alone(
+    tmp_path: Path, monkeypatch
+):
+    work = repo(tmp_path, ["Fix add"], config=config())
+    monkeypatch.chdir(work)  # a script run from its own repository
+    seen: list[str] = []
+
+    class Relative:
+        def run_lap(self, task: api.LapTask) -> api.AgentResult:
+            seen.append(os.getcwd())
+            Path("calc.py").write_text(FIXED)  # relative: the lap's checkout, as a command agent's
+            Path("TODO.md").write_text("- [x] Fix add\n")
+            return api.AgentResult(kind="x", outcome="ok", duration_s=0.0)
+
+    assert api.run(work, agent=Relative, name="w").done
+    assert seen != [str(work)] and os.getcwd() == str(work)
+    assert git(work, "status", "--porcelain") == ""
+
+
+def test_on_lap_gets_a_copy_its_changes_reach_no_record(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add", "Say so"], config=config())
+
+    def cheat(record: api.LapRecord) -> None:
+        record.done, record.checks = True, []
+
+    result = api.run(work, agent=Ticker, on_lap=cheat, name="m")
+    assert [record.done for record in result.records] == [False, True]  # done at lap 2, not by the cheat at 1
+    assert all(record.checks for record in result.records)
+
+
+def test_one_run_at_a_time_in_a_process(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config())
+
+    def again(record: api.LapRecord) -> None:
+        api.run(work, agent=Ticker, name="other")
+
+    with pytest.raises(api.RalphError, match="already running in this process"):
+        api.run(work, agent=Ticker, on_lap=again, name="one")
+    assert ledger.audit(work, "one") == [] and api.run(work, agent=Ticker, name="one").done
+
+
+BAD_ARGUMENTS: dict[str, tuple[Callable[[Path], object], str]] = {
+    "repo None": (lambda work: api.run(None), "repo: expected a path"),  # type: ignore[arg-type]
+    "config an int": (lambda work: api.run(work, config=123), "config: expected a path, a Config"),  # type: ignore[arg-type]
+    "overrides a list": (lambda work: api.run(work, overrides=[]), "overrides: expected a mapping"),  # type: ignore[arg-type]
+    "name an int": (lambda work: api.run(work, name=5), "name: expected a run's name"),  # type: ignore[arg-type]
+    "max_laps 0": (lambda work: api.run(work, max_laps=0), "max_laps: expected a whole number, 1 or more"),
+    "max_laps a str": (lambda work: api.run(work, max_laps="3"), "max_laps: expected"),  # type: ignore[arg-type]
+    "an agent, not its factory": (lambda work: api.run(work, agent=Ticker()), "agent: expected a factory"),  # type: ignore[arg-type]
+    "display bogus": (lambda work: api.run(work, display="bogus"), "display: expected off, quiet"),  # type: ignore[arg-type]
+    "status run an int": (lambda work: api.status(work, 5), "run: expected a run's name"),  # type: ignore[arg-type]
+    "lap number a str": (lambda work: api.lap(work, "1"), "number: expected a lap's number"),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ARGUMENTS))
+def test_a_bad_argument_is_a_ralph_error_naming_it_and_nothing_is_recorded(tmp_path: Path, case: str):
+    work = repo(tmp_path, ["Fix add"], config=config())
+    call, said = BAD_ARGUMENTS[case]
+    with pytest.raises(api.RalphError, match=re.escape(said)):
+        call(work)
+    assert git(work, "for-each-ref", "refs/ralph/") == ""
+
+
+def test_no_git_process_or_pipe_is_left_in_the_callers_process(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config())
+
+    def mine() -> tuple[set[str], set[str]]:
+        tasks = os.listdir("/proc/self/task")
+        children = {pid for task in tasks for pid in Path(f"/proc/self/task/{task}/children").read_text().split()}
+        return children, set(os.listdir("/proc/self/fd"))
+
+    before = mine()
+    api.run(work, agent=Ticker, name="p")
+    api.status(work), api.laps(work), api.lap(work, 1)
+    assert mine() == before

@@ -4,10 +4,14 @@ callback after every lap, which may stop the run there. The command line gives n
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from pydantic import ValidationError
 
 from ralph.agents.base import AgentResult, LapTask
 from ralph.errors import RalphError
@@ -33,6 +37,18 @@ class Stop(Exception):
     does, and the same run resumes later. Its message is the run's stop reason."""
 
 
+class Kept:
+    """What the caller's code raised in the middle of a lap (where, what), the first of it: kept,
+    not raised there, where it could pass for the lap's own failure. The run stops after the
+    lap (ends.told_the_caller), and ralph.api raises it then."""
+
+    def __init__(self) -> None:
+        self.first: tuple[str, Exception] | None = None
+
+    def keep(self, where: str, raised: Exception) -> None:
+        self.first = self.first or (where, raised)
+
+
 @dataclass(frozen=True)
 class Caller:
     """What ralph.api's caller gave the run; the command line's runs have none of it."""
@@ -40,23 +56,49 @@ class Caller:
     agent: Callable[[], LapAgent] | None = None  # called once a lap: every lap a fresh agent
     is_done: Callable[[Path, RunState], bool] | None = None  # the green candidate's tree, the run before it
     on_lap: Callable[[LapRecord], None] | None = None  # after each lap's record is saved; may raise Stop
+    kept: Kept = field(default_factory=Kept)
 
 
 class FreshEach:
     """config.agent of kind python: the caller's factory called for every lap, so no lap's agent
     remembers another's. It runs in the caller's process, as trusted as the caller's own code
-    (the checks that judge its work run sandboxed all the same)."""
+    (the checks that judge its work run sandboxed all the same), in the lap's workspace as its
+    working directory, as a command agent is; the caller's is put back after."""
 
     kind = "python"
 
-    def __init__(self, make: Callable[[], LapAgent]) -> None:
-        self.make = make
+    def __init__(self, caller: Caller) -> None:
+        assert caller.agent is not None
+        self.make, self.caller = caller.agent, caller
 
     def check_endpoint(self, deadline: float) -> None:
         """Nothing to reach before the first lap: the agent is the caller's code."""
 
     def run_lap(self, task: LapTask) -> AgentResult:
-        result = self.make().run_lap(task)
-        if not isinstance(result, AgentResult):
-            raise RalphError(f"the agent's run_lap returned {type(result).__name__}, not an AgentResult")
-        return result.model_copy(update={"kind": self.kind})
+        """The agent's lap; what it raises, or a result no note could keep, is an error lap, and
+        kept for the caller."""
+        started, before = time.monotonic(), os.getcwd()
+        os.chdir(task.workspace)
+        try:
+            return _as_noted(self.make().run_lap(task))
+        except Exception as raised:
+            self.caller.kept.keep("the agent", raised)
+            detail = f"{type(raised).__name__}: {raised}"
+            return AgentResult(kind=self.kind, outcome="error", duration_s=time.monotonic() - started, detail=detail)
+        finally:
+            os.chdir(before)
+
+
+def _as_noted(result: object) -> AgentResult:
+    """The agent's result as its lap's note will keep it (kind python): one that would not read
+    back from the note (NaN, say) is refused now, not found unreadable later."""
+    if not isinstance(result, AgentResult):
+        raise RalphError(f"the agent's run_lap returned {type(result).__name__}, not an AgentResult")
+    try:
+        return AgentResult.model_validate_json(result.model_copy(update={"kind": FreshEach.kind}).model_dump_json())
+    except ValidationError as invalid:
+        problem = invalid.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise RalphError(
+            f"the agent's run_lap returned an AgentResult no note can keep: {where}: {problem['msg']}"
+        ) from None

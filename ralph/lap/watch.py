@@ -13,8 +13,9 @@ from ralph.workspace import user_state
 def watching_the_repository(ctx: RunContext, number: int) -> Iterator[list[str]]:
     """Yields a list that, on leaving, holds what changed in the shared repository state
     (and was put back). The snapshot is also on disk until then, for a resume after kill -9.
-    Sandboxed laps cannot write the repository at all: nothing to watch."""
-    if ctx.sandboxed:
+    Sandboxed laps cannot write the repository at all: nothing to watch. A ralph.api caller's
+    agent (kind python) runs in the caller's process, outside the sandbox: watched always."""
+    if ctx.sandboxed and ctx.config.agent.kind != "python":
         yield []
         return
     saved = user_state.saved_at(ctx.repo.common_dir, ctx.run_name)

@@ -68,13 +68,17 @@ def lap_ended(ctx: RunContext, record: LapRecord) -> None:
 
 
 def told_the_caller(ctx: RunContext, state: RunState, record: LapRecord) -> None:
-    """A ralph.api caller's lap callback, told of the lap just recorded. When it raises Stop, the
-    run ends here as an interrupted one does (the same run resumes later), unless this lap made
-    it done: done is the repository's to say."""
-    if ctx.caller.on_lap is None:
-        return
+    """A ralph.api caller's lap callback, told of the lap just recorded (a copy: the run's own
+    stays as it was saved). When it raises Stop, or the caller's code raised in the lap, the run
+    ends here as an interrupted one does (the same run resumes later), unless this lap made it
+    done: done is the repository's to say."""
+    caller = ctx.caller
     try:
-        ctx.caller.on_lap(record)
+        if caller.on_lap is not None:
+            caller.on_lap(record.model_copy(deep=True))
+        if caller.kept.first is not None:
+            where, raised = caller.kept.first
+            raise Stop(f"{where} raised {type(raised).__name__}: {raised}")
     except Stop as stop:
         if not state.is_done:
             reason = f"stopped by the caller: {stop}" if str(stop) else "stopped by the caller"

@@ -203,7 +203,7 @@ def _callers_agents(cfg: config_module.Config, caller: Caller) -> tuple[Agent, .
         return ()
     if caller.agent is None:
         raise RalphError(NEEDS_CALLER)
-    return tuple(FreshEach(caller.agent) for _ in cfg.agents)
+    return tuple(FreshEach(caller) for _ in cfg.agents)
 
 
 def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> tuple[Agent, ...]:
