@@ -234,7 +234,10 @@ def _asking(top: Path, is_done: Callable[[Path, RunStatus], bool], kept: Kept) -
 
     def ask(tree: Path, state: RunState) -> bool:
         try:
-            return bool(is_done(tree, _status(top, state)))
+            said = is_done(tree, _status(top, state))
+            if not isinstance(said, bool):  # "no" is no yes
+                raise RalphError(f"is_done returned {type(said).__name__} {said!r:.40}, not True or False")
+            return said
         except Exception as raised:
             kept.keep("is_done", raised)
             return False

@@ -12,6 +12,8 @@ import os
 import re
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -437,3 +439,62 @@ def test_no_git_process_or_pipe_is_left_in_the_callers_process(tmp_path: Path):
     api.run(work, agent=Ticker, name="p")
     api.status(work), api.laps(work), api.lap(work, 1)
     assert mine() == before
+
+
+def test_the_agent_changes_nothing_the_checks_or_the_caller_run_with(tmp_path: Path):
+    """Its own copy of the lap's environment; the process's environment, umask and working folder
+    put back after its lap; a check that passes only with a variable set stays red."""
+    cheat = f"{PY} -c 'import os, sys; sys.exit(0 if os.environ.get(\"CHEAT\") else 1)'"
+    work = repo(tmp_path, ["Fix add"], config=config() | {"checks": [*CHECKS, {"run": cheat, "expect_red": True}]})
+    before = (dict(os.environ), os.umask(0o022), os.getcwd())
+    os.umask(before[1])
+
+    class Meddles(Ticker):
+        def run_lap(self, task: api.LapTask) -> api.AgentResult:
+            task.env["CHEAT"] = os.environ["CHEAT"] = "1"
+            os.umask(0o000)
+            os.chdir("/")
+            return super().run_lap(task)
+
+    result = api.run(work, agent=Meddles, name="m", max_laps=1)
+    assert not result.done and result.records[0].checks[1].exit_code == 1  # as at the base: CHEAT reached no check
+    now = (dict(os.environ), os.umask(0o022), os.getcwd())
+    os.umask(now[1])
+    assert now == before
+
+
+def test_what_the_agent_leaves_running_ends_its_lap_an_error_so_nothing_after_the_commit_counts(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config())
+
+    class Sneaky(Ticker):
+        def run_lap(self, task: api.LapTask) -> api.AgentResult:
+            (task.workspace / "TODO.md").write_text("- [x] Fix add\n")  # calc.py left broken ...
+            threading.Thread(target=time.sleep, args=(2,), name="fixes-it-later", daemon=True).start()
+            return api.AgentResult(kind="x", outcome="ok", duration_s=0.0)  # ... for a thread to fix after the commit
+
+    with pytest.raises(api.RalphError, match="the agent left running after its lap: thread fixes-it-later"):
+        api.run(work, agent=Sneaky, name="t")
+    (only,) = api.laps(work, "t")
+    assert only.record is not None and only.record.status != "green"
+    assert git(work, "rev-parse", "ralph/t") == git(work, "rev-parse", "HEAD")  # the line never moved
+
+
+@needs_bwrap
+def test_the_agent_is_watched_like_an_unsandboxed_lap_in_a_sandboxed_run(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config() | {"sandbox": {"mode": "required"}})
+    hook = work / ".git" / "hooks" / "post-checkout"
+
+    class Plants(Ticker):
+        def run_lap(self, task: api.LapTask) -> api.AgentResult:
+            hook.write_text("#!/bin/sh\necho planted\n")
+            return super().run_lap(task)
+
+    result = api.run(work, agent=Plants, name="p", max_laps=1)
+    assert not hook.exists() and result.records[0].status == "red"
+
+
+def test_is_done_says_true_or_false(tmp_path: Path):
+    work = repo(tmp_path, ["Fix add"], config=config())
+    with pytest.raises(api.RalphError, match="is_done returned str 'no', not True or False"):
+        api.run(work, agent=Ticker, is_done=lambda tree, status: "no", name="n")  # type: ignore[arg-type,return-value]
+    assert not api.status(work, "n").done

@@ -44,6 +44,8 @@ def work(lap: ThisLap) -> Worked:
         crashpoint.reached("agent")
         events.emit("phase_changed", phase="agent")
         chosen = ctx.config.agents[turn.agent_index]
+        # The caller's code, outside the sandbox, may still write the tree after the commit.
+        ctx.workspace.stale_after_staging = chosen.kind == "python"
         result = (
             ctx.agents[turn.agent_index]
             .run_lap(task)

@@ -5,9 +5,10 @@ callback after every lap, which may stop the run there. The command line gives n
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from ralph.agents.base import AgentResult, LapTask
 from ralph.errors import RalphError
+from ralph.isolation import orphans
 
 if TYPE_CHECKING:
     from ralph.records.formats import LapRecord
@@ -75,18 +77,58 @@ class FreshEach:
         """Nothing to reach before the first lap: the agent is the caller's code."""
 
     def run_lap(self, task: LapTask) -> AgentResult:
-        """The agent's lap; what it raises, or a result no note could keep, is an error lap, and
-        kept for the caller."""
-        started, before = time.monotonic(), os.getcwd()
+        """The agent's lap, given its own copy of the lap's environment; what it raises, a result
+        no note could keep, or a thread or process it leaves running (which could change the tree
+        after the commit) is an error lap, and kept for the caller. The process's working folder,
+        environment and umask are put back after."""
+        started, before = time.monotonic(), _Process.now()
         os.chdir(task.workspace)
         try:
-            return _as_noted(self.make().run_lap(task))
+            result = _as_noted(self.make().run_lap(replace(task, env=dict(task.env))))
+            before.nothing_left_running()
+            return result
         except Exception as raised:
             self.caller.kept.keep("the agent", raised)
             detail = f"{type(raised).__name__}: {raised}"
             return AgentResult(kind=self.kind, outcome="error", duration_s=time.monotonic() - started, detail=detail)
         finally:
-            os.chdir(before)
+            before.put_back()
+
+
+@dataclass(frozen=True)
+class _Process:
+    """What a caller's agent may change of the process it runs in, as it was before its lap."""
+
+    cwd: str
+    environ: dict[str, str]
+    umask: int
+    threads: frozenset[threading.Thread]
+    children: frozenset[int]
+
+    @classmethod
+    def now(cls) -> _Process:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        threads = frozenset(threading.enumerate())
+        return cls(os.getcwd(), dict(os.environ), umask, threads, frozenset(orphans.children()))
+
+    def nothing_left_running(self) -> None:
+        """The agent's threads and processes ended with its lap; what is left is killed (processes:
+        threads cannot be) and the lap refused."""
+        threads = [thread.name for thread in threading.enumerate() if thread not in self.threads and thread.is_alive()]
+        children = set(orphans.children()) - self.children
+        if children:
+            orphans.end_orphans(set(self.children))
+        if threads or children:
+            left = ", ".join([*(f"thread {name}" for name in threads), *(f"process {pid}" for pid in sorted(children))])
+            raise RalphError(f"the agent left running after its lap: {left} — whatever it starts must end with run_lap")
+
+    def put_back(self) -> None:
+        os.chdir(self.cwd)
+        if dict(os.environ) != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        os.umask(self.umask)
 
 
 def _as_noted(result: object) -> AgentResult:

@@ -63,6 +63,7 @@ class Workspace:
     tags: str = ""
     # Code of a lap's may have run in tree/ since ralph last made it safe for its own git.
     unchecked: bool = True
+    stale_after_staging: bool = False  # the checks check the commit out anew (a ralph.api caller's agent)
     checked_out_at: str = ""  # the commit an adopted workspace's tree last held (_adopt)
     # The tree the last `stage` made, while tree/ holds exactly its blobs' bytes (exact_staging),
     # and the commits ralph made of trees: a lap's checks then need no checkout (`checkout`).
@@ -203,7 +204,8 @@ class Workspace:
         nothing that converts a file's bytes (exact_staging): the tree already holds it, file for
         file, and ralph's index says so; git is not asked to look at every file again."""
         staged, self.staged = self.staged, None
-        if staged is not None and staged == self.commits.get(commit) and not self.unchecked:
+        exact = not (self.unchecked or self.stale_after_staging)
+        if staged is not None and staged == self.commits.get(commit) and exact:
             self.own.took_staged(commit)
         else:
             self.own.read_tree(commit)
