@@ -34,6 +34,7 @@ from ralph.records.formats import LapRecord
 from ralph.records.ledger import RunState
 from ralph.run import loop
 from ralph.run.options import RunOptions
+from ralph.run.summary import what_is_left
 from ralph.show import events
 from ralph.verdict.checks import passing_tests
 from ralph.verdict.decide import LapStatus
@@ -86,7 +87,8 @@ class RunStatus:
     tests_passing: int  # on the green tip
     tokens: int
     cost_usd: float
-    still_failing: dict[str, int]  # checks failing on the green tip, and for how many green laps
+    still_failing: dict[str, int]  # checks failing on the green tip, and since which lap (0: the base)
+    left: list[str]  # what stands between the green tip and done, a line each (`ralph run`'s "left:")
 
 
 @dataclass(frozen=True)
@@ -337,6 +339,7 @@ def _status(top: Path, state: RunState) -> RunStatus:
         tokens=state.tokens_used(),
         cost_usd=state.cost_used()[0],
         still_failing=state.still_failing(),
+        left=[] if state.is_done else what_is_left(top, state),
     )
 
 

@@ -87,7 +87,7 @@ def told_the_caller(ctx: RunContext, state: RunState, record: LapRecord) -> None
 
 def failed(stopped: BaseException) -> None:
     """The last event of a run an error, an interrupt or a bug of ralph's ended."""
-    if isinstance(stopped, KeyboardInterrupt | Interrupted):
+    if isinstance(stopped, KeyboardInterrupt | Interrupted | SystemExit):  # SystemExit: a ralph.api caller's
         code, how, reason = Exit.INTERRUPTED, "interrupted", "interrupted"
     elif isinstance(stopped, RalphError):
         code, how, reason = stopped.exit_code, "error", str(stopped)
