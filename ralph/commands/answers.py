@@ -176,10 +176,12 @@ def _recording(*, show: bool) -> Iterator[_Said]:
 
 
 class _Place:
-    """Where the answer to a question is kept, and the state (all of its key but the files watched)."""
+    """Where the answer to a question is kept, and the state it is read from: `read` (the refs and the
+    config), and with them what the key holds besides the files watched."""
 
-    def __init__(self, cwd: Path, question: Question, file: Path, state: list[Any]):
-        self.cwd, self.question, self.file, self.state = cwd, question, file, state
+    def __init__(self, cwd: Path, file: Path, state: list[Any], read: list[str | None]):
+        self.cwd, self.file, self.read = cwd, file, read
+        self.state = [*state, *read]
 
     def kept(self) -> str | None:
         """The answer kept here, when its key is this state's; None at any doubt."""
@@ -198,45 +200,43 @@ class _Place:
         if code != 0 or said.err.parts or any(stat(path) != then for path, then in watched):
             return
         try:
-            again = _place(self.cwd, self.question)
-            if again is None or again.state != self.state:
+            if _read(self.cwd) != self.read:
                 return
             key = _key(self.state, watched, said.text)
             _write(self.file, json.dumps({"key": key, "watched": [path for path, _ in watched], "text": said.text}))
-        except OSError:  # a repository ralph may not write: no answer kept
+        except (OSError, subprocess.SubprocessError, UnicodeDecodeError):  # a repository ralph may not write
             pass
 
 
 def _place(cwd: Path, question: Question) -> _Place | None:
     """Where the answer to `question` is kept, and the state it must have been read from; None when
-    no answer may be kept or used (a run under way, a GIT_* variable, not a repository)."""
+    no answer may be kept or used: not what find_repo calls a repository, a variable that points git
+    elsewhere (the command sets those apart: a hook's GIT_DIR), a run under way."""
+    asked = ["--is-bare-repository", "--show-toplevel", "--git-common-dir", "HEAD", "--symbolic-full-name", "HEAD"]
     try:
-        state = _repository(cwd)
+        said = _git(cwd, "rev-parse", *asked, "--local-env-vars")
+        lines = said.decode().splitlines() if said is not None else []
+        if len(lines) < 5 or lines[0] != "false" or any(name in os.environ for name in lines[5:]):
+            return None
+        common, read = str(Path(cwd, lines[2]).resolve()), _read(cwd)
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return None
-    if state is None:
+    if read is None:
         return None
     printing = _printing()
     name = hashlib.sha256(json.dumps([question, printing]).encode()).hexdigest()[:32]
-    file = Path(state[0], FOLDER, ANSWERS, f"{name}.json")
-    return _Place(cwd, question, file, [FORMAT, _code(), question, printing, *state])
+    file = Path(common, FOLDER, ANSWERS, f"{name}.json")
+    return _Place(cwd, file, [FORMAT, _code(), question, printing, common], read)
 
 
-def _repository(cwd: Path) -> list[Any] | None:
-    """[common git dir, listing of the refs ralph reads, git's config hashed], as git says them; None
-    for what find_repo would not call a repository, for a variable that points git elsewhere (the
-    command sets those apart: a hook's GIT_DIR) and for a run under way."""
-    asked = ["--is-bare-repository", "--show-toplevel", "--git-common-dir", "HEAD", "--symbolic-full-name", "HEAD"]
-    said = _git(cwd, "rev-parse", *asked, "--local-env-vars")
-    lines = said.decode().splitlines() if said is not None else []
-    if len(lines) < 5 or lines[0] != "false" or any(name in os.environ for name in lines[5:]):
-        return None
+def _read(cwd: Path) -> list[str | None] | None:
+    """[the listing of the refs ralph reads, git's config hashed], as git says them; None for a run
+    under way (or a listing git could not give)."""
     listing = _git(cwd, "for-each-ref", "--format=%(refname) %(objectname)", *READ_REFS)
     if listing is None or any(_live(line) for line in listing.decode().splitlines()):
         return None
     config = _git(cwd, "config", "--list", "--show-origin", "-z")  # none at all: git says nothing, exit 1
-    config_hash = hashlib.sha256(config).hexdigest() if config is not None else None
-    return [str(Path(cwd, lines[2]).resolve()), listing.decode(), config_hash]
+    return [listing.decode(), hashlib.sha256(config).hexdigest() if config is not None else None]
 
 
 def _live(line: str) -> bool:
