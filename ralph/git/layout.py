@@ -16,6 +16,9 @@ All of it lives under the repository's common git dir, nothing in the user's wor
     refs/notes/ralph                  lap records: a JSON note on each lap commit
     refs/ralph-remote/notes           `--remote`: the remote's notes as last fetched
     <git-common-dir>/ralph/<run>/     the run's lock, its laps' logs and transcripts (lap-<n>/)
+    <git-common-dir>/ralph/.answers/  what status, log and show printed, for the same question asked
+                                      again (ralph/commands/answers.py spells it, and the names it
+                                      reads: importing this package would cost it its speed)
 
 Names only: nothing here runs git, so any module may ask (ralph/isolation/ included).
 """
