@@ -21,7 +21,7 @@ repository (`git rev-parse --local-env-vars`: a hook's GIT_DIR, which the comman
 anything written to stderr, an exit other than 0. Any doubt (no file, bad JSON, another key) is the
 command itself, silently.
 
-The answers are files in <git-common-dir>/ralph/.answers/ (a name no run takes), out of every lap's
+The answers are files in <git-common-dir>/ralph/.answers/ (layout.answers_dir), out of every lap's
 reach: laps see the repository's git dir read-only (ralph/isolation/jail.py; run/loop.py refuses a
 `sandbox.writable` inside it). The command that read the records writes its answer (the key's state
 read before and after it: a lap that lands meanwhile leaves none), and `ralph run` does at its end
@@ -34,6 +34,7 @@ processes (ralph/git, isolation/proc.py) costs as much to import as a whole answ
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -41,18 +42,33 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO
 
 import ralph
 from ralph.show.read_beside import Noted, noting, stat
 
+
+def _alone(path: str) -> ModuleType:
+    """ralph's module at `path` run by itself, not as part of its package: ralph/git/layout.py (names
+    only) imported as ralph.git.layout would first run ralph/git/__init__.py, the door to git and to
+    processes, which takes 0.1 s to import: an answer's whole time."""
+    spec = importlib.util.spec_from_file_location(
+        f"ralph.commands.answers.{Path(path).stem}", Path(ralph.__file__).parent / path
+    )
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+if TYPE_CHECKING:
+    from ralph.git import layout
+else:
+    layout = _alone("git/layout.py")
+
 FORMAT = 1  # of an answer's file; a key of another format never matches
-# As ralph/git/layout.py spells them (importing it runs ralph/git/__init__.py, 0.1 s); a test holds them equal.
-READ_REFS = ("refs/ralph/", "refs/heads/ralph/", "refs/notes/ralph", "refs/replace/")
-RUNS = "refs/ralph/"
-LIVE = ("claims", "started", "workers")  # refs/ralph/<run>/<these>/…: a run at work
-FOLDER = "ralph"  # in the common git dir
-ANSWERS = ".answers"  # in FOLDER: no run has a name that starts with a dot
+READ_REFS = (layout.RUNS, layout.BRANCHES, layout.NOTES, "refs/replace/")  # the refs status, log and show read
 KEPT = 64  # answers kept (questions × terminals); the oldest go first
 # What rich's Console reads of the environment (rich/console.py; a test holds the list to it), and the
 # locale's variables, which git's messages follow.
@@ -225,7 +241,7 @@ def _place(cwd: Path, question: Question) -> _Place | None:
         return None
     printing = _printing()
     name = hashlib.sha256(json.dumps([question, printing]).encode()).hexdigest()[:32]
-    file = Path(common, FOLDER, ANSWERS, f"{name}.json")
+    file = layout.answers_dir(Path(common)) / f"{name}.json"
     return _Place(cwd, file, [FORMAT, _code(), question, printing, common], read)
 
 
@@ -240,9 +256,10 @@ def _read(cwd: Path) -> list[str | None] | None:
 
 
 def _live(line: str) -> bool:
-    """A ref of a run at work: refs/ralph/<run>/claims/…, started/…, workers/…"""
-    parts = line.split(" ", 1)[0].removeprefix(RUNS).split("/")
-    return line.startswith(RUNS) and len(parts) > 2 and parts[1] in LIVE
+    """A ref of a run at work: its claims, its started laps, its workers."""
+    ref = line.split(" ", 1)[0]
+    names = layout.RunRefs(ref.removeprefix(layout.RUNS).split("/", 1)[0])
+    return ref.startswith(layout.RUNS) and ref.startswith((names.claims, names.started, names.workers))
 
 
 def _git(cwd: Path, *args: str) -> bytes | None:
