@@ -4,12 +4,20 @@ with another ralph (`--against`, e.g. main's) in the same run: A B A B …
 
     python bench/status_time.py                                  # --runs 3,10,30 --laps 3 --long 30 --reps 11
     python bench/status_time.py --against /work/wt-base/.venv/bin/ralph
-    python bench/status_time.py --runs 1 --laps 1 --long 0 --reps 1   # tiny: seconds
+    python bench/status_time.py --runs 1 --laps 1 --long 0 --reps 1 --after-runs 1   # tiny: seconds
 
 The runs are made by real `ralph run` processes of this checkout (a command agent ticks one item a
 lap, the check `true`), so the refs, notes and records are the ones ralph writes. Each command is
 run once first, untimed, with bytecode written (PYTHONDONTWRITEBYTECODE is dropped), so neither
 side pays for compiling. A git stand-in on PATH counts the git processes of one more run.
+
+This ralph keeps what a command printed and answers the same question again from it while nothing
+it printed from has changed (ralph/commands/answers.py), so each command is timed in three cases:
+"again" (asked before: the untimed first run kept the answer), "read" (no answer kept: the folder of
+answers removed, untimed, before each timed run of either side: the records are read, and the answer
+kept) and, for status and log, "after a run" (the first call after a new `ralph run` of one lap,
+which keeps both at its end; --after-runs new runs, so the repository gains that many). Another ralph
+without kept answers reads the records in every case.
 Times are the median of --reps: wall seconds, and CPU seconds of the command and its git
 children (a busy machine sways them less); "÷" is the median of the pairs' ratios.
 """
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -82,15 +91,64 @@ def make_shims(root: Path) -> Path:
     return shims
 
 
-def measure(repo: Path, args: list[str], sides: list[Path], reps: int) -> list[list[tuple[float, float]]]:
-    """Each side's (wall, CPU) seconds, taken in turns."""
+def measure(
+    repo: Path, args: list[str], sides: list[Path], reps: int, *, read: bool
+) -> list[list[tuple[float, float]]]:
+    """Each side's (wall, CPU) seconds, taken in turns; `read`: no answer kept before each."""
     for ralph in sides:  # bytecode written, caches warm
         seconds(ralph, repo, args)
     times: list[list[tuple[float, float]]] = [[] for _ in sides]
     for _ in range(reps):
         for side, ralph in enumerate(sides):
+            if read:
+                forget(repo)
             times[side].append(seconds(ralph, repo, args))
     return times
+
+
+def forget(repo: Path) -> None:
+    shutil.rmtree(repo / ".git" / "ralph" / ".answers", ignore_errors=True)
+
+
+def after_runs(repo: Path, args: list[str], sides: list[Path], runs: int) -> list[list[tuple[float, float]]]:
+    """Each side's (wall, CPU) seconds of the first call after a new run of one lap (the sides in
+    turns, which one goes first alternating)."""
+    times: list[list[tuple[float, float]]] = [[] for _ in sides]
+    for n in range(runs):
+        made = subprocess.run(
+            [str(OURS), "run", "--name", f"a{args[0]}{n:02d}", "--max-laps", "1", "--quiet"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
+        assert made.returncode == 3, made.stdout + made.stderr
+        order = list(enumerate(sides))
+        for side, ralph in order if n % 2 == 0 else order[::-1]:
+            times[side].append(seconds(ralph, repo, args))
+    return times
+
+
+def row(shape: str, args: list[str], case: str, times: list[list[tuple[float, float]]], counts: list[object]) -> list:
+    cells = [shape, " ".join(args), case]
+    for side, count in enumerate(counts):
+        walls, cpus = zip(*times[side], strict=True)
+        cells += [f"{median(walls):.3f}", f"{median(cpus):.3f}", str(count)]
+    if len(times) == 2:
+        pairs = list(zip(times[0], times[1], strict=True))
+        cells.append(f"{statistics.median(ours[0] / theirs[0] for ours, theirs in pairs):.2f}")
+        cells.append(f"{statistics.median(ours[1] / theirs[1] for ours, theirs in pairs):.2f}")
+    return cells
+
+
+def counted(sides: list[Path], repo: Path, args: list[str], shims: Path, *, read: bool) -> list[object]:
+    """Each side's git processes for one more run of the command (`read`: no answer kept before it)."""
+    counts: list[object] = []
+    for ralph in sides:
+        if read:
+            forget(repo)
+        counts.append(git_processes(ralph, repo, args, shims))
+    return counts
 
 
 def main() -> None:
@@ -99,6 +157,7 @@ def main() -> None:
     parser.add_argument("--laps", type=int, default=3, help="laps of each run")
     parser.add_argument("--long", type=int, default=30, help="laps of each of 3 runs, for a repository of long runs")
     parser.add_argument("--reps", type=int, default=11, help="timed runs of each command on each side")
+    parser.add_argument("--after-runs", type=int, default=5, help="new runs, each followed by one timed call a side")
     parser.add_argument("--against", type=Path, help="another ralph's console script, timed in turns with this one")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ralph-bench-status-"))
@@ -107,25 +166,23 @@ def main() -> None:
     shapes = [(int(runs), options.laps) for runs in options.runs.split(",")] + (
         [(3, options.long)] if options.long else []
     )
-    columns = ["runs × laps", "command", "this s", "cpu s", "git"]
+    columns = ["runs × laps", "command", "case", "this s", "cpu s", "git"]
     if options.against:
         columns += ["against s", "cpu s", "git", "this ÷ against", "cpu ÷"]
     rows = []
     for runs, laps in shapes:
         repo = repo_with_runs(root, runs, laps)
+        shape = f"{runs} × {laps}"
         for args in COMMANDS:
-            times = measure(repo, args, sides, options.reps)
-            row = [f"{runs} × {laps}", " ".join(args)]
-            for side, ralph in enumerate(sides):
-                walls, cpus = zip(*times[side], strict=True)
-                row += [f"{median(walls):.3f}", f"{median(cpus):.3f}", str(git_processes(ralph, repo, args, shims))]
-            if options.against:
-                pairs = list(zip(times[0], times[1], strict=True))
-                row.append(f"{statistics.median(ours[0] / theirs[0] for ours, theirs in pairs):.2f}")
-                row.append(f"{statistics.median(ours[1] / theirs[1] for ours, theirs in pairs):.2f}")
-            rows.append(row)
+            for case, read in (("again", False), ("read", True)):
+                times = measure(repo, args, sides, options.reps, read=read)
+                rows.append(row(shape, args, case, times, counted(sides, repo, args, shims, read=read)))
+        for args in COMMANDS[:2]:  # what a run keeps at its end
+            times = after_runs(repo, args, sides, options.after_runs)
+            rows.append(row(f"{shape} + {options.after_runs}", args, "after a run", times, ["-"] * len(sides)))
     print(table(columns, rows))
-    print(f"\nmedians of {options.reps} runs each, the sides taken in turns; {os.cpu_count()} cores")
+    print(f"\nmedians of {options.reps} runs each ({options.after_runs} after a run), the sides in turns; ", end="")
+    print(f"{os.cpu_count()} cores, load {' '.join(f'{load:.1f}' for load in os.getloadavg())} at the end")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import click
 
 from ralph.errors import Exit, Interrupted, RalphError
 from ralph.facts.presets import PRESETS
+from ralph.show.error_line import said  # rich loads when a command prints: not for --help, completion, a kept answer
 
 
 def _run_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
@@ -45,20 +46,15 @@ RESUMES = "interrupted — the run branch is where the last green lap left it; t
 
 def _call(function: Callable[..., int], *args: Any, interrupted: str = RESUMES, **kwargs: Any) -> None:
     """The one place where errors become messages and exit codes; `interrupted`: what Ctrl-C means."""
-    from ralph.show import ui  # every command prints: loaded here, not for --help and completion
-
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = function(*args, **kwargs)
     except RalphError as exc:
-        ui.error(str(exc))
-        code = exc.exit_code
+        code = said(str(exc), exc.exit_code)
     except (KeyboardInterrupt, Interrupted):
-        ui.error(interrupted)
-        code = Exit.INTERRUPTED
+        code = said(interrupted, Exit.INTERRUPTED)
     except Exception as error:
-        ui.error(_crashed(error))
-        code = Exit.ERROR
+        code = said(_crashed(error), Exit.ERROR)
     sys.exit(int(code))
 
 
@@ -203,7 +199,7 @@ def tell(message: str, run_name: str | None, remote: str | None) -> None:
 @JSON_OPTION
 def log(run_name: str | None, as_json: bool) -> None:
     """One row a lap: status, reason, duration, files changed, TODO."""
-    from ralph.commands.log import log as do_log
+    from ralph.commands.answers import log as do_log  # a kept answer, else ralph.commands.log
 
     _call(do_log, Path.cwd(), run_name, as_json=as_json)
 
@@ -214,7 +210,7 @@ def log(run_name: str | None, as_json: bool) -> None:
 @JSON_OPTION
 def show(lap: int, run_name: str | None, as_json: bool) -> None:
     """A lap's record, diffstat and check output."""
-    from ralph.commands.show import show as do_show
+    from ralph.commands.answers import show as do_show  # a kept answer, else ralph.commands.show
 
     _call(do_show, Path.cwd(), lap, run_name, as_json=as_json)
 
@@ -225,7 +221,7 @@ def show(lap: int, run_name: str | None, as_json: bool) -> None:
 @click.option("--remote", metavar="REMOTE", help="The run as this git remote has it, its workers too.")
 def status(run_name: str | None, as_json: bool, remote: str | None) -> None:
     """Last green, laps used, fuses, done or not."""
-    from ralph.commands.status import status as do_status
+    from ralph.commands.answers import status as do_status  # a kept answer, else ralph.commands.status
 
     _call(do_status, Path.cwd(), run_name, as_json=as_json, remote=remote)
 

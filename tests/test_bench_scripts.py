@@ -23,7 +23,7 @@ TINY = {
     "parallel.py": ["--items", "2", "--sleep", "0.2", "--slots", "2", "--workers", ""],
     "run_start.py": ["--sizes", "100", "--reps", "1"],
     "sandbox_cost.py": ["--sizes", "20", "--laps", "1", "--reps", "1"],
-    "status_time.py": ["--runs", "1", "--laps", "1", "--long", "0", "--reps", "1"],
+    "status_time.py": ["--runs", "1", "--laps", "1", "--long", "0", "--reps", "1", "--after-runs", "1"],
     "todo_parse.py": ["--items", "100", "--reps", "1"],
     "token_growth.py": ["--laps", "2"],
 }

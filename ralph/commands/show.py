@@ -15,6 +15,7 @@ from ralph.records import ledger
 from ralph.records.formats import LapRecord, LapStatus
 from ralph.records.ledger import Lap, RunState
 from ralph.show import ui
+from ralph.show.read_beside import watch
 
 CALLS_SHOWN = 25  # the lap's first tool calls; the transcript has them all
 
@@ -150,6 +151,8 @@ class _Kept:
     def __init__(self, folder: Path, kind: str):
         self.folder, self.kind = folder, kind
         self.transcript = folder / "transcript.jsonl"
+        watch(self.transcript)  # read beside git: a kept answer holds while these are as they are
+        watch(folder / "agent.log")
         self.records: list[dict] = []
         self.unreadable = ""
         if kind == "openai" and self.transcript.is_file():

@@ -16,6 +16,8 @@ All of it lives under the repository's common git dir, nothing in the user's wor
     refs/notes/ralph                  lap records: a JSON note on each lap commit
     refs/ralph-remote/notes           `--remote`: the remote's notes as last fetched
     <git-common-dir>/ralph/<run>/     the run's lock, its laps' logs and transcripts (lap-<n>/)
+    <git-common-dir>/ralph/.answers/  what status, log and show printed, for the same question asked
+                                      again (ralph/commands/answers.py, which runs this file alone)
 
 Names only: nothing here runs git, so any module may ask (ralph/isolation/ included).
 """
@@ -136,6 +138,11 @@ def ralph_dir(common_dir: Path) -> Path:
 def run_dir(common_dir: Path, run: str) -> Path:
     """`<git-common-dir>/ralph/<run>`: the run's lock and its laps' logs and transcripts."""
     return ralph_dir(common_dir) / run
+
+
+def answers_dir(common_dir: Path) -> Path:
+    """`<git-common-dir>/ralph/.answers`: what status, log and show printed (a name no run takes)."""
+    return ralph_dir(common_dir) / ".answers"
 
 
 def lap_dir(run_folder: Path, lap: int) -> Path:

@@ -15,8 +15,14 @@ from rich.text import Text
 from ralph.show import events
 from ralph.show.text import printable
 
-console = Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def new_console(*, stderr: bool = False) -> Console:
+    """A console as ralph's own are made: drawing for the stream as it is when it prints."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+console = new_console()
+errors = new_console(stderr=True)
 
 # by the stored words of records.LapStatus (a StrEnum, so its members look up as themselves): what
 # ralph prints sits below the records it prints, and the git door prints too
