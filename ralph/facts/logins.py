@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 MAX_BYTES = 1 << 20  # a login file is small; a bigger one is no login of a tool's
 
 
@@ -109,6 +107,8 @@ def _kept(data: bytes, file: LoginFile) -> bytes | None:
 
 
 def _parsed(data: bytes, *, yaml_file: bool) -> object:
+    import yaml  # here, not at the top: every ralph command imports this module (presets), few read a login
+
     text = data.decode("utf-8", "replace")
     try:
         return yaml.safe_load(text) if yaml_file else json.loads(_without_comments(text))
