@@ -280,3 +280,26 @@ def test_the_names_are_layouts_and_rich_reads_no_variable_the_key_does_not_hold(
     console = Path(importlib.import_module("rich.console").__file__ or "").read_text()
     read = set(re.findall(r"""(?:environ\.get|getenv)\(\s*["']([A-Z_]+)["']""", console))
     assert read - {*answers.PRINTING, *answers.PRINTING_TOO} == {"DATABRICKS_RUNTIME_VERSION"}  # in Jupyter only
+
+
+def test_a_fifo_or_a_link_where_answers_are_kept_neither_hangs_nor_reaches_past_the_git_dir(tmp_path: Path):
+    """What an unsandboxed lap can plant in the git dir: a FIFO in an answer's place (reading it
+    would wait for ever), the answers' folder a link to a folder of the user's (where the oldest
+    files beyond KEPT would be deleted)."""
+    repo = with_a_run(tmp_path)
+    expected = read_anew(repo, "status").stdout
+    for answer in (repo / ".git" / "ralph" / ".answers").glob("*.json"):
+        answer.unlink()
+        os.mkfifo(answer)
+    asked = [sys.executable, "-m", "ralph", "status"]
+    said = subprocess.run(asked, cwd=repo, capture_output=True, text=True, timeout=60)
+    assert (said.returncode, said.stdout) == (0, expected)
+    users = tmp_path / "users"
+    users.mkdir()
+    for number in range(70):
+        (users / f"{number:02d}.json").write_text("mine")
+    shutil.rmtree(repo / ".git" / "ralph" / ".answers")
+    (repo / ".git" / "ralph" / ".answers").symlink_to(users)
+    said = subprocess.run(asked, cwd=repo, capture_output=True, text=True, timeout=60)
+    assert (said.returncode, said.stdout) == (0, expected)
+    assert sorted(path.name for path in users.iterdir()) == [f"{number:02d}.json" for number in range(70)]

@@ -42,6 +42,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -202,7 +203,7 @@ class _Place:
     def kept(self) -> str | None:
         """The answer kept here, when its key is this state's; None at any doubt."""
         try:
-            stored = json.loads(self.file.read_text(encoding="utf-8"))
+            stored = json.loads(_regular_text(self.file))
             watched = [(str(path), stat(str(path))) for path in stored["watched"]]
             if isinstance(stored["text"], str) and stored["key"] == _key(self.state, watched, stored["text"]):
                 return stored["text"]
@@ -308,11 +309,25 @@ def _key(state: list[Any], watched: Noted, text: str) -> str:
     return hashlib.sha256(json.dumps([state, watched, text]).encode()).hexdigest()
 
 
+def _regular_text(file: Path) -> str:
+    """The file's text when it is a regular file itself: not a link (to anywhere), not a FIFO whose
+    read would wait for ever (an unsandboxed lap can write the git dir); else OSError."""
+    descriptor = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as opened:
+        if not S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(f"{file} is no regular file")
+        return opened.read().decode("utf-8")
+
+
 def _write(file: Path, text: str) -> None:
-    """Written whole or not at all (a file beside it, renamed over it); the oldest beyond KEPT go."""
+    """Written whole or not at all (a file beside it, renamed over it); the oldest beyond KEPT go.
+    Only in a folder of its own: a link in its place (to a folder of the user's, where the oldest
+    files would go) keeps no answer (OSError)."""
     import tempfile  # only when an answer is written
 
     file.parent.mkdir(parents=True, exist_ok=True)
+    if not S_ISDIR(os.lstat(file.parent).st_mode):
+        raise OSError(f"{file.parent} is no folder of ralph's")
     handle, temporary = tempfile.mkstemp(dir=file.parent, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as written:
