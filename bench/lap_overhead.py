@@ -13,7 +13,7 @@ in-note overhead = duration_s - agent.duration_s - sum(checks[].duration_s); the
 lap's wall time (the workspace's checkout, writing the note and refs) happens outside duration_s.
 "bare git" is the same lap by hand with the git CLI, one worktree reused as ralph reuses its
 workspace: `checkout -f --detach` + `clean -fd` (ignored files kept, as ralph keeps them), the
-same agent command, `add -A`, `commit`, `update-ref`; it runs just before each of ralph's laps
+same agent command, `add -A`, `commit`, the check (`true`, through a shell), `update-ref`; it runs just before each of ralph's laps
 on the same repository, so each pair shares the machine's mood. "prepare s" is the lap note's
 prepare_s (ralph's reset of its workspace to the green commit); "git reset s" is the bare lap's
 checkout + clean, git's own floor for that step. "checkout s" is ralph's `read-tree -u` (both
@@ -87,7 +87,7 @@ def ralph_laps(clock: LapClock, repo: Path, name: str, laps: int) -> list[dict]:
 def bare_lap(repo: Path) -> tuple[float, float]:
     """A lap done by hand with the git CLI, as the shortest script would: one reused worktree
     reset to the line's tip (`checkout -f --detach`, `clean -fd`: ignored files kept, as ralph
-    keeps them), the same agent command, `add -A`, `commit`, `update-ref`. Returns the whole
+    keeps them), the same agent command, `add -A`, `commit`, the check, `update-ref`. Returns the whole
     lap's seconds and those of its reset (git's floor for ralph's `prepare_s`)."""
     number = next(BARE_NUMBERS)
     worktree = repo.parent / f"bare-{repo.name}"  # one per repository measured
@@ -103,6 +103,7 @@ def bare_lap(repo: Path) -> tuple[float, float]:
         subprocess.run(["sh", "-c", TICK_ONE], cwd=worktree, check=True, env=dict(os.environ, RALPH_LAP=str(number)))
         git(worktree, "add", "-A")
         git(worktree, "commit", "-q", "-m", f"bare {number}")
+        subprocess.run(["sh", "-c", "true"], cwd=worktree, check=True)  # the check, as ralph's runs it: a shell
         git(worktree, "update-ref", "refs/bare/line", "HEAD")
 
     reset_s = timed(reset)[0]

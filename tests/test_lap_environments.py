@@ -760,3 +760,34 @@ def test_what_the_baselines_checks_made_is_kept_until_a_lap_changes_it(tmp_path:
     assert second["status"] == "red" and "computed: fail" in second["checks"][0]["output_tail"], second
     assert "build/verdict.txt" in second["removed_before_checks"]
     assert result.returncode == 3, result.stdout + result.stderr
+
+
+# What a lap's checks leave in the tree, unignored: from the second lap on, strict mode's one
+# listing of untracked files deletes it in place of a `git clean` (Workspace.checkout).
+SEEING_AGENT = r"""
+import os, pathlib
+lap = os.environ["RALPH_LAP"]
+seen = [name for name in ("check_made.txt", "check_dir", "__pycache__/stale.pyc") if os.path.lexists(name)]
+pathlib.Path(f"seen-{lap}.txt").write_text(f"{seen}\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+LITTERING_CHECK = (
+    "import os, pathlib; pathlib.Path('check_made.txt').write_text('x'); os.makedirs('check_dir', exist_ok=True); "
+    "os.makedirs('__pycache__', exist_ok=True); pathlib.Path('__pycache__/stale.pyc').write_bytes(b'x')"
+)
+
+
+def test_what_a_laps_checks_leave_is_gone_before_the_next_lap_and_in_no_commit(tmp_path: Path):
+    agent = agent_command(tmp_path, SEEING_AGENT)
+    todo = "- [ ] one\n- [ ] two\n- [ ] three\n"
+    checks = [f'{PY} -c "{LITTERING_CHECK}"']
+    repo = make_repo(tmp_path / "repo", {"TODO.md": todo, "ralph.yaml": config(agent, checks)})
+    result = ralph(repo, "run", "--name", "litter")
+    assert result.returncode == 0, result.stdout + result.stderr
+    notes = lap_notes(repo, "litter")
+    assert [note["status"] for note in notes] == ["green"] * 3
+    for number, note in enumerate(notes, 1):
+        files = git(repo, "ls-tree", "-r", "--name-only", note["commit"]).split("\n")
+        assert not [path for path in files if path.startswith(("check_", "__pycache__"))], files
+        assert git(repo, "show", f"{note['commit']}:seen-{number}.txt") == "[]"

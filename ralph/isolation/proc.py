@@ -7,6 +7,7 @@ is stopped and what its environment may contain.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import selectors
@@ -69,6 +70,7 @@ LAP_GIT = dict(GIT_CONFIG)
 _QUIET = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every variable of every git command ralph runs
 def is_secret(name: str, value: str = "") -> bool:
     """Whether a variable is kept from ralph's own commands (git, gh) and from ralph's own
     environment block: by its name, or by its value (a URL with a user or password in it)."""
@@ -179,6 +181,7 @@ def run(
     hears the output as it comes; `idle` stops it like a timeout when it falls silent.
     """
     token = uuid.uuid4().hex
+    sweep = sweep and jail is None  # a sandbox's PID namespace ends all it holds with its first process
     spare = orphans.children() if sweep and orphans.adopting() else None
     env = dict(os.environ if env is None else env, **{TOKEN_VAR: token})
     started = time.monotonic()

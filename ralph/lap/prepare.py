@@ -79,13 +79,15 @@ def workspace_at(ctx: RunContext, commit: str, lap: int, log_dir: Path, *, for_c
     another. Raises SetupFailed, and CopyFailed before the checks."""
     workspace, config = ctx.workspace, ctx.config
     events.emit("phase_changed", phase="preparing")
-    # Bytecode matters to the checks only: the agent runs whatever it likes anyway.
-    removed = workspace.checkout(commit, bytecode=for_checks)
+    # Bytecode matters to the checks only: the agent runs whatever it likes anyway. Strict, once
+    # the baseline's files are known, one listing of the untracked files does the clean's work.
+    listed = config.strict and workspace.provision.base_made is not None
+    removed = workspace.checkout(commit, bytecode=for_checks, clean=not listed)
     setup = bool(config.setup) and workspace.needs_setup(commit, config.setup_inputs, for_checks=for_checks)
     if config.strict:
         if lap and not for_checks:  # (the first lap's start: what is there is the baseline's)
             workspace.provision.note_base_made()
-        untrusted, changed = workspace.remove_untrusted()
+        untrusted, changed = workspace.remove_untrusted(bytecode=for_checks and listed)
         removed += untrusted if for_checks else []
         setup = setup or bool(changed)
     if setup and (config.strict or not for_checks):

@@ -16,13 +16,16 @@ from ralph.isolation.git_syntax import unquoted
 from ralph.workspace.own_git import OwnGit
 from ralph.workspace.provision import under
 
+_NAMED = 200  # .gitignore files named to git one by one, at most
 
-def remove_what_its_own_rules_hide(own: OwnGit, aside: Path, kept: tuple[str, ...]) -> None:
+
+def remove_what_its_own_rules_hide(own: OwnGit, aside: Path, kept: tuple[str, ...], ignores: list[str]) -> None:
     """Delete what the lap's own ignore rules (a new .gitignore, a line added to one) hide and
     the checked-out commit's do not: a module its code imports, a venv or a build it made, a
     tool's cache that ignores itself (pytest's, mypy's). Such files would be in no commit, yet
-    the checks would find them in the tree; the rules themselves are committed."""
-    rules = _lap_rules(own, kept)
+    the checks would find them in the tree; the rules themselves are committed. `ignores`: every
+    `.gitignore` in the tree now (safe_tree's walk)."""
+    rules = _lap_rules(own, kept, ignores)
     if not rules:
         return
     seen_by_lap = set(own.untracked("--exclude-standard"))
@@ -47,10 +50,12 @@ def remove_what_its_own_rules_hide(own: OwnGit, aside: Path, kept: tuple[str, ..
             remove_path(own.tree / path)
 
 
-def _lap_rules(own: OwnGit, kept: tuple[str, ...]) -> list[str]:
+def _lap_rules(own: OwnGit, kept: tuple[str, ...], ignores: list[str]) -> list[str]:
     """The `.gitignore` files the lap added, changed or deleted: plain files (or gone) in plain
-    folders, none of setup's (a venv's own)."""
-    added = own.untracked("--", ":(glob)**/.gitignore")
+    folders, none of setup's (a venv's own). Of those in the tree, git says which are untracked
+    (named one by one, git lists only their folders, not the whole tree; a glob past _NAMED)."""
+    named = [f":(literal){path}" for path in ignores] if len(ignores) <= _NAMED else [":(glob)**/.gitignore"]
+    added = own.untracked("--", *named) if ignores else []
     listing = own.run(
         "-c", "core.quotePath=true", "diff", "--name-only", "--ignore-submodules=all", "--", ":(glob)**/.gitignore"
     ).output

@@ -178,8 +178,9 @@ class OwnGit:
         return done
 
     def untracked(self, *args: str) -> list[str]:
-        """`git ls-files -o ARGS`, names read back byte for byte (quoted by git, no UTF-8 needed)."""
-        listing = self.run("-c", "core.quotePath=true", "ls-files", "-o", *args).output
+        """`git ls-files -o ARGS`, names read back byte for byte (quoted by git, no UTF-8 needed);
+        every folder listed, as `usable` makes them (a folder git skips hides what is in it)."""
+        listing = self.usable("-c", "core.quotePath=true", "ls-files", "-o", *args).output
         return [unquoted(line) for line in listing.splitlines() if line]
 
     def restore_index(self) -> None:

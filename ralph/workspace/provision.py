@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ralph.errors import RalphError
-from ralph.isolation.files import remove_path, walk
+from ralph.isolation.files import remove_bytecode, remove_path, walk
 from ralph.workspace.own_git import OwnGit
 
 
@@ -122,17 +122,24 @@ class Provision:
         if self.base_made is None:
             self.base_made = {path: info for path, info in self.untracked().items() if path not in self.trusted}
 
-    def remove_untrusted(self) -> tuple[list[str], list[str]]:
+    def remove_untrusted(self, *, bytecode: bool = False) -> tuple[list[str], list[str]]:
         """Delete the untracked files and folders neither setup nor the base commit's code made
-        (`base_made`: only while unchanged); returns them (a folder, not also what was in it),
-        and those setup made that were changed or deleted since (which cannot be put back: the
-        caller empties the tree and sets it up again), as names fit to show (bytes that are no
-        UTF-8 replaced)."""
+        (`base_made`: only while unchanged), and with `bytecode` what is left of bytecode Python
+        could run in place of a source; returns the untrusted ones (a folder, not also what was
+        in it), and those setup made that were changed or deleted since (which cannot be put
+        back: the caller empties the tree and sets it up again), as names fit to show (bytes
+        that are no UTF-8 replaced). Once `base_made` is known this deletes all `git clean`
+        would, and more: a checkout needs no clean of its own (Workspace.checkout)."""
         now = {path: info for path, info in self.untracked().items() if not under(path, self.copied)}
         base_made = self.base_made or {}
         untrusted = sorted(path for path in now if path not in self.trusted and base_made.get(path) != now[path])
         for path in untrusted:
             remove_path(self.own.tree / path)
+        if bytecode:
+            gone = set(untrusted)
+            remove_bytecode(
+                self.own.tree, [path for path, info in now.items() if path not in gone and _bytecode(info, path)]
+            )
         if self.base_made is not None:
             gone = set(untrusted)
             self.base_made = {path: info for path, info in base_made.items() if path not in gone}
@@ -142,6 +149,12 @@ class Provision:
         found = set(untrusted)
         tops = [path for path in untrusted if os.path.dirname(path) not in found]
         return [_shown(path) for path in tops], [_shown(path) for path in changed]
+
+
+def _bytecode(info: tuple[int, ...], path: str) -> bool:
+    """Whether an untracked file (not a folder: its identity has two fields) is what
+    files.BYTECODE names: a `.pyc` or `.pyo`, or anything in a `__pycache__` folder."""
+    return len(info) != 2 and (path.endswith((".pyc", ".pyo")) or "/__pycache__/" in f"/{path}")
 
 
 def under(path: str, folders: tuple[str, ...]) -> bool:

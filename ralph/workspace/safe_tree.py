@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from ralph.isolation.files import PATH_MAX, regular_text, remove_path, walk
@@ -18,7 +19,15 @@ from ralph.isolation.files import PATH_MAX, regular_text, remove_path, walk
 _GIT_READS = frozenset({".gitignore", ".gitattributes", ".gitmodules"})  # files git opens in the work tree
 
 
-def make_safe_for_git(tree: Path, lap_git: Path) -> bool:
+@dataclass(frozen=True)
+class GitReads:
+    """What the walk met of the files git reads in the tree as rules."""
+
+    attributes: bool  # a `.gitattributes` anywhere git looks
+    ignores: list[str]  # every `.gitignore` file, relative to the tree (git decides which are its rules)
+
+
+def make_safe_for_git(tree: Path, lap_git: Path) -> GitReads:
     """What a lap's code may have left in tree/ that ralph's git must not meet, deleted:
     - a folder named `.git` below the top that is no repository: git never lists, stages or
       cleans what is in one, so a module there would reach the checks in no commit;
@@ -30,8 +39,8 @@ def make_safe_for_git(tree: Path, lap_git: Path) -> bool:
     - whatever lies deeper than a path can name (PATH_MAX), which ralph cannot look into.
     A repository that stays is staged as a gitlink (the lap is red for one it made).
     Returns whether a `.gitattributes` is left anywhere git looks (what converts a file's bytes
-    between the tree and its blob: eol, ident, encodings, filters)."""
-    top, within, attributes = str(tree), (tree, lap_git), False
+    between the tree and its blob: eol, ident, encodings, filters), and where `.gitignore` files are."""
+    top, within, attributes, ignores = str(tree), (tree, lap_git), False, []
     for folder, folders, files in walk(tree):
         # What ralph cannot name it cannot look at (git, from the top, may reach it): gone.
         beyond = _too_long(folder, (*folders, *files))
@@ -47,8 +56,10 @@ def make_safe_for_git(tree: Path, lap_git: Path) -> bool:
             if not os.path.islink(os.path.join(folder, name)) and not os.path.isfile(os.path.join(folder, name)):
                 remove_path(Path(folder, name))
         attributes = attributes or ".gitattributes" in files or ".gitattributes" in folders
+        if ".gitignore" in files and os.path.lexists(os.path.join(folder, ".gitignore")):
+            ignores.append(os.path.relpath(os.path.join(folder, ".gitignore"), top))
         folders[:] = [name for name in folders if name != ".git"]
-    return attributes
+    return GitReads(attributes, ignores)
 
 
 def _too_long(folder: str, names: tuple[str, ...]) -> set[str]:

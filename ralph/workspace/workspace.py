@@ -40,7 +40,7 @@ from ralph.workspace.lap_rules import remove_what_its_own_rules_hide
 from ralph.workspace.own_git import UNLISTABLE, OwnGit, exact_staging, make_git_dir
 from ralph.workspace.places import folder_for, trash
 from ralph.workspace.provision import Provision, SetupFailed
-from ralph.workspace.safe_tree import make_safe_for_git, submodule_heads
+from ralph.workspace.safe_tree import GitReads, make_safe_for_git, submodule_heads
 
 
 class WorkspaceTampered(RalphError):
@@ -188,17 +188,18 @@ class Workspace:
         if self.unchecked:
             self._make_safe_for_git()
 
-    def _make_safe_for_git(self) -> bool:
-        """Returns whether a `.gitattributes` is in the tree (safe_tree.make_safe_for_git)."""
+    def _make_safe_for_git(self) -> GitReads:
+        """Returns what of git's rules files is in the tree (safe_tree.make_safe_for_git)."""
         self.unchecked = False
         return make_safe_for_git(self.tree, self.lap_git)
 
-    def checkout(self, commit: str, *, bytecode: bool = True) -> list[str]:
+    def checkout(self, commit: str, *, bytecode: bool = True, clean: bool = True) -> list[str]:
         """Make tree/'s tracked files exactly what `commit` holds: every file that differs from
         the last checkout or that anything wrote since is written anew from its blob (so no
-        encoding, ident or eol trick leaves bytes the commit does not hold); untracked files
-        removed but ignored ones and `kept`, and, with `bytecode`, the bytecode Python could run
-        in place of a source. Costs in proportion to what changed. Returns what was deleted.
+        encoding, ident or eol trick leaves bytes the commit does not hold); with `clean`,
+        untracked files removed but ignored ones and `kept`, and, with `bytecode`, the bytecode
+        Python could run in place of a source (without: the caller's `remove_untrusted` does
+        both, from one listing). Costs in proportion to what changed. Returns what was deleted.
 
         The commit ralph just made of the files as staged, no code of a lap's run since, and
         nothing that converts a file's bytes (exact_staging): the tree already holds it, file for
@@ -209,6 +210,8 @@ class Workspace:
             self.own.took_staged(commit)
         else:
             self.own.read_tree(commit)
+        if not clean:
+            return []
         cleaned = self.own.usable("clean", "-ffd", *excluded(self.provision.kept)).output
         if bytecode:  # left after the clean (ignored, or setup's): it must not run in place of a source
             remove_bytecode(self.tree, self.own.untracked("--", *BYTECODE))
@@ -248,8 +251,8 @@ class Workspace:
         own = self.own
         own.restore_index()
         self.staged = None
-        attributes = self._make_safe_for_git()
-        remove_what_its_own_rules_hide(own, self.root / "rules-aside", self.provision.kept)
+        reads = self._make_safe_for_git()
+        remove_what_its_own_rules_hide(own, self.root / "rules-aside", self.provision.kept, reads.ignores)
         submodules = submodule_heads(self.tree, self.lap_git, own.gitlinks())
         spared = [*own.unignored(self.provision.kept), *submodules]
         left_out = [f":(exclude,literal){path}" for path in spared]
@@ -262,7 +265,7 @@ class Workspace:
         elif moved := "".join(f"160000 {head}\t{path}\n" for path, head in submodules.items() if head):
             own.run("update-index", "--index-info", input=moved)
         tree = own.run(*git.DURABLE, "write-tree").output.strip()
-        self.staged = tree if refusal is None and not attributes and exact_staging() else None
+        self.staged = tree if refusal is None and not reads.attributes and exact_staging() else None
         return tree, refusal
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
@@ -278,8 +281,8 @@ class Workspace:
     def needs_setup(self, commit: str, inputs: list[str], *, for_checks: bool) -> bool:
         return self.provision.needs_setup(commit, inputs, for_checks=for_checks)
 
-    def remove_untrusted(self) -> tuple[list[str], list[str]]:
-        return self.provision.remove_untrusted()
+    def remove_untrusted(self, *, bytecode: bool = False) -> tuple[list[str], list[str]]:
+        return self.provision.remove_untrusted(bytecode=bytecode)
 
     def set_up(
         self,
