@@ -16,5 +16,6 @@ def run(options: RunOptions) -> Exit:
     of its environment, so this comes before anything else of the run."""
     harden(sys.argv[1:])
     code = api.run_with(options)
-    answers.after_run(options.cwd)  # the first `ralph status` after the run is answered at once
+    if options.slot is None:  # (a slot's end is not the run's: its coordinator keeps them)
+        answers.after_run(options.cwd)  # the first `ralph status` after the run is answered at once
     return code

@@ -17,7 +17,8 @@ from ralph.show import view
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """`ralph run`'s options, as the command line gave them. Which mode they make this process is
-    mode_of's to say: nothing else reads parallel, slot, remote or best_of."""
+    mode_of's to say: nothing else reads parallel, slot, remote or best_of (but `ralph run`, which
+    keeps the answers of `ralph status` at the end of a run, not of a slot)."""
 
     cwd: Path
     config_path: Path | None = None
