@@ -1,0 +1,270 @@
+"""Attacks on what a lap's tree holds before its checks (issue 41, third pass): strict mode's one
+listing in place of `git clean`, the lap's own .gitignore rules found by the safety walk, and
+sandboxed commands ended by their PID namespace alone."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers.repos import PY, SANDBOX_MODES, make_repo
+from helpers.running import lap_notes, ralph
+
+
+def config(agent: str, checks: list, **sections: object) -> str:
+    data = {"goal": "Finish the job", "agent": {"kind": "command", "command": agent}, "checks": checks}
+    return json.dumps({**data, **sections})
+
+
+def agent_command(tmp_path: Path, source: str) -> str:
+    (tmp_path / "agent.py").write_text(source)
+    return f"{PY} {tmp_path / 'agent.py'}"
+
+
+TICK = """
+pathlib.Path("work.txt").write_text(os.environ.get("RALPH_LAP", "?"))
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+
+# --- 3. a sandboxed lap's stragglers -----------------------------------------------------------
+
+DAEMON_AGENT = (
+    r"""
+import os, pathlib, signal, sys, time
+out = pathlib.Path(os.environ["OUT"])
+def daemon(tag):
+    if os.fork():
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    os.environ.clear()
+    os.closerange(0, 256)
+    time.sleep(4)
+    (out / f"late-{tag}").write_text("alive")
+    os._exit(0)
+daemon("agent-" + os.environ["RALPH_LAP"])
+os.system("nohup sh -c 'sleep 4; echo x > \"$OUT/late-nohup\"' >/dev/null 2>&1 &")
+"""
+    + "import os, pathlib\n"
+    + TICK
+)
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_a_sandboxed_laps_daemons_do_not_outlive_its_phase(tmp_path: Path, sandbox: str):
+    out = tmp_path / "out"
+    out.mkdir()
+    agent = agent_command(tmp_path, DAEMON_AGENT)
+    daemon_check = (
+        f'{PY} -c "import os,time,signal\nif os.fork()==0:\n os.setsid()\n signal.signal(signal.SIGTERM,signal.SIG_IGN)\n'
+        f" time.sleep(4)\n open(os.environ['OUT']+'/late-check','w').write('x')\n os._exit(0)\""
+    )
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "TODO.md": "- [ ] one\n",
+            ".gitignore": "late-hook\n",
+            "ralph.yaml": config(
+                agent,
+                [daemon_check, "sh -c 'sleep 5; ! ls late-hook 2>/dev/null'"],
+                setup=[daemon_check.replace("late-check", "late-setup")],
+                env={"pass": ["OUT"]},
+                sandbox={"mode": sandbox, "writable": [str(out)]},
+            ),
+        },
+    )
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    # (a hook's sandbox cannot write `out`: its straggler writes into the tree, where the check looks)
+    hook_daemon = daemon_check.replace("os.environ['OUT']+'/late-check'", "'late-hook'")
+    hook.write_text("#!/bin/sh\necho hook ran\n" + hook_daemon + "\n")
+    hook.chmod(0o755)
+    result = ralph(repo, "run", "--name", "daemons", env={"OUT": str(out)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert lap_notes(repo, "daemons")[0]["status"] == "green"
+    time.sleep(5)
+    left = sorted(os.listdir(out))
+    assert left == [], left
+    assert "hook ran" in (repo / ".git/ralph/daemons/baseline/hook-pre-commit.log").read_text()
+
+
+# --- 1. what one listing must delete before the checks -----------------------------------------
+
+# Lap 1's checks leave an ignored module; lap 2's committed test imports it: it must fail.
+LEAVING_CHECK = """\
+import os, pathlib, sys
+lap = os.environ.get("RALPH_LAP", "0")
+if lap == "1":
+    pathlib.Path("build").mkdir(exist_ok=True)
+    pathlib.Path("build/helper.py").write_text("VALUE = 42\\n")
+if os.path.exists("use_helper.py"):
+    sys.path.insert(0, "build")
+    import use_helper
+print("ok")
+"""
+LEAVING_AGENT = r"""
+import os, pathlib
+lap = os.environ["RALPH_LAP"]
+pathlib.Path("NOTES.md").write_text(f"lap {lap}\n")
+if lap == "2":
+    pathlib.Path("use_helper.py").write_text("import helper\nassert helper.VALUE == 42\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_an_ignored_module_a_laps_checks_left_is_gone_before_the_next_checks(tmp_path: Path, sandbox: str):
+    agent = agent_command(tmp_path, LEAVING_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "check.py": LEAVING_CHECK,
+            ".gitignore": "build/\n",
+            "TODO.md": "- [ ] one\n- [ ] two\n",
+            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 2}, sandbox={"mode": sandbox}),
+        },
+    )
+    ralph(repo, "run", "--name", "leave")
+    notes = lap_notes(repo, "leave")
+    assert notes[1]["status"] == "red", notes[1]
+
+
+# The baseline's checks compile calc.py to bytecode Python runs without looking at the source
+# (unchecked-hash), in an ignored __pycache__ (base_made); lap 1 breaks calc.add.
+BYTECODE_CHECK = (
+    "sh -c 'if [ ! -e build.stamp ]; then "
+    + PY
+    + " -m compileall -q --invalidation-mode unchecked-hash pkg/calc.py && touch build.stamp; fi; "
+    + PY
+    + ' -c "import sys; from pkg import calc; sys.exit(calc.add(2, 3) != 5)"\''
+)
+BREAKING_AGENT = r"""
+import os, pathlib
+calc = pathlib.Path("pkg/calc.py")
+calc.write_text(calc.read_text().replace("a + b", "a - b"))
+for name in os.environ.get("PLANT", "").split():
+    pathlib.Path(name).write_text("home = /usr\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "",
+        pytest.param(
+            "pkg/pyvenv.cfg",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="older than issue 41: a committed pyvenv.cfg beside a package makes remove_bytecode spare "
+                "the baseline's bytecode there; an unchecked-hash .pyc then runs in place of the lap's source",
+            ),
+        ),
+    ],
+)
+def test_the_baselines_stale_bytecode_does_not_run_in_place_of_a_laps_source(tmp_path: Path, plant: str):
+    agent = agent_command(tmp_path, BREAKING_AGENT.replace('os.environ.get("PLANT", "")', repr(plant)))
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "pkg/__init__.py": "",
+            "pkg/calc.py": "def add(a, b):\n    return a + b\n",
+            ".gitignore": "__pycache__/\nbuild.stamp\n",
+            # The user lets the lap change a pyvenv.cfg there (never in scope otherwise).
+            "TODO.md": "- [ ] one (may change: pkg/pyvenv.cfg)\n",
+            "ralph.yaml": config(agent, [BYTECODE_CHECK], limits={"max_laps": 1}),
+        },
+    )
+    ralph(repo, "run", "--name", "stale")
+    (note,) = lap_notes(repo, "stale")
+    assert note["checks"][0]["exit_code"] != 0, note
+    assert note["status"] == "red", note
+
+
+# --- 2. the lap's own .gitignore rules ---------------------------------------------------------
+
+HIDING_AGENT = r"""
+import os, pathlib
+folders = FOLDERS
+for folder in folders:
+    top = os.path.join(os.getcwd().encode(), folder)
+    os.makedirs(top, exist_ok=True)
+    if folder.startswith(b"link"):  # the rules through a link, as a lap could write them
+        with open(b"rules.txt", "wb") as f:
+            f.write(b"hidden.py\n")
+        os.symlink(os.path.relpath(b"rules.txt", folder), os.path.join(top, b".gitignore"))
+    else:
+        with open(os.path.join(top, b".gitignore"), "ab") as f:
+            f.write(b"\nhidden.py\n")
+    with open(os.path.join(top, b"hidden.py"), "wb") as f:
+        f.write(b"X = 1\n")
+pathlib.Path("NOTES.md").write_text("hid\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+FINDING_CHECK = """\
+import os, sys
+found = [os.path.join(d, f) for d, _, fs in os.walk(b".") for f in fs if f == b"hidden.py"]
+print(found)
+sys.exit(1 if found else 0)
+"""
+ODD = {
+    "nested-new": [b"a/b/c"],
+    "spaces-glob": [b"we ird [x]*?", b"x/**"],
+    "newline": [b"new\nline"],
+    "non-utf8": [b"caf\xe9", b"\xff\xfe"],
+    "backslash-quote": [b'q"uo\\te', b":(glob)x"],
+    "many-250": [f"d{n:03}".encode() for n in range(250)],
+    "exactly-200": [f"d{n:03}".encode() for n in range(199)],
+    "link": [b"link/a"],
+    "tracked-nested": [b"sub"],
+}
+
+
+@pytest.mark.parametrize("folders", list(ODD.values()), ids=list(ODD))
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_a_laps_new_gitignore_hides_no_file_the_checks_see(tmp_path: Path, folders: list[bytes], sandbox: str):
+    agent = agent_command(tmp_path, HIDING_AGENT.replace("FOLDERS", repr(folders)))
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "check.py": FINDING_CHECK,
+            "sub/.gitignore": "*.log\n",
+            "TODO.md": "- [ ] one\n",
+            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 1}, sandbox={"mode": sandbox}),
+        },
+    )
+    ralph(repo, "run", "--name", "hide")
+    (note,) = lap_notes(repo, "hide")
+    # (red anyway: a .gitignore is never in scope without a grant; what matters is what the check saw)
+    seen = ast.literal_eval(note["checks"][0]["output_tail"].strip())
+    committed = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", "-z", note["commit"]], cwd=repo, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    assert [path for path in seen if path.removeprefix(b"./") not in committed] == [], (seen, committed)
+
+
+# --- outside this change: the paths never in scope, matched by patterns that stop at a newline -----
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="older, verdict/scope.py: a path with a newline in a folder's name matches none of NEVER's patterns "
+    "(a/b/.gitignore is never in scope, a\\nb/.gitignore is in it)",
+)
+@pytest.mark.parametrize("path", ["a\nb/.gitignore", "x\ny/setup.cfg", "x\ny/node_modules/m/index.js"])
+def test_a_newline_in_a_folders_name_does_not_put_a_path_in_scope(path: str):
+    from ralph.verdict.scope import Scope
+
+    assert Scope().why_not(path.replace("\n", "/"), (), ()) == "never"  # the same path without it
+    assert Scope().why_not(path, (), ()) == "never"
