@@ -46,7 +46,13 @@ def daemon(tag):
         os._exit(0)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
-    os.environ.clear()
+    import ctypes  # its environment's bytes overwritten where /proc/PID/environ reads them
+    libc = ctypes.CDLL(None)
+    block = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+    n = 0
+    while block[n]:
+        ctypes.memset(block[n], ord("x"), len(ctypes.string_at(block[n])))
+        n += 1
     os.closerange(0, 256)
     time.sleep(4)
     (out / f"late-{tag}").write_text("alive")
@@ -162,6 +168,7 @@ todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
     "plant",
     [
         "",
+        "pkg/__pycache__/pyvenv.cfg",  # ignored, so in no commit: deleted before the bytecode is looked at
         pytest.param(
             "pkg/pyvenv.cfg",
             marks=pytest.mark.xfail(
@@ -268,3 +275,88 @@ def test_a_newline_in_a_folders_name_does_not_put_a_path_in_scope(path: str):
 
     assert Scope().why_not(path.replace("\n", "/"), (), ()) == "never"  # the same path without it
     assert Scope().why_not(path, (), ()) == "never"
+
+
+# The baseline's checks make build/ (ignored, kept as the baseline's while unchanged); the lap's
+# agent adds a module in it, links one of its files, or leaves the folder unsearchable; its committed
+# check imports the module.
+BASE_CHECK = """\
+import os, pathlib, sys
+build = pathlib.Path("build")
+if not build.exists():
+    build.mkdir()
+    (build / "base.py").write_text("BASE = 1\\n")
+if os.path.exists("use.py"):
+    os.chmod(build, 0o755) if os.path.isdir(build) else None
+    sys.path.insert(0, "build")
+    import use
+print("ok")
+"""
+INTO_BASE_AGENT = r"""
+import os, pathlib
+how = HOW
+pathlib.Path("use.py").write_text("import extra\n")
+pathlib.Path("build/extra.py").write_text("X = 1\n")
+if how == "link":
+    os.remove("build/extra.py")
+    os.link("build/base.py", "build/extra.py")
+if how == "unsearchable":
+    os.chmod("build", 0o600)
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+
+
+@pytest.mark.parametrize("how", ["add", "link", "unsearchable"])
+def test_a_module_the_agent_puts_in_the_baselines_folder_is_gone_before_the_checks(tmp_path: Path, how: str):
+    agent = agent_command(tmp_path, INTO_BASE_AGENT.replace("HOW", repr(how)))
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "check.py": BASE_CHECK,
+            ".gitignore": "build/\n",
+            "TODO.md": "- [ ] one\n",
+            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 1}),
+        },
+    )
+    ralph(repo, "run", "--name", "base")
+    (note,) = lap_notes(repo, "base")
+    assert note["status"] == "red" and note["checks"][0]["exit_code"] != 0, note
+    assert "No module named 'extra'" in note["checks"][0]["output_tail"], note
+
+
+# The agent leaves ignored files whose names git quotes; the checks must not see one of them.
+ODD_LEAVING_AGENT = r"""
+import os, pathlib
+for name in [b"we\nird.tmp", b"caf\xe9.tmp", b'q"uo\\te.tmp', b"tab\there.tmp", b"d\xff/in.tmp", b" lead.tmp", b"-x.tmp"]:
+    path = os.path.join(os.getcwd().encode(), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"X = 1\n")
+pathlib.Path("NOTES.md").write_text("left\n")
+todo = pathlib.Path("TODO.md")
+todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
+"""
+TMP_CHECK = """\
+import os, sys
+found = [os.path.join(d, f) for d, _, fs in os.walk(b".") for f in fs if f.endswith(b".tmp")]
+print(found)
+sys.exit(1 if found else 0)
+"""
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_ignored_files_with_names_git_quotes_are_gone_before_the_checks(tmp_path: Path, sandbox: str):
+    agent = agent_command(tmp_path, ODD_LEAVING_AGENT)
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "check.py": TMP_CHECK,
+            ".gitignore": "*.tmp\n",
+            "TODO.md": "- [ ] one\n- [ ] two\n",
+            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 2}, sandbox={"mode": sandbox}),
+        },
+    )
+    ralph(repo, "run", "--name", "odd")
+    notes = lap_notes(repo, "odd")
+    assert [note["checks"][0]["output_tail"].strip() for note in notes] == ["[]", "[]"], notes
