@@ -33,6 +33,7 @@ LONGEST = (
     "test_the_files_that_define_how_a_check_runs_are_protected",
     "test_a_type_checker_or_linter_a_check_runs_keeps_its_settings",
     "test_long_run",
+    "test_a_sandboxed_laps_daemons_do_not_outlive_its_phase",  # its stragglers wait 4 s, then it 5
     "test_git_remote.py",
     "test_the_real_mini_swe_agent_does_a_lap",
     "test_what_an_agent_prints_cannot_crash_the_run",
