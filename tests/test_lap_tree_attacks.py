@@ -261,14 +261,9 @@ def test_a_laps_new_gitignore_hides_no_file_the_checks_see(tmp_path: Path, folde
     assert [path for path in seen if path.removeprefix(b"./") not in committed] == [], (seen, committed)
 
 
-# --- outside this change: the paths never in scope, matched by patterns that stop at a newline -----
+# --- the paths never in scope, matched by patterns that took a newline for the path's end ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="older, verdict/scope.py: a path with a newline in a folder's name matches none of NEVER's patterns "
-    "(a/b/.gitignore is never in scope, a\\nb/.gitignore is in it)",
-)
 @pytest.mark.parametrize("path", ["a\nb/.gitignore", "x\ny/setup.cfg", "x\ny/node_modules/m/index.js"])
 def test_a_newline_in_a_folders_name_does_not_put_a_path_in_scope(path: str):
     from ralph.verdict.scope import Scope

@@ -19,8 +19,22 @@ _SPECIAL = re.compile(r"[\\*?\[\]]")
 @lru_cache(maxsize=256)
 def spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     """Patterns as .gitignore lines mean them: `tests/` at any depth, `/conftest.py` from the
-    root, `[ab]`, `**`, `!` to take a path back."""
-    return pathspec.GitIgnoreSpec.from_lines([line if problem(line) is None else _literal(line) for line in patterns])
+    root, `[ab]`, `**`, `!` to take a path back. A newline in a path is a character like any
+    other, as git's wildmatch has it (pathspec's `.` would stop at it: `a\nb/.gitignore` was no
+    `.gitignore` at any depth), and only the path's real end ends it."""
+    compiled = pathspec.GitIgnoreSpec.from_lines(
+        [line if problem(line) is None else _literal(line) for line in patterns]
+    )
+    for pattern in compiled.patterns:
+        if isinstance(pattern.regex, re.Pattern):
+            pattern.regex = re.compile(_whole_end(pattern.regex.pattern), re.DOTALL)
+    return compiled
+
+
+def _whole_end(regex: str) -> str:
+    """pathspec's end anchors (`|$)` and a last `$`) as `\\Z`: `$` also ends before a final newline."""
+    regex = regex.replace("|$)", "|\\Z)")
+    return regex[:-1] + "\\Z" if regex.endswith("$") and not regex.endswith("\\$") else regex
 
 
 def anchored(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
