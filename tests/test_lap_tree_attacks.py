@@ -129,19 +129,26 @@ todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
 
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_an_ignored_module_a_laps_checks_left_is_gone_before_the_next_checks(tmp_path: Path, sandbox: str):
-    agent = agent_command(tmp_path, LEAVING_AGENT)
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "check.py": LEAVING_CHECK,
-            ".gitignore": "build/\n",
-            "TODO.md": "- [ ] one\n- [ ] two\n",
-            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 2}, sandbox={"mode": sandbox}),
-        },
-    )
-    ralph(repo, "run", "--name", "leave")
-    notes = lap_notes(repo, "leave")
+    notes = two_laps(tmp_path, LEAVING_AGENT, LEAVING_CHECK, "build/\n", sandbox)
     assert notes[1]["status"] == "red", notes[1]
+
+
+def two_laps(tmp_path: Path, agent: str, check: str, ignored: str, sandbox: str) -> list[dict]:
+    return laps_of(tmp_path, agent, check, {".gitignore": ignored}, laps=2, sandbox=sandbox)[1]
+
+
+def laps_of(
+    tmp_path: Path, agent: str, check: str, files: dict[str, str], *, laps: int, sandbox: str = "auto"
+) -> tuple[Path, list[dict]]:
+    """The repository and the notes of a run of `laps` laps of the `agent` script, checked by
+    the `check` script, in a repository holding `files` too."""
+    todo = "".join(f"- [ ] item {number}\n" for number in range(1, laps + 1))
+    config_text = config(
+        agent_command(tmp_path, agent), [f"{PY} check.py"], limits={"max_laps": laps}, sandbox={"mode": sandbox}
+    )
+    repo = make_repo(tmp_path / "repo", {"check.py": check, "TODO.md": todo, "ralph.yaml": config_text, **files})
+    ralph(repo, "run", "--name", "laps")
+    return repo, lap_notes(repo, "laps")
 
 
 # The baseline's checks compile calc.py to bytecode Python runs without looking at the source
@@ -241,18 +248,8 @@ ODD = {
 @pytest.mark.parametrize("folders", list(ODD.values()), ids=list(ODD))
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_a_laps_new_gitignore_hides_no_file_the_checks_see(tmp_path: Path, folders: list[bytes], sandbox: str):
-    agent = agent_command(tmp_path, HIDING_AGENT.replace("FOLDERS", repr(folders)))
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "check.py": FINDING_CHECK,
-            "sub/.gitignore": "*.log\n",
-            "TODO.md": "- [ ] one\n",
-            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 1}, sandbox={"mode": sandbox}),
-        },
-    )
-    ralph(repo, "run", "--name", "hide")
-    (note,) = lap_notes(repo, "hide")
+    agent = HIDING_AGENT.replace("FOLDERS", repr(folders))
+    repo, (note,) = laps_of(tmp_path, agent, FINDING_CHECK, {"sub/.gitignore": "*.log\n"}, laps=1, sandbox=sandbox)
     # (red anyway: a .gitignore is never in scope without a grant; what matters is what the check saw)
     seen = ast.literal_eval(note["checks"][0]["output_tail"].strip())
     committed = subprocess.run(
@@ -304,18 +301,8 @@ todo.write_text(todo.read_text().replace("- [ ]", "- [x]", 1))
 
 @pytest.mark.parametrize("how", ["add", "link", "unsearchable"])
 def test_a_module_the_agent_puts_in_the_baselines_folder_is_gone_before_the_checks(tmp_path: Path, how: str):
-    agent = agent_command(tmp_path, INTO_BASE_AGENT.replace("HOW", repr(how)))
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "check.py": BASE_CHECK,
-            ".gitignore": "build/\n",
-            "TODO.md": "- [ ] one\n",
-            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 1}),
-        },
-    )
-    ralph(repo, "run", "--name", "base")
-    (note,) = lap_notes(repo, "base")
+    agent = INTO_BASE_AGENT.replace("HOW", repr(how))
+    _, (note,) = laps_of(tmp_path, agent, BASE_CHECK, {".gitignore": "build/\n"}, laps=1)
     assert note["status"] == "red" and note["checks"][0]["exit_code"] != 0, note
     assert "No module named 'extra'" in note["checks"][0]["output_tail"], note
 
@@ -342,16 +329,5 @@ sys.exit(1 if found else 0)
 
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_ignored_files_with_names_git_quotes_are_gone_before_the_checks(tmp_path: Path, sandbox: str):
-    agent = agent_command(tmp_path, ODD_LEAVING_AGENT)
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            "check.py": TMP_CHECK,
-            ".gitignore": "*.tmp\n",
-            "TODO.md": "- [ ] one\n- [ ] two\n",
-            "ralph.yaml": config(agent, [f"{PY} check.py"], limits={"max_laps": 2}, sandbox={"mode": sandbox}),
-        },
-    )
-    ralph(repo, "run", "--name", "odd")
-    notes = lap_notes(repo, "odd")
+    notes = two_laps(tmp_path, ODD_LEAVING_AGENT, TMP_CHECK, "*.tmp\n", sandbox)
     assert [note["checks"][0]["output_tail"].strip() for note in notes] == ["[]", "[]"], notes
