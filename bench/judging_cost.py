@@ -56,7 +56,7 @@ def bytecode_walk(folder: Path, files: int) -> tuple[float, float, float]:
     status = timed(git, folder, "status", "--porcelain", "-uall")[0]
 
     def found_and_removed() -> None:  # as the workspace does it: git lists, ralph deletes
-        remove_bytecode(folder, git(folder, "ls-files", "-o", "--", *BYTECODE).splitlines())
+        remove_bytecode(folder, git(folder, "ls-files", "-o", "--", *BYTECODE).splitlines(), made=lambda path: True)
 
     return timed(found_and_removed)[0], timed(found_and_removed)[0], status
 

@@ -298,12 +298,21 @@ def make_usable(top: Path) -> None:
 BYTECODE = (":(glob)**/*.py[co]", ":(glob)**/__pycache__/**")  # pathspecs of what Python may run in place of a source
 
 
-def remove_bytecode(root: Path, untracked: list[str]) -> None:
+def remove_bytecode(root: Path, untracked: list[str], made: Callable[[str], bool]) -> None:
     """Delete bytecode files (`untracked`: relative to `root`, found with BYTECODE) but those in
-    virtualenvs (a folder with a pyvenv.cfg above them), node_modules and .git: a lap could
-    leave bytecode that Python (and pytest, for rewritten test modules) would run in place of a
-    source it trusts as current. Committed bytecode is no lap's to leave: it is not untracked."""
+    virtualenvs (a folder with a pyvenv.cfg above them), node_modules and .git that no commit
+    holds (`made`: whether a path, relative to `root`, is untracked; a committed pyvenv.cfg is
+    a lap's to write): a lap could leave bytecode that Python (and pytest, for rewritten test
+    modules) would run in place of a source it trusts as current. Committed bytecode is no lap's
+    to leave: it is not untracked."""
     spared: dict[Path, bool] = {}
+
+    def environment(folder: Path) -> bool:
+        if folder.name == ".git":
+            return True
+        if folder.name == "node_modules":
+            return made(os.path.relpath(folder, root))
+        return _is_file(folder / "pyvenv.cfg") and made(os.path.relpath(folder / "pyvenv.cfg", root))
 
     def in_environment(folder: Path) -> bool:
         """Looked up from the folder to `root` (without recursion: paths may be deep), each
@@ -312,7 +321,7 @@ def remove_bytecode(root: Path, untracked: list[str]) -> None:
         while folder not in spared:
             if folder == root or folder == folder.parent:
                 spared[folder] = False
-            elif folder.name in ("node_modules", ".git") or _is_file(folder / "pyvenv.cfg"):
+            elif environment(folder):
                 spared[folder] = True
             else:
                 on_the_way.append(folder)

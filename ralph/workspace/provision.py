@@ -137,9 +137,8 @@ class Provision:
             remove_path(self.own.tree / path)
         if bytecode:
             gone = set(untrusted)
-            remove_bytecode(
-                self.own.tree, [path for path, info in now.items() if path not in gone and _bytecode(info, path)]
-            )
+            left = [path for path, info in now.items() if path not in gone and _bytecode(info, path)]
+            remove_bytecode(self.own.tree, left, made=lambda path: path in now and path not in gone)
         if self.base_made is not None:
             gone = set(untrusted)
             self.base_made = {path: info for path, info in base_made.items() if path not in gone}

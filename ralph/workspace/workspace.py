@@ -214,8 +214,12 @@ class Workspace:
             return []
         cleaned = self.own.usable("clean", "-ffd", *excluded(self.provision.kept)).output
         if bytecode:  # left after the clean (ignored, or setup's): it must not run in place of a source
-            remove_bytecode(self.tree, self.own.untracked("--", *BYTECODE))
+            remove_bytecode(self.tree, self.own.untracked("--", *BYTECODE), made=self._untracked_path)
         return [line.removeprefix("Removing ") for line in cleaned.splitlines() if line.startswith("Removing ")]
+
+    def _untracked_path(self, path: str) -> bool:
+        """Whether `path` (a file, or a folder: anything in it) is untracked in tree/."""
+        return bool(self.own.untracked("--", f":(literal){path}"))
 
     def has_hooks(self) -> bool:
         """Whether the hooks folder the lap's git dir uses holds any hook (not a `.sample`)."""
