@@ -135,18 +135,16 @@ class Provision:
         untrusted = sorted(path for path in now if path not in self.trusted and base_made.get(path) != now[path])
         for path in untrusted:
             remove_path(self.own.tree / path)
+        gone = set(untrusted)
         if bytecode:
-            gone = set(untrusted)
             left = [path for path, info in now.items() if path not in gone and _bytecode(info, path)]
             remove_bytecode(self.own.tree, left, made=lambda path: path in now and path not in gone)
         if self.base_made is not None:
-            gone = set(untrusted)
             self.base_made = {path: info for path, info in base_made.items() if path not in gone}
         changed = sorted(
             path for path, info in self.trusted.items() if now.get(path) != info and not under(path, self.copied)
         )
-        found = set(untrusted)
-        tops = [path for path in untrusted if os.path.dirname(path) not in found]
+        tops = [path for path in untrusted if os.path.dirname(path) not in gone]
         return [_shown(path) for path in tops], [_shown(path) for path in changed]
 
 
