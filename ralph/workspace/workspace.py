@@ -218,8 +218,9 @@ class Workspace:
         return [line.removeprefix("Removing ") for line in cleaned.splitlines() if line.startswith("Removing ")]
 
     def _untracked_path(self, path: str) -> bool:
-        """Whether `path` (a file, or a folder: anything in it) is untracked in tree/."""
-        return bool(self.own.untracked("--", f":(literal){path}"))
+        """Whether `path` (a file, or a folder: anything in it) is untracked in tree/ (a folder
+        git has no file of is listed as itself, not file by file: node_modules is big)."""
+        return bool(self.own.untracked("--directory", "--", f":(literal){path}"))
 
     def has_hooks(self) -> bool:
         """Whether the hooks folder the lap's git dir uses holds any hook (not a `.sample`)."""
