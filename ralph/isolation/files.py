@@ -265,19 +265,29 @@ def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
     stack = [str(top)]
     while stack:
         folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except PermissionError:
-            os.chmod(folder, stat.S_IRWXU)
-            entries = list(os.scandir(folder))
-        except OSError:
+        listed = listing(folder)
+        if listed is None:
             continue
-        folders: list[str] = []
-        files: list[str] = []
-        for entry in entries:  # (each entry asked once: a lap's tree is walked twice a lap)
-            (folders if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+        folders, files = listed
         yield folder, folders, files
         stack.extend(os.path.join(folder, name) for name in reversed(folders))
+
+
+def listing(folder: str) -> tuple[list[str], list[str]] | None:
+    """A folder's subfolders and its other entries (links among them), the folder made readable
+    to its owner first if a lap's chmod hid them; None if it cannot be listed."""
+    try:
+        entries = list(os.scandir(folder))
+    except PermissionError:
+        os.chmod(folder, stat.S_IRWXU)
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    folders: list[str] = []
+    files: list[str] = []
+    for entry in entries:  # (each entry asked once: a lap's tree is walked twice a lap)
+        (folders if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+    return folders, files
 
 
 def make_usable(top: Path) -> None:

@@ -40,7 +40,7 @@ from ralph.workspace.lap_rules import remove_what_its_own_rules_hide
 from ralph.workspace.own_git import UNLISTABLE, OwnGit, exact_staging, make_git_dir
 from ralph.workspace.places import folder_for, trash
 from ralph.workspace.provision import Provision, SetupFailed
-from ralph.workspace.safe_tree import GitReads, make_safe_for_git, submodule_heads
+from ralph.workspace.safe_tree import GitReads, Walked, make_safe_for_git, submodule_heads
 
 
 class WorkspaceTampered(RalphError):
@@ -69,12 +69,13 @@ class Workspace:
     # and the commits ralph made of trees: a lap's checks then need no checkout (`checkout`).
     staged: str | None = None
     commits: dict[str, str] = field(default_factory=dict)
+    walked: Walked = field(init=False)  # tree/'s folders as the last safety walk left them
     own: OwnGit = field(init=False)  # ralph's own git on tree/
     provision: Provision = field(init=False)  # the untracked files that are the user's or setup's
 
     def __post_init__(self) -> None:
         self.own = OwnGit(self.tree, self.root / "own.git", self.index, self.common_dir, before=self._before_git)
-        self.provision = Provision(self.own)
+        self.provision, self.walked = Provision(self.own), Walked(self.tree)
 
     @property
     def tree(self) -> Path:
@@ -191,7 +192,7 @@ class Workspace:
     def _make_safe_for_git(self) -> GitReads:
         """Returns what of git's rules files is in the tree (safe_tree.make_safe_for_git)."""
         self.unchecked = False
-        return make_safe_for_git(self.tree, self.lap_git)
+        return make_safe_for_git(self.tree, self.lap_git, self.walked)
 
     def checkout(self, commit: str, *, bytecode: bool = True, clean: bool = True) -> list[str]:
         """Make tree/'s tracked files exactly what `commit` holds: every file that differs from
