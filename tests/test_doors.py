@@ -91,6 +91,26 @@ sed -i 's/\\[ \\]/[x]/' TODO.md
 
 
 @needs_bwrap
+def test_setups_links_in_the_laps_git_dir_lead_ralphs_writes_nowhere(tmp_path: Path):
+    """Setup runs code the lap wrote (an in-tree build backend, a Makefile) with git/ writable,
+    before ralph writes the lap's excludes there: a link planted in place of info/exclude, or of
+    info/, must not lead that write outside the sandbox (it truncated the file it pointed at)."""
+    victims = tmp_path / "victims"
+    (victims / "folder").mkdir(parents=True)
+    (victims / "file.txt").write_text("precious\n")
+    plant = f"""d=$(git rev-parse --absolute-git-dir)
+if [ -e kept.txt ]; then rm -rf "$d/info" && ln -s {victims / "folder"} "$d/info"
+else mkdir -p "$d/info" && rm -f "$d/info/exclude" && ln -s {victims / "file.txt"} "$d/info/exclude"; fi
+echo made > made.txt"""
+    agent = "touch kept.txt; echo x >> work.txt && sed -i 's/\\[ \\]/[x]/' TODO.md"
+    repo = one_lap(tmp_path / "repo", agent, {"plant.sh": plant, ".gitignore": "made.txt\n"}, setup=["sh plant.sh"])
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (victims / "file.txt").read_text() == "precious\n"
+    assert list((victims / "folder").iterdir()) == []
+
+
+@needs_bwrap
 def test_the_laps_gitattributes_cannot_name_a_filter_of_the_users(tmp_path: Path):
     """The user's own repository config defines filters (nbstripout, a script of theirs); ralph's
     git on a lap's files reads no config but its own, so a `.gitattributes` the lap writes cannot

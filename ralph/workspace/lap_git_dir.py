@@ -28,11 +28,12 @@ def make(
     for entry in os.listdir(lap_git):
         if entry != "modules" or not keep_modules:
             remove_path(lap_git / entry)
-    for folder in ("objects/info", "refs/heads", "refs/tags", "info"):
+    for folder in ("objects/info", "refs/heads", "refs/tags"):
         (lap_git / folder).mkdir(parents=True)
     (lap_git / "HEAD").write_text(head + "\n")
     (lap_git / "objects/info/alternates").write_text(f"{common_dir / 'objects'}\n")
-    (lap_git / "packed-refs").write_text(tags)
+    if tags:
+        (lap_git / "packed-refs").write_text(tags)
     (lap_git / "config").write_text(config)
     shallow = common_dir / "shallow"
     if shallow.is_file():
@@ -43,6 +44,17 @@ def make(
     remove_path(dot_git)
     with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
         out.write(f"gitdir: {lap_git}\n")
+
+
+def write_excludes(lap_git: Path, patterns: list[str]) -> None:
+    """info/exclude made anew holding `patterns` (a line each; none: no file, since making one costs
+    more than git reading none). Setup's code runs with git/ writable: a link it left in place
+    of info/ or its exclude would lead this write outside the sandbox, so info/ goes first."""
+    remove_path(lap_git / "info")
+    lines = [pattern for pattern in patterns if "\n" not in pattern]  # no such line
+    if lines:
+        (lap_git / "info").mkdir()
+        (lap_git / "info" / "exclude").write_text("".join(f"{pattern}\n" for pattern in lines))
 
 
 def config(identity: tuple[str, str], hooks_path: str) -> str:

@@ -329,8 +329,8 @@ class Workspace:
     def write_excludes(self) -> None:
         """The lap's git dir ignores the user's copied files and what setup made: no part of any
         commit, the agent's own included (nor seen by the hooks, which would judge a .env)."""
-        lines = [pattern for pattern in patterns(self.provision.kept) if "\n" not in pattern]  # no such line
-        (self.lap_git / "info" / "exclude").write_text("".join(f"{pattern}\n" for pattern in lines))
+        self.verify()
+        lap_git_dir.write_excludes(self.lap_git, patterns(self.provision.kept))
 
     # --- the lap's own git dir ----------------------------------------------------------
 
