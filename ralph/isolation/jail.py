@@ -24,8 +24,10 @@ BWRAP = "bwrap"
 # The system, read-only: /nix holds a NixOS machine's every program.
 SYSTEM = tuple(map(Path, ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix")))
 # What of /etc reads as empty or absent: logins' hashes, sudo's rules, ssh's host keys.
-ETC_SECRETS = ("/etc/shadow*", "/etc/gshadow*", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh/*_key", "/etc/security/*")
+ETC_SECRETS = ("/etc/shadow*", "/etc/gshadow*", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh/*_key", "/etc/security")
 PRIVATE = (Path("/tmp"), Path("/var/tmp"))  # the phase's own, empty at its start
+_SYSTEM_TEXTS = frozenset(map(str, SYSTEM))
+_NEVER_BOUND = frozenset({"/", *map(str, PRIVATE)})  # whole, as a path to keep
 # /proc and /dev are fresh per sandbox; the PID namespace makes /proc show only its own.
 BASE = [
     "--dev",
@@ -98,7 +100,26 @@ def plain(path: Path | str) -> Path:
 def system() -> list[str]:
     """bubblewrap's arguments for the system part of every sandbox: its namespaces, a fresh /dev
     and /proc, the system folders read-only (a link such as /bin -> usr/bin made as a link) and
-    /etc's secrets read as absent."""
+    /etc's secrets read as absent. Found anew when an entry of /, /etc or /etc/ssh has come
+    or gone since they were last found (it sets that folder's ctime)."""
+    key = tuple(_changed(folder) for folder in ("/", "/etc", "/etc/ssh"))
+    if key not in _SYSTEM_FOUND:
+        _SYSTEM_FOUND.clear()
+        _SYSTEM_FOUND[key] = _system()
+    return list(_SYSTEM_FOUND[key])
+
+
+_SYSTEM_FOUND: dict[tuple[int | None, ...], list[str]] = {}
+
+
+def _changed(folder: str) -> int | None:
+    try:
+        return os.stat(folder).st_ctime_ns
+    except OSError:
+        return None
+
+
+def _system() -> list[str]:
     args = list(BASE)
     for top in SYSTEM:
         if top.is_symlink():
@@ -114,9 +135,31 @@ def _outermost(paths: tuple[Path, ...]) -> list[Path]:
     """Each path not bound already (by the system or by another of `paths`), parents first;
     never one that is / (`//`, `/proc/self/root`, a link to it) nor /tmp or /var/tmp whole (the
     phase's own)."""
-    given = {plain(path) for path in paths if path.is_absolute()}
-    given = {path for path in given if not {path, Path(os.path.realpath(path))} & {Path("/"), *PRIVATE}}
-    return sorted(path for path in given if not _inside(path, (*SYSTEM, *(other for other in given if other != path))))
+    never = {_identity(text) for text in _NEVER_BOUND} - {None}
+    given = {str(plain(path)) for path in paths if path.is_absolute()}
+    given = {text for text in given if text not in _NEVER_BOUND and _identity(text) not in never}
+    bound = given | _SYSTEM_TEXTS
+    return sorted(Path(text) for text in given if text not in _SYSTEM_TEXTS and not _below(text, bound))
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The folder or file `path` leads to (links followed), as device and inode."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _below(text: str, tops: set[str]) -> bool:
+    """Whether the path `text` lies below one of `tops` (as text: one of its parents is there)."""
+    cut = text.rfind("/")
+    while cut > 0:
+        text = text[:cut]
+        if text in tops:
+            return True
+        cut = text.rfind("/")
+    return False
 
 
 def _sockets_inside(bound: tuple[Path, ...], allowed: tuple[Path, ...]) -> list[Path]:
