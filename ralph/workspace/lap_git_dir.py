@@ -28,8 +28,8 @@ def make(
     for entry in os.listdir(lap_git):
         if entry != "modules" or not keep_modules:
             remove_path(lap_git / entry)
-    for folder in ("objects/info", "refs/heads", "refs/tags"):
-        (lap_git / folder).mkdir(parents=True)
+    for folder in ("objects", "objects/info", "refs"):  # git makes refs/heads, refs/tags when it needs them
+        (lap_git / folder).mkdir()
     (lap_git / "HEAD").write_text(head + "\n")
     (lap_git / "objects/info/alternates").write_text(f"{common_dir / 'objects'}\n")
     if tags:
