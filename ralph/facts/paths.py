@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 _SPECIAL = re.compile(r"[\\*?\[\]]")
 
@@ -21,14 +22,23 @@ def spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     """Patterns as .gitignore lines mean them: `tests/` at any depth, `/conftest.py` from the
     root, `[ab]`, `**`, `!` to take a path back. A newline in a path is a character like any
     other, as git's wildmatch has it (pathspec's `.` would stop at it: `a\nb/.gitignore` was no
-    `.gitignore` at any depth), and only the path's real end ends it."""
-    compiled = pathspec.GitIgnoreSpec.from_lines(
-        [line if problem(line) is None else _literal(line) for line in patterns]
-    )
-    for pattern in compiled.patterns:
-        if isinstance(pattern.regex, re.Pattern):
-            pattern.regex = re.compile(_whole_end(pattern.regex.pattern), re.DOTALL)
-    return compiled
+    `.gitignore` at any depth), and only the path's real end ends it. Each pattern's regex is
+    compiled once, so, and matched by pathspec's own matcher: re2 or hyperscan, when installed,
+    would compile the unchanged regexes for themselves and match by those."""
+    empty = GitIgnoreSpecPattern(None)
+    made = [_compiled(line) or _compiled(_literal(line)) or empty for line in patterns]
+    return pathspec.GitIgnoreSpec(made, backend="simple")
+
+
+def _compiled(line: str) -> GitIgnoreSpecPattern | None:
+    """The pattern git's glob syntax reads in `line`; None when it reads none (`problem`)."""
+    try:
+        regex, include = GitIgnoreSpecPattern.pattern_to_regex(line)
+        if regex is None or include is None:
+            return None
+        return GitIgnoreSpecPattern(re.compile(_whole_end(regex), re.DOTALL), include)
+    except (ValueError, re.error):
+        return None
 
 
 def _whole_end(regex: str) -> str:
