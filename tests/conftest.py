@@ -40,6 +40,8 @@ LONGEST = (
     "test_ralphs_hooks_install_the_way_pre_commit_users_install_hooks",
     "test_commands_demo.py",
     "test_a_ralph_killed_mid_run_is_resumed",
+    "test_a_fifo_planted_after_a_finish_that_changed_nothing_does_not_stall_ralphs_git",
+    "test_a_nested_repositorys_ref_linked_to_proc_self_mem_neither_crashes_ralph_nor_its_resume",
 )
 
 

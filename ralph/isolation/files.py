@@ -38,7 +38,10 @@ def regular_text(path: Path, cap: int, *, follow: bool = False) -> str | None:
         os.close(fd)
         return None
     with os.fdopen(fd, "rb") as file:
-        return file.read(cap + 1)[:cap].decode(errors="replace")
+        try:
+            return file.read(cap + 1)[:cap].decode(errors="replace")
+        except OSError:  # a file that reads as an error (/proc/self/mem reads EIO)
+            return None
 
 
 def use_trash(trash: Path) -> None:

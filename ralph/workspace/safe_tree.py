@@ -200,13 +200,13 @@ def repository_head(folder: Path, within: tuple[Path, ...]) -> str | None:
     if os.path.isdir(dot_git):
         git_dir = Path(os.path.realpath(dot_git))
     else:
-        named = _regular_text(dot_git)
+        named = _regular_text(dot_git, within)
         if named is None or not named.startswith("gitdir:"):
             return None
         git_dir = Path(os.path.realpath(folder / named.removeprefix("gitdir:").strip()))
     if not any(git_dir == top or top in git_dir.parents for top in within) or os.path.lexists(git_dir / "commondir"):
         return None
-    read = {name: _regular_text(git_dir / name) for name in ("HEAD", "config", "packed-refs")}
+    read = {name: _regular_text(git_dir / name, within) for name in ("HEAD", "config", "packed-refs")}
     if any(text is None and os.path.lexists(git_dir / name) for name, text in read.items()):
         return None
     value = (read["HEAD"] or "").strip()
@@ -217,13 +217,18 @@ def repository_head(folder: Path, within: tuple[Path, ...]) -> str | None:
         if not ref.startswith("refs/") or ".." in ref.split("/"):
             return None
         if os.path.lexists(git_dir / ref):
-            value = (_regular_text(git_dir / ref) or "").strip()
+            value = (_regular_text(git_dir / ref, within) or "").strip()
         else:
             lines = (read["packed-refs"] or "").splitlines()
             value = next((line.split(" ", 1)[0] for line in lines if line.endswith(" " + ref)), "")
     return None
 
 
-def _regular_text(path: Path) -> str | None:
-    """A regular file's text (a link followed); None for anything else, or nothing."""
-    return regular_text(path, 64 << 20, follow=True)
+def _regular_text(path: Path, within: tuple[Path, ...]) -> str | None:
+    """A regular file's text, through links only while they stay within `within` (the tree and the
+    lap's git dir); None for anything else, or nothing: a lap's link to /proc/self/mem, or to a
+    file of the user's, is read as no file."""
+    real = Path(os.path.realpath(path))
+    if not any(real == top or top in real.parents for top in within):
+        return None
+    return regular_text(real, 64 << 20)

@@ -183,8 +183,7 @@ class Workspace:
     # --- ralph's own git on the lap's files -------------------------------------------------
 
     def _before_git(self) -> None:
-        """Before each command of ralph's git: its folders still its own, and tree/ safe for
-        git if a lap's code may have run there since it last was."""
+        """Before each command of ralph's git: its folders its own, tree/ walked if a lap's code may have run since."""
         self.verify()
         if self.unchecked:
             self._make_safe_for_git()
@@ -249,6 +248,7 @@ class Workspace:
         self.provision.forget()
 
     def changed(self) -> bool:
+        self.unchecked = True  # asked while the agent's phase goes on: its code ran since any walk
         return self.own.changed()
 
     def stage(self, parent: str, timeout: float) -> tuple[str, str | None]:
