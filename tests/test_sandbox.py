@@ -111,9 +111,11 @@ def leave_daemons():
     sh("nohup sleep 998 > /dev/null 2>&1 &")
 
 def stop_ralph():
+    # `ralph run` or `python -m ralph run`: not a shell whose command names a path with "ralph"
+    # in it (a checkout's venv), which would only stop the lap's own agent until its timeout.
     pid = os.getppid()
     while pid > 1:
-        os.kill(pid, signal.SIGSTOP) if b"ralph" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() else None
+        os.kill(pid, signal.SIGSTOP) if b"ralph\0run\0" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes() else None
         pid = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 def plant_a_pth():
