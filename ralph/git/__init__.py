@@ -311,21 +311,39 @@ def merge_trees(cwd: Path, onto: str, commit: str) -> tuple[str | None, list[str
 
 def with_files(cwd: Path, tree: str, files: Mapping[str, str | None]) -> str:
     """`tree` with these paths holding these texts (as regular files; None: no such file),
-    through an index of its own."""
+    through an index of its own: four git processes, whatever the number of files."""
     with tempfile.TemporaryDirectory(prefix="ralph-index-") as folder:
         env = proc.clean_env(extra={"GIT_INDEX_FILE": str(Path(folder) / "index")})
+        texts = [text for text in files.values() if text is not None]
+        for number, text in enumerate(texts):  # as write_blob hands git a text: its UTF-8 bytes
+            Path(folder, str(number)).write_bytes(text.encode())
+        listing = "".join(f"{folder}/{number}\n" for number in range(len(texts)))
+        if "\n" in folder or not texts:  # (a TMPDIR git's listing cannot carry)
+            blobs = iter([write_blob(cwd, text) for text in texts])
+        else:
+            blobs = iter(
+                out(cwd, *DURABLE, "hash-object", "-w", "--no-filters", "--stdin-paths", input=listing).split()
+            )
+        entries = "".join(
+            f"0 {'0' * 40}\t{path}\0" if text is None else f"100644 {next(blobs)}\t{path}\0"
+            for path, text in files.items()
+        )
         run(cwd, "read-tree", tree, env=env)
-        for path, text in files.items():
-            if text is None:
-                run(cwd, "update-index", "--force-remove", "--", path, env=env)
-                continue
-            blob = write_blob(cwd, text)
-            run(cwd, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        run(cwd, "update-index", "-z", "--index-info", input=entries, env=env)
         return run(cwd, *DURABLE, "write-tree", env=env).output.strip()
 
 
 def commit_tree(cwd: Path, tree: str, parent: str, message: str) -> str:
     return out(cwd, *DURABLE, "-c", "commit.gpgSign=false", "commit-tree", tree, "-p", parent, "-F", "-", input=message)
+
+
+def message_of(cwd: Path, commit: str) -> str:
+    """A commit's message as it was given to commit_tree (asked of the repository's `cat-file
+    --batch`; of a process of its own when that cannot say)."""
+    read = blobs.read(cwd, ["git", *NO_AUTO_GC, "cat-file", "--batch"], commit, b"commit")
+    if isinstance(read, bytes):
+        return read.partition(b"\n\n")[2].decode("utf-8", "replace")
+    return run(cwd, "cat-file", "commit", commit).output.partition("\n\n")[2]
 
 
 def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:

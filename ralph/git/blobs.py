@@ -30,8 +30,9 @@ class _Reader:
         self.child = proc.serve(command, cwd, proc.clean_env())
         self.pending = b""
 
-    def ask(self, name: str) -> bytes | None:
-        """The blob `name` (`<commit>:<path>`) holds; None if that is no blob (missing, a folder)."""
+    def ask(self, name: str, kind: bytes) -> bytes | None:
+        """The object `name` (`<commit>:<path>`) of type `kind` holds; None if that is no such
+        object (missing, a folder where a blob is asked for)."""
         assert self.child.stdin is not None
         self.child.stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
         self.child.stdin.flush()
@@ -40,7 +41,7 @@ class _Reader:
         if len(header) != 3 or not header[2].isdigit():  # `<name> missing`, `ambiguous`
             return None
         data = self._exactly(int(header[2]) + 1, deadline)[:-1]  # (and the line break after it)
-        return data if header[1] == b"blob" else None
+        return data if header[1] == kind else None
 
     def _line(self, deadline: float) -> bytes:
         while b"\n" not in self.pending:
@@ -81,9 +82,10 @@ _READERS: dict[Path, _Reader] = {}
 _LOCK = threading.Lock()
 
 
-def read(cwd: Path, command: list[str], name: str) -> bytes | None | Exception:
-    """What `name` holds in the repository at `cwd` (None: no blob there), or the exception that
-    kept the reader from saying (its reader is then closed: the next read starts another)."""
+def read(cwd: Path, command: list[str], name: str, kind: bytes = b"blob") -> bytes | None | Exception:
+    """What `name` holds in the repository at `cwd` (None: no object of type `kind` there), or the
+    exception that kept the reader from saying (its reader is then closed: the next read starts
+    another)."""
     if "\n" in name or "\r" in name or "\0" in name:
         return ValueError("a line break or NUL in the name")
     with _LOCK:
@@ -91,7 +93,7 @@ def read(cwd: Path, command: list[str], name: str) -> bytes | None | Exception:
         try:
             if reader is None:
                 reader = _READERS[cwd] = _Reader(cwd, command)
-            return reader.ask(name)
+            return reader.ask(name, kind)
         except (OSError, ValueError, TimeoutError) as failed:
             _READERS.pop(cwd, None)
             if reader is not None:

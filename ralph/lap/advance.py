@@ -126,7 +126,7 @@ def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> L
     ctx = lap.ctx
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
-    sha, conflicts = rebase_lap(ctx, record.commit, state.green, record.slot)
+    sha, conflicts = rebase_lap(ctx, record.commit, record.parent, state.green, record.slot)
     if sha is None:
         return _not_advanced(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
     made = LapCommit.read(ctx, sha, state.green, facts.split)

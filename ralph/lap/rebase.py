@@ -12,13 +12,12 @@ from ralph.lap.context import RunContext
 from ralph.lap.prompt import slot_heading
 
 
-def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tuple[str | None, list[str]]:
-    """The lap's commit replayed onto `onto`, or None and the paths that conflict. TODO.md and
-    PROGRESS.md never conflict: the lap's ticks (and new items) are put onto `onto`'s TODO,
-    and its PROGRESS note onto `onto`'s: its own section of it when laps run side by side,
-    else the whole note, which each lap rewrites."""
+def rebase_lap(ctx: RunContext, commit: str, parent: str, onto: str, slot: int | None) -> tuple[str | None, list[str]]:
+    """The lap's commit (made on `parent`) replayed onto `onto`, or None and the paths that
+    conflict. TODO.md and PROGRESS.md never conflict: the lap's ticks (and new items) are put
+    onto `onto`'s TODO, and its PROGRESS note onto `onto`'s: its own section of it when laps
+    run side by side, else the whole note, which each lap rewrites."""
     top, files = ctx.top, ctx.config.files
-    parent = git.out(top, "rev-parse", f"{commit}^")
     notes = [name for name in (files.todo, files.progress) if git.show_file(top, commit, name) is not None]
     # git merges the rest; what it makes of the two (a conflict, often: ticks on lines side by
     # side) is replaced below, so only the rest can conflict.
@@ -35,7 +34,7 @@ def rebase_lap(ctx: RunContext, commit: str, onto: str, slot: int | None) -> tup
         theirs = git.show_file(top, onto, files.progress) or ""
         mine = git.show_file(top, commit, files.progress) or ""
         ours[files.progress] = mine if slot is None else progress_with(theirs, mine, slot)
-    message = git.run(top, "log", "-1", "--format=%B", commit).output
+    message = git.message_of(top, commit)
     return git.commit_tree(top, git.with_files(top, tree, ours), onto, message), []
 
 
