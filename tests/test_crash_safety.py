@@ -202,12 +202,15 @@ def test_an_agent_that_reaches_the_users_refs_config_and_hooks_is_undone(tmp_pat
     assert guarded(repo) == before
 
 
-# "Another writer" advances the green line right after ralph records lap 1 and before it
-# swaps the line forward: a reference-transaction hook reacting to the lap ref's update.
+# "Another writer" advances the green line right after ralph writes lap 1's note and before the
+# swap that records the lap and moves the line: a reference-transaction hook reacting to the
+# notes' update once lap 1's note is among them.
 OTHER_WRITER = """#!/bin/sh
 [ "$1" = committed ] || exit 0
-grep -q ' refs/ralph/r/laps/1$' || exit 0
+grep -q ' refs/notes/ralph$' || exit 0
 [ -f {marker} ] && exit 0
+git notes --ref refs/notes/ralph list | while read -r note commit; do git cat-file blob "$note"; done |
+    grep -q '"lap": 1,' || exit 0
 touch {marker}
 tip=$(git rev-parse refs/heads/ralph/r)
 blob=$(echo 'from elsewhere' | git hash-object -w --stdin)

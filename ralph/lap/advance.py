@@ -1,5 +1,6 @@
 """The lap's last phase: a green lap advances the green line, the run's branch moved to it by
-compare-and-swap.
+compare-and-swap: a plain run's lap in the swap that records it (landing), any other once
+recorded (advance).
 
 The line advances in the same swap that lets go of the lap's claims, which must still be its
 own: a lap of a worker taken for dead (its items given to others) does not advance it. When
@@ -20,11 +21,12 @@ from typing import IO
 from ralph import git
 from ralph.errors import Interrupted, RalphError
 from ralph.git.layout import RunRefs
+from ralph.git.store import Changes
 from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.lap.judging import verdict_on
-from ralph.lap.modes import Slot
+from ralph.lap.modes import Plain, Slot
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
@@ -48,6 +50,15 @@ def advance(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     except (KeyboardInterrupt, Interrupted):
         _interrupted(lap.ctx, record)
         raise
+
+
+def landing(lap: ThisLap, record: LapRecord) -> Changes:
+    """The line's move a green lap of a plain run makes in the swap that records it (one git
+    process, not two): none but that lap moves the line. A lap of slots or of a remote's
+    workers, or a `--best-of` candidate, lands as `advance` says, once recorded."""
+    if not isinstance(lap.ctx.mode, Plain) or lap.turn.best_of is not None or record.status != LapStatus.GREEN:
+        return {}
+    return {RunRefs(lap.ctx.run_name).branch: (record.commit, record.parent)}
 
 
 def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:

@@ -32,7 +32,8 @@ def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     judged = judging.after_the_lap(judged, turn, made.ticked, worked.tampered + tampered)
     facts = _facts(lap, worked)
     recorded = advance.as_candidate(record.lap_record(ctx, state, facts, made, judged), turn.best_of)
-    record.save(ctx, recorded, worked.told, judged.stop)
+    if record.save(ctx, recorded, worked.told, judged.stop, advance.landing(lap, recorded)):
+        return recorded
     return advance.advance(lap, facts, recorded)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ralph.agents.base import AgentResult
 from ralph.config import Config
 from ralph.errors import RalphError
+from ralph.git.store import Changes
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.records import ledger
@@ -73,16 +74,18 @@ def lap_record(ctx: RunContext, state: RunState, facts: LapFacts, lap: LapCommit
     )
 
 
-def save(ctx: RunContext, record: LapRecord, told: dict[str, str], stop: str) -> None:
-    """The note saved; the messages it carried forgotten, unless the agent never worked (then the
-    next lap hears them). A `stop` ends the run once the lap is recorded: `ralph run` goes on
-    from the next lap, never this one again."""
-    ledger.save_lap(ctx.store, record)
+def save(ctx: RunContext, record: LapRecord, told: dict[str, str], stop: str, landing: Changes | None = None) -> bool:
+    """The note saved (and with `landing`, the line moved as the lap is recorded: ledger.save_lap
+    says whether it did); the messages it carried forgotten, unless the agent never worked (then
+    the next lap hears them). A `stop` ends the run once the lap is recorded: `ralph run` goes
+    on from the next lap, never this one again."""
+    landed = ledger.save_lap(ctx.store, record, landing)
     if record.status not in (LapStatus.ERROR, LapStatus.LIMITED):
         for ref in told:
             ctx.store.delete(ref)
     if stop:
         raise RalphError(stop)
+    return landed
 
 
 def _priced(config: Config, agent: AgentResult) -> AgentResult:

@@ -20,7 +20,7 @@ from ralph import git
 from ralph.errors import RalphError
 from ralph.git import layout
 from ralph.git.layout import RunRefs
-from ralph.git.store import RefStore
+from ralph.git.store import Changes, RefStore
 from ralph.isolation import crashpoint
 from ralph.records.formats import LapRecord, LapStatus, NewerFormat, RunRecord, migrated
 from ralph.show import ui
@@ -97,11 +97,8 @@ class RunState:
 
     def green_laps(self) -> int:
         """The green laps that count: a `--best-of` round's losers are its winner's round."""
-        return sum(
-            1
-            for lap in self.laps
-            if lap.record and lap.record.status == LapStatus.GREEN and not self.passed_over(lap.record)
-        )
+        green = [lap.record for lap in self.laps if lap.record and lap.record.status == LapStatus.GREEN]
+        return sum(1 for record in green if not self.passed_over(record))
 
     def passed_over(self, record: LapRecord) -> bool:
         """A `--best-of` candidate of a round another candidate won: the round is the winner's."""
@@ -352,15 +349,20 @@ def save_record(store: RefStore, record: RunRecord, with_refs: dict[str, tuple[s
     return store.update({**with_refs, RunRefs(record.run).record: (blob, None)})
 
 
-def save_lap(store: RefStore, record: LapRecord) -> None:
-    """Note first, then the lap ref: a lap ref always has its note (except after a crash between)."""
+def save_lap(store: RefStore, record: LapRecord, landing: Changes | None = None) -> bool:
+    """Note first, then the lap ref: a lap ref always has its note (except after a crash between).
+    With `landing` (the line's move), both refs in one swap: True if it won, else the lap ref alone."""
     crashpoint.reached("note")
     store.add_note(record.commit, record.model_dump_json(indent=1))
     crashpoint.reached("lap-ref")
-    if not store.swap(RunRefs(record.run).lap(record.lap), record.commit, None):
-        raise RalphError(
-            f"lap {record.lap} of run {record.run!r} is already recorded — is another `ralph run` working on it?"
-        )
+    recorded: Changes = {RunRefs(record.run).lap(record.lap): (record.commit, None)}
+    if landing:
+        crashpoint.reached("advance")
+    if landing and store.update({**recorded, **landing}):
+        return True
+    if not store.update(recorded):
+        raise RalphError(f"lap {record.lap} of run {record.run!r} is already recorded — is another `ralph run` on it?")
+    return False
 
 
 def never_landed(store: RefStore, run: str, laps: list[int]) -> None:
