@@ -163,22 +163,21 @@ class Workspace:
         self.folders[folder] = (info.st_dev, info.st_ino)
 
     def verify(self) -> None:
-        """The folders ralph made are still those folders: not replaced by a link or another folder."""
-        for folder, made in self.folders.items():
+        """The folders ralph made are still those folders: not replaced by a link or another folder.
+        (A folder in one already seen to be itself, and not a link, is itself too: not resolved.)"""
+        seen: set[Path] = set()
+        for folder, made in self.folders.items():  # (as made: the root first)
             try:
-                info = os.lstat(folder)
+                info: os.stat_result | None = os.lstat(folder)
             except OSError:
                 info = None
-            if (
-                info is None
-                or not stat.S_ISDIR(info.st_mode)
-                or (info.st_dev, info.st_ino) != made
-                or folder.resolve() != folder
-            ):
+            mine = info is not None and stat.S_ISDIR(info.st_mode) and (info.st_dev, info.st_ino) == made
+            if not mine or (folder.parent not in seen and folder.resolve() != folder):
                 raise WorkspaceTampered(
                     f"the lap replaced ralph's workspace folder {folder} — ralph stopped "
                     "without touching it; `ralph clean` removes the workspace"
                 )
+            seen.add(folder)
 
     # --- ralph's own git on the lap's files -------------------------------------------------
 
