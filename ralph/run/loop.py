@@ -63,7 +63,7 @@ def run(options: RunOptions) -> Exit:
 
 
 def _run(options: RunOptions, mode: Mode) -> Exit:
-    repo = git.open_repo(options.cwd)
+    repo = git.find_repo(options.cwd)  # one git process; GitPython only to say why not
     cfg = options.config or config_module.load(options.config_path or repo.top / config_module.CONFIG_FILE)
     if isinstance(mode, Rounds) and not sandbox.decide(cfg.sandbox.mode):  # refused before anything starts
         raise RalphError(modes.BEST_OF_NEEDS_SANDBOX)
