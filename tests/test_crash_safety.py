@@ -242,6 +242,10 @@ def test_a_green_line_that_moved_during_the_lap_is_rebased_onto_and_judged_again
     assert lap["status"] == status, lap["reason"]
     assert "rebased onto" in lap["reason"] and moved_to == "someone else"
     assert git(repo, "rev-parse", "refs/ralph/r/laps/1") == lap["commit"]
+    raw = [subprocess.run(["git", "cat-file", "commit", ref], cwd=repo, capture_output=True, check=True).stdout
+           for ref in (lap["commit"], "refs/ralph/r/rebased/1")]  # fmt: skip
+    rebased, original = (commit.partition(b"\n\n")[2] for commit in raw)
+    assert rebased == original and rebased.endswith(b"Ralph-Lap: 1\nRalph-Agent: command\n")  # byte for byte
     if status == "green":
         assert git(repo, "rev-parse", "ralph/r") == lap["commit"]
         assert (
