@@ -567,11 +567,11 @@ def test_no_socket_outside_the_lap_is_reachable_in_the_sandbox(tmp_path: Path):
     """SSH_AUTH_SOCK is not passed and sockets are out of sight: the ssh-agent's folder, and
     /tmp, /var/tmp and /run but for what the lap needs (a socket on a read-only mount still
     takes connections)."""
-    folders = [Path(root) / f"ralphtest-{tmp_path.name}" for root in ("/tmp", "/var/tmp", "/run")]
+    folders: list[Path] = []
     servers = []
     try:
-        for folder in folders:
-            folder.mkdir()
+        for root in ("/tmp", "/var/tmp", "/run"):  # names of their own: another suite may run beside this one
+            folders.append(folder := Path(tempfile.mkdtemp(prefix="ralphtest-", dir=root)))
             server = socket.socket(socket.AF_UNIX)
             server.bind(str(folder / "agent.1"))
             server.listen()
