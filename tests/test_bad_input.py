@@ -44,6 +44,9 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
         ('goal: "g"\nagent:\n  kind: openai\n', "agent.model is required"),
         (GOOD.replace('checks:\n  - "true"\n', "checks: pytest\n"), "checks: Input should be a valid list"),
         (GOOD + "commit:\n  verify: sometimes\n", "commit.verify"),
+        # A NUL in a file's name was an internal error; a line break split the name on its way to git.
+        (GOOD + 'files:\n  progress: "PRO\\0GRESS.md"\n', "files.progress: 'PRO\\x00GRESS.md' holds a control"),
+        (GOOD + 'files:\n  todo: "TO\\nDO.md"\n', "files.todo: 'TO\\nDO.md' holds a control character"),
         # Odd input (the red team's, issue 38): nested 20,000 deep was an internal error.
         (GOOD + "roles: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested too deep to be a configuration"),
         (GOOD + "mcp: " + "{a: " * 3_000 + "1" + "}" * 3_000 + "\n", "nested too deep to be a configuration"),

@@ -65,6 +65,8 @@ class Files(Section):
         parts = PurePosixPath(path).parts
         if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
             raise ValueError(f"files.{info.field_name}: '{path}' must be a path inside the repository, from its top")
+        if any(ord(c) < 32 or c == "\x7f" for c in path):  # a NUL or a line break cuts or splits it in git
+            raise ValueError(f"files.{info.field_name}: {path!r} holds a control character; name a plain file")
         return path
 
 
