@@ -851,3 +851,45 @@ def test_a_command_naming_the_root_in_disguise_binds_nothing_of_the_machine(tmp_
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
     assert git(repo, "show", "ralph/r:seen.txt") == "hidden\nwritable"
+
+
+@needs_bwrap
+def test_each_phase_starts_with_an_empty_tmp_and_home_lap_after_lap(tmp_path: Path):
+    """A phase's /tmp and HOME are made anew each time (the folder holding them stays): what a
+    lap's agent left there, the next lap's agent never finds."""
+    agent = (
+        'ls -A /tmp "$HOME" > seen-$RALPH_LAP.txt && echo x > /tmp/left && echo x > "$HOME/left" && '
+        "sed -i '0,/- \\[ \\]/s//- [x]/' TODO.md"
+    )
+    config = {"goal": "g", "agent": {"kind": "command", "command": agent}, "checks": ["true"], "sandbox": "required"}
+    repo = make_repo(tmp_path / "repo", config=config, todo=["a", "b"])
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for lap in (1, 2):
+        assert "left" not in git(repo, "show", f"ralph/r:seen-{lap}.txt")
+
+
+@needs_bwrap
+def test_a_hidden_login_reads_empty_whatever_the_kept_blank_file_became(tmp_path: Path):
+    """The empty file a hidden login is replaced with stays from phase to phase (no phase can
+    write it); one that is not empty, or not a plain file of its own, is made anew, never shown."""
+    from ralph.isolation import proc, sandbox
+
+    login = tmp_path / "home" / ".npmrc"
+    login.parent.mkdir()
+    login.write_text("//registry.npmjs.org/:_authToken=npm_secret\n")
+    scratch, elsewhere = tmp_path / "scratch" / "checks", tmp_path / "elsewhere"
+    elsewhere.write_text("not empty\n")
+    for plant in ("written", "linked", "hard-linked"):
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "blank").unlink(missing_ok=True)
+        if plant == "written":
+            (scratch / "blank").write_text("not empty\n")
+        elif plant == "linked":
+            (scratch / "blank").symlink_to(elsewhere)
+        else:
+            os.link(elsewhere, scratch / "blank")
+        jail = sandbox.phase_jail(scratch, tmp_path, keep=(login.parent,), hide=(login,))
+        done = proc.run(f"cat {login}; echo end", tmp_path, jail=jail)
+        assert done.ok and done.output == "end\n", (plant, done.output)
+    assert elsewhere.read_text() == "not empty\n"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 
@@ -36,11 +37,16 @@ def phase_jail(
     """The sandbox of one phase, its own folders made anew in `scratch`: a /tmp, and a HOME unless
     `home` names one of the user's choosing (read-only but for `writable`). The toolchains' homes
     are set inside (the private HOME has none of them), and the files of theirs that hold a
-    registry login read as empty. A lap's phases and `ralph doctor --agent` alike."""
-    remove_path(scratch)
-    (scratch / "tmp").mkdir(parents=True)
-    (scratch / "home").mkdir()
-    (scratch / "blank").touch()
+    registry login read as empty. A lap's phases and `ralph doctor --agent` alike.
+
+    `scratch` itself and its empty `blank` file are read-only inside, so they stay from one phase
+    to the next; only the two folders a phase can write are made anew (a folder made and deleted
+    costs milliseconds on a disk with slow discards, twice a lap)."""
+    _keep_or_make(scratch, lambda info: stat.S_ISDIR(info.st_mode), lambda: scratch.mkdir(parents=True))
+    for folder in (scratch / "tmp", scratch / "home"):
+        remove_path(folder)
+        folder.mkdir()
+    _keep_or_make(scratch / "blank", _empty_file, (scratch / "blank").touch)
     private_home = () if home else (scratch / "home",)
     return Jail(
         (*writable, *private_home),
@@ -54,6 +60,21 @@ def phase_jail(
         setenv=tuple(toolchains.variables(os.environ).items()),
         sockets=sockets,
     )
+
+
+def _keep_or_make(path: Path, kept: Callable[[os.stat_result], bool], make: Callable[[], None]) -> None:
+    """`path` as it is if `kept` says it is what `make` made (never a link), else made anew."""
+    try:
+        if kept(os.lstat(path)):
+            return
+    except FileNotFoundError:
+        pass
+    remove_path(path)
+    make()
+
+
+def _empty_file(info: os.stat_result) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0 and info.st_nlink == 1
 
 
 def needed(*paths: Path, commands: tuple[str, ...] | list[str] = ()) -> tuple[Path, ...]:
