@@ -328,3 +328,42 @@ sys.exit(1 if found else 0)
 def test_ignored_files_with_names_git_quotes_are_gone_before_the_checks(tmp_path: Path, sandbox: str):
     notes = two_laps(tmp_path, ODD_LEAVING_AGENT, TMP_CHECK, "*.tmp\n", sandbox)
     assert [note["checks"][0]["output_tail"].strip() for note in notes] == ["[]", "[]"], notes
+
+
+# --- 4. what a phase leaves in the lap's own git dir -------------------------------------------
+
+# The lap's git dir as the next phase must find it: objects/ holding only info/alternates (one
+# line, one name), refs/ empty, neither opened to others. Printed, and an exit code.
+GIT_DIR_STATE = r"""
+g=$(git rev-parse --absolute-git-dir)
+state="$(ls -A "$g/objects")|$(ls -A "$g/objects/info")|$(ls -A "$g/refs")|$(stat -c %a "$g/objects" "$g/refs" | tr '\n' ' ')|$(wc -l < "$g/objects/info/alternates")|$(stat -c %h "$g/objects/info/alternates")"
+echo "$state"
+case "$state" in "info|alternates||"7[0-7][0-5]" "7[0-7][0-5]" |1|1") ;; *) exit 1 ;; esac
+"""
+PLANTS = {  # by lap: each leaves one thing a kept folder must not carry into the next phase
+    1: "git -c user.name=a -c user.email=a@b commit -q --allow-empty -m planted",  # an object
+    2: "git update-ref refs/planted HEAD",  # a ref
+    3: 'chmod 777 "$g/objects" "$g/refs"',  # folders others may write
+    4: 'ln "$g/objects/info/alternates" alternates-too',  # a second name
+    5: 'echo /elsewhere/objects >> "$g/objects/info/alternates"',  # another object store
+}
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_what_a_phase_leaves_in_the_laps_git_dir_is_not_in_the_next(tmp_path: Path, sandbox: str):
+    """Its folders of objects and refs stay from phase to phase only as ralph made them: a commit,
+    a ref, a chmod, a hard link or another object store left by the agent is not in the checks'
+    git dir, nor in the next lap's agent's."""
+    (tmp_path / "state.sh").write_text(GIT_DIR_STATE)
+    plant = " ".join(f"[ $RALPH_LAP = {lap} ] && {{ {command}; }};" for lap, command in PLANTS.items())
+    agent = (
+        f"sh {tmp_path / 'state.sh'} > seen-$RALPH_LAP.txt; g=$(git rev-parse --absolute-git-dir); {plant} "
+        "sed -i '0,/- \\[ \\]/s//- [x]/' TODO.md"
+    )
+    checks = [f"sh {tmp_path / 'state.sh'}"]
+    todo = "".join(f"- [ ] item {lap}\n" for lap in PLANTS)
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(agent, checks, sandbox=sandbox), "TODO.md": todo})
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    notes = lap_notes(repo, "r")
+    assert [note["status"] for note in notes] == ["green"] * len(PLANTS), [note["reason"] for note in notes]

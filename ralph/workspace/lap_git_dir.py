@@ -3,11 +3,13 @@ the repository's tags, objects borrowed read-only from the repository (alternate
 with no credential helper: the only config git reads in a lap (no system or global one, nor
 their includes: jail.GIT_CONFIG). The agent's commits, stash, branches, hooks and config land here
 and die here; whatever one phase planted (hooks, config, a rewritten .git file) never reaches
-the next, nor ralph.
+the next, nor ralph. (Only its two folders of objects and refs stay, when they hold exactly
+what ralph made: `_as_made`.)
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -17,6 +19,9 @@ from ralph import git
 from ralph.isolation.files import remove_path
 from ralph.isolation.git_syntax import quoted
 
+_LAYOUT = {"objects": ["info"], "objects/info": ["alternates"], "refs": []}  # the folders and what they hold
+_MADE: dict[Path, tuple[int, int, int]] = {}  # what `make` made last, by path: (device, inode, mode)
+
 
 def make(
     lap_git: Path, tree: Path, head: str, *, common_dir: Path, tags: str, config: str, index: Path, keep_modules: bool
@@ -25,13 +30,19 @@ def make(
     submodules' repositories (modules/) stay with `keep_modules`. `index`: ralph's, copied with
     its mtime, for git's racy check."""
     os.chmod(lap_git, stat.S_IRWXU)  # whatever mode the last phase left it in
+    alternates = f"{common_dir / 'objects'}\n"
+    kept = {"objects", "refs"} if _as_made(lap_git, alternates) else set()
     for entry in os.listdir(lap_git):
-        if entry != "modules" or not keep_modules:
+        if entry not in kept and (entry != "modules" or not keep_modules):
             remove_path(lap_git / entry)
-    for folder in ("objects", "objects/info", "refs"):  # git makes refs/heads, refs/tags when it needs them
-        (lap_git / folder).mkdir()
+    if not kept:
+        for folder in _LAYOUT:  # git makes refs/heads, refs/tags when it needs them
+            (lap_git / folder).mkdir()
+        (lap_git / "objects/info/alternates").write_text(alternates)
+        for path in (*_LAYOUT, "objects/info/alternates"):
+            info = os.lstat(lap_git / path)
+            _MADE[lap_git / path] = (info.st_dev, info.st_ino, info.st_mode)
     (lap_git / "HEAD").write_text(head + "\n")
-    (lap_git / "objects/info/alternates").write_text(f"{common_dir / 'objects'}\n")
     if tags:
         (lap_git / "packed-refs").write_text(tags)
     (lap_git / "config").write_text(config)
@@ -44,6 +55,37 @@ def make(
     remove_path(dot_git)
     with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
         out.write(f"gitdir: {lap_git}\n")
+
+
+def _as_made(lap_git: Path, alternates: str) -> bool:
+    """objects/ holds only info/alternates, reading `alternates`, and refs/ nothing, each the very
+    one `make` made, its mode unchanged: they stay (a folder made and deleted costs milliseconds
+    on a disk with slow discards, a few a phase). Anything else is made anew: a link, another
+    entry (an object the agent committed, a ref), a chmod, an ACL, a second name for the file."""
+    try:
+        for folder, entries in _LAYOUT.items():
+            if not _unchanged(lap_git / folder) or sorted(os.listdir(lap_git / folder)) != entries:
+                return False
+        path = lap_git / "objects/info/alternates"
+        if not _unchanged(path) or os.lstat(path).st_nlink != 1:
+            return False
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+            return file.read(len(alternates) + 1) == alternates.encode()
+    except OSError:
+        return False
+
+
+def _unchanged(path: Path) -> bool:
+    info = os.lstat(path)
+    if _MADE.get(path) != (info.st_dev, info.st_ino, info.st_mode):
+        return False
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError as exc:  # a file system without them
+        if exc.errno != errno.ENOTSUP:
+            raise
+        names = []
+    return not any(name.startswith("system.") for name in names)  # (POSIX ACLs are system.posix_acl_*)
 
 
 def write_excludes(lap_git: Path, patterns: list[str]) -> None:
