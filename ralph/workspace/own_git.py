@@ -24,7 +24,7 @@ from ralph.isolation.git_syntax import quoted, unquoted
 # ralph's own git on the lap's files reads this config and no other (GIT_CONFIG_NOSYSTEM, an
 # empty global one, own.git's own). The stat data in its index is trusted only with ctime, which
 # a lap cannot set back; no fsmonitor, sparse patterns or untracked cache (the user's, for their
-# checkout); never into a submodule.
+# checkout); never into a submodule; no hook (own.git holds none), no reflog.
 _CONFIG = """[core]
 \trepositoryformatversion = {version}
 \tbare = false
@@ -34,6 +34,8 @@ _CONFIG = """[core]
 \tcheckStat = default
 \tsparseCheckout = false
 \tuntrackedCache = false
+\tlogAllRefUpdates = false
+\thooksPath = /dev/null
 {excludes}[submodule]
 \trecurse = false
 [diff]
@@ -146,9 +148,12 @@ class OwnGit:
         (self.git_dir / "HEAD").write_text(commit + "\n")  # what `changed` compares the index with
         if self._attributes_changed(before, commit):
             self.index.unlink(missing_ok=True)  # every file written anew, as the new attributes make it
-        if not self.run("read-tree", "-u", "--reset", commit, check=False).ok:
+        # `checkout -f` is `read-tree -u --reset` (one tree, every difference overwritten) after
+        # git's threaded stat of every file (preload): a third less time at 20,000 files.
+        checkout = ("checkout", "-q", "-f", "--detach", commit, "--")
+        if not self.run(*checkout, check=False).ok:
             make_usable(self.tree)  # a folder a lap made read-only
-            self.run("read-tree", "-u", "--reset", commit)
+            self.run(*checkout)
         self.checked_out = (self.index.read_bytes(), os.stat(self.index).st_mtime_ns)
 
     def took_staged(self, commit: str) -> None:
