@@ -345,7 +345,7 @@ def test_a_fifo_where_a_workflow_should_be_is_not_read(tmp_path: Path):
             ".venv/bin/python -m pytest -q",
         ),
         ("uv.lock", ["uv sync --frozen"], "uv run --frozen pytest -q"),
-        ("package.json", ["npm ci"], "npm test"),
+        ("package.json", ["npm install --no-audit --no-fund"], "npm test"),  # no lock file committed
         ("Cargo.toml", [], "cargo test --no-fail-fast"),
         ("go.mod", [], "go test -json ./..."),
         ("README.md", [], "python -m pytest -q"),
@@ -356,6 +356,18 @@ def test_init_suggests_setup_and_checks_for_what_the_repository_is(tmp_path: Pat
     assert ralph(repo, "init").returncode == 0
     written = load_config(repo / "ralph.yaml")
     assert written.setup == setup and written.check_commands == [check]
+
+
+def test_init_suggests_npm_ci_only_with_a_committed_lock_file(tmp_path: Path):
+    """`npm ci` fails without the lock file it installs from; a library that keeps its lock file
+    out of git (ignored, as jshttp/mime-types does) failed every run's first setup."""
+    repo = make_repo(tmp_path / "repo", {"package.json": "{}", ".gitignore": "package-lock.json\n"})
+    (repo / "package-lock.json").write_text("{}")  # there, as `npm install` left it, but in no commit
+    assert ralph(repo, "init").returncode == 0
+    assert load_config(repo / "ralph.yaml").setup == ["npm install --no-audit --no-fund"]
+    locked = make_repo(tmp_path / "locked", {"package.json": "{}", "package-lock.json": "{}"})
+    assert ralph(locked, "init").returncode == 0
+    assert load_config(locked / "ralph.yaml").setup == ["npm ci"]
 
 
 @pytest.mark.parametrize(

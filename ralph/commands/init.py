@@ -88,7 +88,7 @@ ENVIRONMENTS = [
         "requirements.txt: a Python project",
         ["python -m venv .venv && .venv/bin/pip install -q -r requirements.txt"],
     ),
-    ("package.json", "package.json: a Node project", ["npm ci"]),
+    ("package.json", "package.json: a Node project", []),  # made to fit it: node_setup
     ("Cargo.toml", "Cargo.toml: a Rust crate (target/ is kept between laps)", []),
     ("go.mod", "go.mod: a Go module (Go's caches are outside the tree)", []),
 ]
@@ -151,6 +151,13 @@ def uv_setup(top: Path) -> str:
     return "uv sync --frozen" + (f" --group {group}" if group and group != "dev" else "")
 
 
+def node_setup(top: Path) -> str:
+    """`npm ci` installs the committed lock file exactly, and fails without one: a library often
+    keeps its lock file out of git (jshttp's do), and then gets `npm install`."""
+    locks = git.run(top, "ls-files", "--", "package-lock.json", "npm-shrinkwrap.json", check=False).output
+    return "npm ci" if locks.strip() else "npm install --no-audit --no-fund"
+
+
 def _checks(top: Path, marker: str) -> list[Check]:
     """The per-test form of the repository's checks, from its own commands where it has them."""
     own = own_commands(top)
@@ -165,8 +172,10 @@ def _checks(top: Path, marker: str) -> list[Check]:
     return [Check(_command(command)) for command in PYTEST_CHECKS[marker]]
 
 
-def _python_setup(top: Path, marker: str, setup: list[str], checks: list[Check]) -> list[str]:
-    """Made to fit the project: its test group or extra; pytest by name only where a pytest check runs."""
+def _setup_for(top: Path, marker: str, setup: list[str], checks: list[Check]) -> list[str]:
+    """Made to fit the project: its lock file, its test group or extra; pytest by name only where pytest runs."""
+    if marker == "package.json":
+        return [node_setup(top)]
     pytest = not any("unittest" in check.item for check in checks)
     if marker == "pyproject.toml":
         return [python_setup(top, pytest=pytest)]
@@ -179,7 +188,7 @@ def environment(top: Path) -> tuple[str, list[str]]:
     for marker, found, setup in ENVIRONMENTS:
         if (top / marker).is_file():
             checks = _checks(top, marker)
-            setup = _python_setup(top, marker, setup, checks)
+            setup = _setup_for(top, marker, setup, checks)
             lines = [f"# found {found}; ralph's suggestion, to check before the first run"]
             if setup:
                 lines.append("setup:                           # builds the environment inside the lap workspace")
