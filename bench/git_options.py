@@ -6,7 +6,7 @@
 One reused worktree of a repository of `--files` small files; each "lap" is the bare-git lap of
 bench/lap_overhead.py (`checkout -f --detach`, `clean -fd`, a one-line edit, `add -A`, `commit`),
 then ralph's own index-reading steps on a copy of the worktree's index, as its workspace runs
-them (`read-tree -u --reset`, `clean -ffd`, `ls-files -o` of bytecode, `add -A`). Each option
+them (`checkout -f`, `clean -ffd`, `ls-files -o` of bytecode, `add -A`). Each option
 set takes its turn lap by lap, so all share the machine's mood; medians per step.
 ralph keeps the untracked cache and fsmonitor off for its own git (docs/design.md):
 their rows say what that costs.
@@ -53,7 +53,7 @@ def ralph_steps(worktree: Path, index: Path, options: list[str]) -> dict[str, fl
         return timed(subprocess.run, command, cwd=worktree, env=env, check=True, capture_output=True)[0]
 
     return {
-        "read-tree -u --reset": step("read-tree", "-u", "--reset", "HEAD"),
+        "checkout -f": step("checkout", "-q", "-f", "--detach", "HEAD", "--"),
         "clean -ffd": step("clean", "-q", "-ffd"),
         "ls-files -o bytecode": step("ls-files", "-o", "--", *BYTECODE),
         "add -A (ralph)": step("add", "-A"),

@@ -16,9 +16,10 @@ workspace: `checkout -f --detach` + `clean -fd` (ignored files kept, as ralph ke
 same agent command, `add -A`, `commit`, the check (`true`, through a shell), `update-ref`; it runs just before each of ralph's laps
 on the same repository, so each pair shares the machine's mood. "prepare s" is the lap note's
 prepare_s (ralph's reset of its workspace to the green commit); "git reset s" is the bare lap's
-checkout + clean, git's own floor for that step. "checkout s" is ralph's `read-tree -u` (both
-of a lap). One real `ralph run` process per size gives the whole-process wall time; "fixed" is
-that minus laps × the median lap: imports, config, the workspace's first checkout.
+checkout + clean, git's own floor for that step. "checkout s" is ralph's `checkout -f` (both
+of a lap; `read-tree -u` before issue 41's sixth pass, counted too). One real `ralph run`
+process per size gives the whole-process wall time; "fixed" is that minus laps × the median
+lap: imports, config, the workspace's first checkout.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class LapClock:
             if self.current is not None and isinstance(command, list) and command[0] == "git":
                 self.current["git_n"] += 1
                 self.current["git_s"] += seconds
-                self.current["checkout_s"] += seconds if "read-tree" in command else 0.0
+                self.current["checkout_s"] += seconds if {"read-tree", "checkout"} & set(command) else 0.0
             return done
 
         ralph.run.loop.run_lap, proc.run = timed_lap, counted_process
