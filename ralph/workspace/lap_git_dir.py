@@ -20,7 +20,7 @@ from ralph.isolation.files import remove_path
 from ralph.isolation.git_syntax import quoted
 
 _LAYOUT = {"objects": ["info"], "objects/info": ["alternates"], "refs": []}  # the folders and what they hold
-_MADE: dict[Path, tuple[int, int, int]] = {}  # what `make` made last, by path: (device, inode, mode)
+_MADE: dict[Path, tuple[int, int, int, int]] = {}  # what `make` made last, by path: device, inode, mode, ctime
 
 
 def make(
@@ -41,7 +41,7 @@ def make(
         (lap_git / "objects/info/alternates").write_text(alternates)
         for path in (*_LAYOUT, "objects/info/alternates"):
             info = os.lstat(lap_git / path)
-            _MADE[lap_git / path] = (info.st_dev, info.st_ino, info.st_mode)
+            _MADE[lap_git / path] = (info.st_dev, info.st_ino, info.st_mode, info.st_ctime_ns)
     (lap_git / "HEAD").write_text(head + "\n")
     if tags:
         (lap_git / "packed-refs").write_text(tags)
@@ -59,9 +59,11 @@ def make(
 
 def _as_made(lap_git: Path, alternates: str) -> bool:
     """objects/ holds only info/alternates, reading `alternates`, and refs/ nothing, each the very
-    one `make` made, its mode unchanged: they stay (a folder made and deleted costs milliseconds
-    on a disk with slow discards, a few a phase). Anything else is made anew: a link, another
-    entry (an object the agent committed, a ref), a chmod, an ACL, a second name for the file."""
+    one `make` made and unchanged since (its ctime, which a lap cannot set back: an inode number
+    reused by a folder made anew, a chmod, a chattr, an xattr all move it): they stay (a folder
+    made and deleted costs milliseconds on a disk with slow discards, a few a phase). Anything
+    else is made anew: a link, another entry (an object the agent committed, a ref), an ACL, a
+    second name for the file."""
     try:
         for folder, entries in _LAYOUT.items():
             if not _unchanged(lap_git / folder) or sorted(os.listdir(lap_git / folder)) != entries:
@@ -77,7 +79,7 @@ def _as_made(lap_git: Path, alternates: str) -> bool:
 
 def _unchanged(path: Path) -> bool:
     info = os.lstat(path)
-    if _MADE.get(path) != (info.st_dev, info.st_ino, info.st_mode):
+    if _MADE.get(path) != (info.st_dev, info.st_ino, info.st_mode, info.st_ctime_ns):
         return False
     try:
         names = os.listxattr(path, follow_symlinks=False)
