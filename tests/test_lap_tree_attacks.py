@@ -348,7 +348,7 @@ PLANTS = {  # by lap: each leaves one thing a kept folder must not carry into th
     4: 'ln "$g/objects/info/alternates" alternates-too',  # a second name
     5: 'echo /elsewhere/objects >> "$g/objects/info/alternates"',  # another object store
     # The folder made anew (its inode number reused, on ext4) carrying what the listing misses.
-    6: f'rm -r "$g/refs" && mkdir "$g/refs" && {PY} -c "import os; os.setxattr(\'$g/refs\', \'user.planted\', b\'1\')"',
+    6: f"rm -r \"$g/refs\" && mkdir \"$g/refs\" && {PY} -c \"import os; os.setxattr('$g/refs', 'user.planted', b'1')\"",
 }
 
 
