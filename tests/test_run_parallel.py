@@ -21,7 +21,7 @@ from ralph import todo
 from ralph.git.store import RefStore
 from ralph.lap.rebase import progress_with
 from ralph.records import ledger
-from ralph.run import claims
+from ralph.run import claims, parallel
 from ralph.verdict.decide import Overrule
 
 
@@ -308,3 +308,19 @@ def test_a_lap_that_ticks_items_it_did_not_claim_is_red(tmp_path: Path, monkeypa
     greedy = lap_notes(repo, "p")[-1]
     assert greedy["items"] == [items[1]] and greedy["status"] == "red"
     assert greedy["reason"] == "ticked items it did not claim, which other laps work on: Write c.txt"
+
+
+def test_a_ring_cuts_an_idle_slots_nap_short_and_nothing_else():
+    """The coordinator rings (parallel.RING) its slots when one of them ends: a slot napping
+    between glances at the run looks at once; a ring while it does anything else is nothing."""
+    before = signal.signal(parallel.RING, parallel._rung)
+    try:
+        os.kill(os.getpid(), parallel.RING)  # not napping: no exception anywhere
+        assert parallel._nap(0.01) is True
+        timer = threading.Timer(0.2, os.kill, (os.getpid(), parallel.RING))
+        timer.start()
+        started = time.monotonic()
+        assert parallel._nap(30) is False
+        assert time.monotonic() - started < 20
+    finally:
+        signal.signal(parallel.RING, before)

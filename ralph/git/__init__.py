@@ -160,7 +160,9 @@ def write_blob(cwd: Path, text: str) -> str:
 
 
 def read_blob(cwd: Path, sha: str) -> str:
-    return out(cwd, "cat-file", "blob", sha)
+    """A blob's text, stripped (asked of the batch reader, as blob_text's); GitFailed when there is none."""
+    text = blob_text(cwd, sha)
+    return text.strip() if text is not None else out(cwd, "cat-file", "blob", sha)
 
 
 _SHOWN: dict[tuple[Path, str, str], str | None] = {}  # (repository, object id, path): a lap reads each a few times
@@ -351,8 +353,9 @@ def is_ancestor(cwd: Path, ancestor: str, commit: str) -> bool:
 
 
 def notes(cwd: Path, commits: list[str]) -> dict[str, str]:
-    """The ralph notes of many commits, read by one git process whatever their number."""
-    if not commits or not rev(cwd, NOTES):
+    """The ralph notes of many commits, read by one git process whatever their number. The
+    caller saw the notes ref (a listing of refs): one without it would only say it has none."""
+    if not commits:
         return {}
     listing = run(cwd, "log", "--no-walk=unsorted", f"--notes={NOTES}", "--format=%H%x00%N%x1e", *commits).output
     found = {}

@@ -15,8 +15,10 @@ line only ever advances, by compare-and-swap, to a commit whose checks ran on ex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -47,6 +49,9 @@ from ralph.workspace.places import folder_for
 
 LOOK = (0.05, 0.5)  # seconds between glances at the run's refs while every open item is another slot's
 FULL_LOOK = 5.0  # seconds after which a slot reads the run again, whether its refs moved or not
+# The coordinator's word to its idle slots that one of them ended (the run may have): a look now.
+# A signal whose default is to be ignored, so a slot that is not yet listening loses nothing.
+RING = signal.SIGURG
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
@@ -82,6 +87,10 @@ def _wait(ctx: RunContext, children: list[Child]) -> list[int]:
     for _ in children:
         slot = _next_end(ended)
         claims.release_dead(ctx.store, ctx.run_name, _other_than(slot))
+        for child in children:
+            if child.poll() is None:  # not reaped: its pid is still its own
+                with contextlib.suppress(ProcessLookupError):  # reaped since, by its _hear_end
+                    os.kill(child.pid, RING)
     return [child.wait() for child in children]
 
 
@@ -192,6 +201,8 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
     and the remote's refs are brought here before each look at the run."""
     fuses = Fuses(ctx.config.limits)
     pace = _Pace(*REMOTE_POLL)
+    if crew is None and threading.current_thread() is threading.main_thread():
+        signal.signal(RING, _rung)
     seen = glance = None
     while True:
         if crew is not None:
@@ -245,10 +256,35 @@ def _until_moved(ctx: RunContext, glance: str) -> None:
     where reading the run is many, so a slot with nothing to do hears a lap's end at once."""
     pause, until = LOOK[0], time.monotonic() + FULL_LOOK
     while time.monotonic() < until:
-        time.sleep(pause)
-        if _glance(ctx) != glance:
+        if not _nap(pause) or _glance(ctx) != glance:
             return
         pause = min(pause * 2, LOOK[1])
+
+
+class _Rung(Exception):
+    """The coordinator rang (RING) while the slot napped."""
+
+
+_napping = False  # only a nap is cut short by a ring: anywhere else it would cut a lap's step
+
+
+def _rung(signum: int, frame: object) -> None:
+    global _napping
+    if _napping:
+        _napping = False  # a second ring, while the first is handled, is nothing
+        raise _Rung
+
+
+def _nap(seconds: float) -> bool:
+    """time.sleep(seconds); False when the coordinator rang during it."""
+    global _napping
+    try:
+        _napping = True
+        time.sleep(seconds)
+        _napping = False
+    except _Rung:
+        return False
+    return True
 
 
 def _claim_lap(ctx: RunContext, state: RunState, slot: int, count: int, crew: Crew | None) -> _Claimed | None:
