@@ -26,10 +26,7 @@ import uuid
 from contextlib import AbstractContextManager, AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import anyio
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from typing import TYPE_CHECKING, Any
 
 from ralph.agents.mcp_offer import model_name, removal, unfit
 from ralph.agents.mcp_servers import Unset, expand, servers_of
@@ -39,6 +36,10 @@ from ralph.isolation import orphans, proc
 from ralph.isolation.capped_output import capped
 from ralph.isolation.files import remove_path
 from ralph.show import ui
+
+if TYPE_CHECKING:  # anyio is imported where MCP servers run: most runs have none, and every command imports this
+    import anyio
+    from anyio.from_thread import BlockingPortal
 
 OFFERED_MAX = 100  # MCP tools offered in all: a request carries at most 128 tools, ralph's own among them
 DESCRIPTION_MAX = 1024  # characters of a tool's description the model reads
@@ -185,14 +186,18 @@ class McpTools:
         _SDK_LOG.addHandler(self._log)
         _SDK_LOG.propagate = False
         # The loop's thread (and the threads it starts) never take a Ctrl-C: the main thread does.
+        from anyio.from_thread import start_blocking_portal
+
         with proc.signals_held():
             self._portal_cm = start_blocking_portal(name="ralph-mcp")
             self._portal = self._portal_cm.__enter__()
         self._serving, _ = self._portal.start_task(self._serve_all, servers)
 
-    async def _serve_all(self, servers: dict[str, McpServer], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    async def _serve_all(self, servers: dict[str, McpServer], *, task_status: Any) -> None:
         """Every server in a task of its own; started (for `start_task`) once each has listed
         its tools or been dropped; returns when every one has stopped."""
+        import anyio
+
         self._stop = anyio.Event()
         async with anyio.create_task_group() as group:
             ready = {name: anyio.Event() for name in servers}
@@ -204,6 +209,8 @@ class McpTools:
 
     async def _serve(self, name: str, server: McpServer, ready: anyio.Event) -> None:
         """One server from its start to its stop: the SDK's scopes are entered and left here."""
+        import anyio
+
         assert self._stop is not None
         with anyio.CancelScope(deadline=anyio.current_time() + self.cfg.start_timeout) as scope:
             try:
@@ -274,6 +281,8 @@ class McpTools:
             self.tools[name] = Tool(name, server, tool.name, declaration)
 
     async def _call(self, tool: Tool, arguments: dict, seconds: float) -> Any:
+        import anyio
+
         client = self.clients[tool.server]
         with anyio.fail_after(seconds):
             return await client.call_tool(tool.tool, arguments, read_timeout_seconds=seconds)

@@ -10,8 +10,11 @@ their tools, not by guesses about attacks; only a grant that names the path open
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+import pathspec
 
 from ralph.facts import check_files, paths
 from ralph.facts.paths import anchored
@@ -52,9 +55,16 @@ NEVER = (
     *".mise/ mise.local.toml .mise.local.toml .config/mise.toml .config/mise/".split(),
     *check_files.FILE_NAMES,
 )
-# Matched without regard to case: macOS and Windows file systems, and the tools on them, read
-# `Conftest.py` as conftest.py and `.ENV` as .env.
-_NEVER = paths.spec(tuple(pattern.lower() for pattern in NEVER))
+
+
+@functools.cache
+def _never_spec() -> pathspec.GitIgnoreSpec:
+    """NEVER, compiled at its first use (not when ralph starts: ~150 patterns, 25 ms), matched
+    without regard to case: macOS and Windows file systems, and the tools on them, read
+    `Conftest.py` as conftest.py and `.ENV` as .env."""
+    return paths.spec(tuple(pattern.lower() for pattern in NEVER))
+
+
 # A name in no folder `protect` covers whole: a conftest.py is in a test folder when it is.
 _PROBE = ".ralph-probe"
 
@@ -106,4 +116,4 @@ def never(path: str, runs: tuple[str, ...], protect: tuple[str, ...]) -> bool:
     if folded.rsplit("/", 1)[-1] == "conftest.py":
         folder = path.rpartition("/")[0]
         return not folder or not paths.spec(tuple(p for p in protect if "#" not in p)).match_file(f"{folder}/{_PROBE}")
-    return _NEVER.match_file(folded) or paths.spec(tuple(run.lower() for run in runs)).match_file(folded)
+    return _never_spec().match_file(folded) or paths.spec(tuple(run.lower() for run in runs)).match_file(folded)
