@@ -870,6 +870,35 @@ def test_each_phase_starts_with_an_empty_tmp_and_home_lap_after_lap(tmp_path: Pa
 
 
 @needs_bwrap
+def test_a_phase_finds_tmp_and_home_empty_and_as_made_whatever_the_last_phase_did_to_them(tmp_path: Path):
+    """/tmp and HOME stay from one phase to the next only while untouched: one a phase emptied
+    again, made open to all, or gave an extended attribute is made anew; an untouched one stays."""
+    from ralph.isolation import proc, sandbox
+
+    scratch = tmp_path / "scratch" / "agent"
+    look = 'stat -c %a /tmp "$HOME"; ls -A /tmp "$HOME"'
+    plants = [
+        "touch /tmp/x && rm /tmp/x",
+        'chmod 777 /tmp "$HOME"',
+        'mkdir "$HOME/.cache"',
+        "python3 -c \"import os; os.setxattr('/tmp', 'user.mark', b'1')\"",
+        "true",
+    ]
+    first = sandbox.phase_jail(scratch, tmp_path)
+    made = proc.run(look, tmp_path, jail=first).output
+    for plant in plants:
+        inode = os.stat(scratch / "tmp").st_ino, os.stat(scratch / "tmp").st_ctime_ns
+        planted = proc.run(plant, tmp_path, jail=sandbox.phase_jail(scratch, tmp_path))
+        assert planted.ok, (plant, planted.output)
+        touched = inode != (os.stat(scratch / "tmp").st_ino, os.stat(scratch / "tmp").st_ctime_ns)
+        seen = proc.run(look, tmp_path, jail=sandbox.phase_jail(scratch, tmp_path))
+        assert seen.output == made, (plant, seen.output)
+        assert os.listxattr(scratch / "tmp") == [], plant
+        if not touched:  # a phase that left both as made: the same folder the next time
+            assert os.stat(scratch / "tmp").st_ino == inode[0]
+
+
+@needs_bwrap
 def test_a_hidden_login_reads_empty_whatever_the_kept_blank_file_became(tmp_path: Path):
     """The empty file a hidden login is replaced with stays from phase to phase (no phase can
     write it); one that is not empty, or not a plain file of its own, is made anew, never shown."""

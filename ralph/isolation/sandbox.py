@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from ralph.errors import RalphError
-from ralph.isolation import proc, toolchains
+from ralph.isolation import as_made, proc, toolchains
 from ralph.isolation.files import remove_path
 from ralph.isolation.jail import BWRAP, Jail, bwrap, plain, system
 
@@ -40,12 +40,15 @@ def phase_jail(
     registry login read as empty. A lap's phases and `ralph doctor --agent` alike.
 
     `scratch` itself and its empty `blank` file are read-only inside, so they stay from one phase
-    to the next; only the two folders a phase can write are made anew (a folder made and deleted
-    costs milliseconds on a disk with slow discards, twice a lap)."""
+    to the next; the two folders a phase can write stay only while they are empty and exactly as
+    made (as_made.py), else they are made anew (a folder made and deleted costs milliseconds on a
+    disk with slow discards, a few a lap)."""
     _keep_or_make(scratch, lambda info: stat.S_ISDIR(info.st_mode), lambda: scratch.mkdir(parents=True))
     for folder in (scratch / "tmp", scratch / "home"):
-        remove_path(folder)
-        folder.mkdir()
+        if not _empty_as_made(folder):
+            remove_path(folder)
+            folder.mkdir()
+            as_made.record(folder)
     _keep_or_make(scratch / "blank", _empty_file, (scratch / "blank").touch)
     private_home = () if home else (scratch / "home",)
     return Jail(
@@ -71,6 +74,13 @@ def _keep_or_make(path: Path, kept: Callable[[os.stat_result], bool], make: Call
         pass
     remove_path(path)
     make()
+
+
+def _empty_as_made(folder: Path) -> bool:
+    try:
+        return as_made.unchanged(folder) and not os.listdir(folder)
+    except OSError:
+        return False
 
 
 def _empty_file(info: os.stat_result) -> bool:

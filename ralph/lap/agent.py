@@ -38,7 +38,7 @@ def work(lap: ThisLap) -> Worked:
     back, here (before ralph's own git reads the repository's config to stage the lap) and
     again after the hooks and checks, which run the lap's code too."""
     ctx, turn = lap.ctx, lap.turn
-    told = ledger.messages(ctx.top, ctx.run_name)  # forgotten once this lap's note holds them
+    told = ledger.messages(ctx.top, lap.state)  # forgotten once this lap's note holds them
     task = _task(lap, list(told.values()))
     with watching_the_repository(ctx, turn.number) as tampered:
         crashpoint.reached("agent")

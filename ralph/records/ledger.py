@@ -393,7 +393,9 @@ def tell(store: RefStore, run: str, message: str) -> None:
     raise RalphError(f"could not store the message under {RunRefs(run).told} — try again")
 
 
-def messages(cwd: Path, run: str) -> dict[str, str]:
-    """The messages left for the next lap, oldest first: {ref: text}."""
-    found = git.refs(cwd, RunRefs(run).told)
+def messages(cwd: Path, state: RunState) -> dict[str, str]:
+    """The messages left for the next lap when `state` was read, oldest first: {ref: text} (one told
+    later is the next lap's)."""
+    told = RunRefs(state.name).told
+    found = {ref: sha for ref, sha in state.refs.items() if ref.startswith(told)}
     return {ref: git.read_blob(cwd, found[ref]) for ref in sorted(found, key=lambda ref: int(ref.rsplit("/", 1)[1]))}

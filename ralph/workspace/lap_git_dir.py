@@ -9,18 +9,17 @@ what ralph made: `_as_made`.)
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import stat
 from pathlib import Path
 
 from ralph import git
+from ralph.isolation import as_made
 from ralph.isolation.files import remove_path
 from ralph.isolation.git_syntax import quoted
 
 _LAYOUT = {"objects": ["info"], "objects/info": ["alternates"], "refs": []}  # the folders and what they hold
-_MADE: dict[Path, tuple[int, int, int, int]] = {}  # what `make` made last, by path: device, inode, mode, ctime
 
 
 def make(
@@ -40,8 +39,7 @@ def make(
             (lap_git / folder).mkdir()
         (lap_git / "objects/info/alternates").write_text(alternates)
         for path in (*_LAYOUT, "objects/info/alternates"):
-            info = os.lstat(lap_git / path)
-            _MADE[lap_git / path] = (info.st_dev, info.st_ino, info.st_mode, info.st_ctime_ns)
+            as_made.record(lap_git / path)
     (lap_git / "HEAD").write_text(head + "\n")
     if tags:
         (lap_git / "packed-refs").write_text(tags)
@@ -59,35 +57,19 @@ def make(
 
 def _as_made(lap_git: Path, alternates: str) -> bool:
     """objects/ holds only info/alternates, reading `alternates`, and refs/ nothing, each the very
-    one `make` made and unchanged since (its ctime, which a lap cannot set back: an inode number
-    reused by a folder made anew, a chmod, a chattr, an xattr all move it): they stay (a folder
-    made and deleted costs milliseconds on a disk with slow discards, a few a phase). Anything
-    else is made anew: a link, another entry (an object the agent committed, a ref), an ACL, a
-    second name for the file."""
+    one `make` made and unchanged since (as_made.py): they stay. Anything else is made anew: a
+    link, another entry (an object the agent committed, a ref), an ACL, a second name for the file."""
     try:
         for folder, entries in _LAYOUT.items():
-            if not _unchanged(lap_git / folder) or sorted(os.listdir(lap_git / folder)) != entries:
+            if not as_made.unchanged(lap_git / folder) or sorted(os.listdir(lap_git / folder)) != entries:
                 return False
         path = lap_git / "objects/info/alternates"
-        if not _unchanged(path) or os.lstat(path).st_nlink != 1:
+        if not as_made.unchanged(path) or os.lstat(path).st_nlink != 1:
             return False
         with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
             return file.read(len(alternates) + 1) == alternates.encode()
     except OSError:
         return False
-
-
-def _unchanged(path: Path) -> bool:
-    info = os.lstat(path)
-    if _MADE.get(path) != (info.st_dev, info.st_ino, info.st_mode, info.st_ctime_ns):
-        return False
-    try:
-        names = os.listxattr(path, follow_symlinks=False)
-    except OSError as exc:  # a file system without them
-        if exc.errno != errno.ENOTSUP:
-            raise
-        names = []
-    return not any(name.startswith("system.") for name in names)  # (POSIX ACLs are system.posix_acl_*)
 
 
 def write_excludes(lap_git: Path, patterns: list[str]) -> None:
