@@ -337,9 +337,9 @@ def test_ignored_files_with_names_git_quotes_are_gone_before_the_checks(tmp_path
 GIT_DIR_STATE = r"""
 g=$(git rev-parse --absolute-git-dir)
 marks=$(PYTHON -c "import os, sys; print(*(os.listxattr(p) for p in sys.argv[1:]))" "$g/objects" "$g/refs")
-state="$marks|$(ls -A "$g/objects")|$(ls -A "$g/objects/info")|$(ls -A "$g/refs")|$(stat -c %a "$g/objects" "$g/refs" | tr '\n' ' ')|$(wc -l < "$g/objects/info/alternates")|$(stat -c %h "$g/objects/info/alternates")"
+state="$marks|$(ls -A "$g/objects")|$(ls -A "$g/objects/info")|$(ls -A "$g/refs")|$(stat -c %a "$g/objects" "$g/refs" | tr '\n' ' ')|$(wc -l < "$g/objects/info/alternates")|$(stat -c %h "$g/objects/info/alternates")|$(git config --get ralph.planted)"
 echo "$state"
-case "$state" in "[] []|info|alternates||"7[0-7][0-5]" "7[0-7][0-5]" |1|1") ;; *) exit 1 ;; esac
+case "$state" in "[] []|info|alternates||"7[0-7][0-5]" "7[0-7][0-5]" |1|1|") ;; *) exit 1 ;; esac
 """
 PLANTS = {  # by lap: each leaves one thing a kept folder must not carry into the next phase
     1: "git -c user.name=a -c user.email=a@b commit -q --allow-empty -m planted",  # an object
@@ -349,14 +349,19 @@ PLANTS = {  # by lap: each leaves one thing a kept folder must not carry into th
     5: 'echo /elsewhere/objects >> "$g/objects/info/alternates"',  # another object store
     # The folder made anew (its inode number reused, on ext4) carrying what the listing misses.
     6: f"rm -r \"$g/refs\" && mkdir \"$g/refs\" && {PY} -c \"import os; os.setxattr('$g/refs', 'user.planted', b'1')\"",
+    # The files that stay too while untouched: the config (written anew by git, or in place), the tree's .git.
+    7: "git config ralph.planted yes",
+    8: 'printf "[ralph]\\n\\tplanted = yes\\n" >> "$g/config"',
+    9: 'echo "gitdir: /nowhere" > .git',
 }
 
 
 @pytest.mark.parametrize("sandbox", SANDBOX_MODES)
 def test_what_a_phase_leaves_in_the_laps_git_dir_is_not_in_the_next(tmp_path: Path, sandbox: str):
-    """Its folders of objects and refs stay from phase to phase only as ralph made them: a commit,
-    a ref, a chmod, a hard link, another object store or a folder made anew with an attribute
-    left by the agent is not in the checks' git dir, nor in the next lap's agent's."""
+    """Its folders of objects and refs, its config and the tree's .git file stay from phase to
+    phase only as ralph made them: a commit, a ref, a chmod, a hard link, another object store, a
+    folder made anew with an attribute, a setting or a .git file left by the agent is not in the
+    checks' git dir, nor in the next lap's agent's."""
     (tmp_path / "state.sh").write_text(GIT_DIR_STATE.replace("PYTHON", PY))
     plant = " ".join(f"[ $RALPH_LAP = {lap} ] && {{ {command}; }};" for lap, command in PLANTS.items())
     agent = (

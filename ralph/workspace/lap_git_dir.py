@@ -3,8 +3,8 @@ the repository's tags, objects borrowed read-only from the repository (alternate
 with no credential helper: the only config git reads in a lap (no system or global one, nor
 their includes: jail.GIT_CONFIG). The agent's commits, stash, branches, hooks and config land here
 and die here; whatever one phase planted (hooks, config, a rewritten .git file) never reaches
-the next, nor ralph. (Only its two folders of objects and refs stay, when they hold exactly
-what ralph made: `_as_made`.)
+the next, nor ralph. (Only what is exactly as ralph made it stays: its two folders of objects
+and refs, its config and tags, and the tree's .git file, each untouched since: as_made.py.)
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ralph.isolation.files import remove_path
 from ralph.isolation.git_syntax import quoted
 
 _LAYOUT = {"objects": ["info"], "objects/info": ["alternates"], "refs": []}  # the folders and what they hold
+_WRITTEN: dict[Path, str] = {}  # what `_write` last wrote, by path
 
 
 def make(
@@ -30,29 +31,49 @@ def make(
     its mtime, for git's racy check."""
     os.chmod(lap_git, stat.S_IRWXU)  # whatever mode the last phase left it in
     alternates = f"{common_dir / 'objects'}\n"
-    kept = {"objects", "refs"} if _as_made(lap_git, alternates) else set()
+    folders_kept = _as_made(lap_git, alternates)
+    files = {"config": config, **({"packed-refs": tags} if tags else {})}
+    kept = {name for name, text in files.items() if _kept(lap_git / name, text)}
+    kept |= {"objects", "refs"} if folders_kept else set()
     for entry in os.listdir(lap_git):
         if entry not in kept and (entry != "modules" or not keep_modules):
             remove_path(lap_git / entry)
-    if not kept:
+    if not folders_kept:
         for folder in _LAYOUT:  # git makes refs/heads, refs/tags when it needs them
             (lap_git / folder).mkdir()
         (lap_git / "objects/info/alternates").write_text(alternates)
         for path in (*_LAYOUT, "objects/info/alternates"):
             as_made.record(lap_git / path)
     (lap_git / "HEAD").write_text(head + "\n")
-    if tags:
-        (lap_git / "packed-refs").write_text(tags)
-    (lap_git / "config").write_text(config)
+    for name, text in files.items():
+        if name not in kept:
+            _write(lap_git / name, text)
     shallow = common_dir / "shallow"
     if shallow.is_file():
         shutil.copyfile(shallow, lap_git / "shallow")
     if index.is_file():
         shutil.copy2(index, lap_git / "index")  # with its mtime, for git's racy check
-    dot_git = tree / ".git"
-    remove_path(dot_git)
-    with open(os.open(dot_git, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
-        out.write(f"gitdir: {lap_git}\n")
+    pointer = f"gitdir: {lap_git}\n"
+    if not _kept(tree / ".git", pointer):
+        remove_path(tree / ".git")
+        _write(tree / ".git", pointer)
+
+
+def _kept(path: Path, text: str) -> bool:
+    """`path` holds `text` as `_write` wrote it, untouched since (as_made.py), with one name: it
+    stays (its config, its tags, the tree's .git file are the same every phase)."""
+    try:
+        return _WRITTEN.get(path) == text and as_made.unchanged(path) and os.lstat(path).st_nlink == 1
+    except OSError:
+        return False
+
+
+def _write(path: Path, text: str) -> None:
+    """A new file at `path` (none must be there, nor a link), holding `text`."""
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
+        out.write(text)
+    _WRITTEN[path] = text
+    as_made.record(path)
 
 
 def _as_made(lap_git: Path, alternates: str) -> bool:
