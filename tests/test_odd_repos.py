@@ -145,3 +145,19 @@ def test_a_user_who_signs_every_commit(tmp_path: Path):
     git(repo, "config", "user.signingkey", str(tmp_path / "no-such-key"))
     result = ralph(repo, "run", "--name", "r")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_excludes_file_named_from_home_keeps_what_it_ignores_out_of_laps(tmp_path: Path, monkeypatch):
+    """core.excludesFile as `~/…`, which git reads as a path (the home expanded): what it ignores
+    stays out of the lap's commit, as out of the user's."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "ignore-these").write_text("*.log\n")
+    monkeypatch.setenv("HOME", str(home))
+    agent = TICK.replace("write_text('w')", "write_text('w'); pathlib.Path('debug.log').write_text('noise')")
+    repo = make_repo(tmp_path / "repo", {"ralph.yaml": config(agent), "TODO.md": "- [ ] work\n"})
+    git(repo, "config", "core.excludesFile", "~/ignore-these")
+    result = ralph(repo, "run", "--name", "r")
+    assert result.returncode == 0, result.stdout + result.stderr
+    committed = git(repo, "ls-tree", "--name-only", "ralph/r").split()
+    assert "work.txt" in committed and "debug.log" not in committed

@@ -273,6 +273,18 @@ def submodule_paths(cwd: Path, commit: str) -> dict[str, str]:
     return found
 
 
+def settings(cwd: Path, *keys: str) -> dict[str, str]:
+    """What git's configuration sets for each of `keys` (lower case, as git lists them; the last
+    value of a key is the one git uses), read by one git process. Unset keys are not in it."""
+    pattern = "^(" + "|".join(key.replace(".", "\\.") for key in keys) + ")$"
+    listing = run(cwd, "config", "-z", "--get-regexp", pattern, check=False).output
+    found = {}
+    for entry in filter(None, listing.split("\0")):
+        key, _, value = entry.partition("\n")
+        found[key] = value
+    return found
+
+
 def hooks_path(cwd: Path) -> str | None:
     """core.hooksPath as the user set it (None: the repository's hooks folder)."""
     configured = run(cwd, "config", "--get", "core.hooksPath", check=False).output.strip()

@@ -64,18 +64,22 @@ UNLISTABLE = "could not open directory"  # git's warning for a folder it skips
 _GITLINK_MODE = (0o160000).to_bytes(4, "big")  # as an index entry stores it
 
 
-def make_git_dir(own: Path, top: Path, common_dir: Path, identity: tuple[str, str]) -> None:
+SETTINGS = ("core.excludesfile", "extensions.objectformat", "filter.lfs.process")  # what own.git follows
+
+
+def make_git_dir(own: Path, common_dir: Path, identity: tuple[str, str], settings: dict[str, str]) -> None:
     """own.git: the config above; the user's ignore rules (their excludes file, the
-    repository's info/exclude) copied, since they decide what a commit of the user's holds."""
+    repository's info/exclude) copied, since they decide what a commit of the user's holds.
+    `settings`: the repository's values of SETTINGS (git.settings)."""
     for folder in ("info", "refs", "objects"):
         (own / folder).mkdir(parents=True)
     (own / "HEAD").write_text("ref: refs/heads/none\n")
     exclude = common_dir / "info" / "exclude"
     if exclude.is_file():
         shutil.copyfile(exclude, own / "info" / "exclude")
-    excludes = git.run(top, "config", "--path", "--get", "core.excludesFile", check=False).output.strip()
-    object_format = git.run(top, "config", "--get", "extensions.objectFormat", check=False).output.strip()
-    lfs = git.run(top, "config", "--get", "filter.lfs.process", check=False).output.startswith("git-lfs ")
+    excludes = os.path.expanduser(settings.get("core.excludesfile", "").strip())  # as git reads a path: ~ expanded
+    object_format = settings.get("extensions.objectformat", "").strip()
+    lfs = settings.get("filter.lfs.process", "").startswith("git-lfs ")
     name, email = identity
     (own / "config").write_text(
         _CONFIG.format(

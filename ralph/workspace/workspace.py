@@ -37,7 +37,7 @@ from ralph.isolation.git_syntax import excluded, patterns
 from ralph.isolation.jail import Jail
 from ralph.workspace import lap_git_dir, reuse
 from ralph.workspace.lap_rules import remove_what_its_own_rules_hide
-from ralph.workspace.own_git import UNLISTABLE, OwnGit, exact_staging, make_git_dir
+from ralph.workspace.own_git import SETTINGS, UNLISTABLE, OwnGit, exact_staging, make_git_dir
 from ralph.workspace.places import folder_for, trash
 from ralph.workspace.provision import Provision, SetupFailed
 from ralph.workspace.safe_tree import GitReads, Walked, make_safe_for_git, submodule_heads
@@ -98,14 +98,15 @@ class Workspace:
         the first checkout writes only what differs; else a new, empty one."""
         root = folder_for(common_dir, run)
         use_trash(trash())
-        workspace = cls(common_dir, root, _identity(top), _hooks_path(top, common_dir))
+        settings = git.settings(top, "core.hookspath", *SETTINGS)
+        workspace = cls(common_dir, root, _identity(top), _hooks_path(settings.get("core.hookspath"), common_dir))
         if not (reuse.claim(root, common_dir) and workspace._adopt()):
             remove_path(root)
             root.parent.mkdir(parents=True, exist_ok=True)
             for folder in (root, workspace.tree, workspace.lap_git, root / "scratch"):
                 workspace._mkdir(folder)
         remove_path(workspace.own.git_dir)
-        make_git_dir(workspace.own.git_dir, top, common_dir, workspace.identity)
+        make_git_dir(workspace.own.git_dir, common_dir, workspace.identity, settings)
         if workspace.own.checked_out is not None:
             (workspace.own.git_dir / "HEAD").write_text(workspace.checked_out_at + "\n")
             workspace.empty()  # what the last run left untracked (ignored too): nothing of it trusted
@@ -392,8 +393,8 @@ def _identity(top: Path) -> tuple[str, str]:
     return name, rest.partition(">")[0]
 
 
-def _hooks_path(top: Path, common_dir: Path) -> str:
+def _hooks_path(configured: str | None, common_dir: Path) -> str:
     """core.hooksPath as the user set it (a relative one is found in each lap's tree), else the
     repository's hooks folder."""
-    configured = git.hooks_path(top)
+    configured = (configured or "").strip()
     return os.path.expanduser(configured) if configured else str(common_dir / "hooks")
