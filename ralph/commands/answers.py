@@ -107,7 +107,7 @@ def show(cwd: Path, lap: int, run: str | None, *, as_json: bool) -> int:
 
 def answer(cwd: Path, question: Question, ask: Callable[[], int]) -> int:
     """The kept answer to `question` when its key still holds; else `ask()`, its answer kept."""
-    place = _place(cwd, question)
+    place = _place(cwd, question, _where(cwd))
     if place is not None and (text := place.kept()) is not None:
         sys.stdout.write(text)
         return 0
@@ -126,8 +126,9 @@ def after_run(cwd: Path) -> None:
         (["status", None, False], lambda: asked_status(cwd, None, as_json=False)),
         (["log", None, False], lambda: asked_log(cwd, None, as_json=False)),
     ]
+    where = _where(cwd)  # read once for both: each answer is kept only if the state read is the same after it
     for question, ask in asks:
-        place = _place(cwd, question)
+        place = _place(cwd, question, where)
         if place is None or place.kept() is not None:
             continue
         with ui.using(ui.new_console(), ui.new_console(stderr=True)):  # as a new process's, not the run's --plain
@@ -225,9 +226,21 @@ class _Place:
             pass
 
 
-def _place(cwd: Path, question: Question) -> _Place | None:
-    """Where the answer to `question` is kept, and the state it must have been read from; None when
-    no answer may be kept or used: not what find_repo calls a repository, a variable that points git
+def _place(cwd: Path, question: Question, where: tuple[str, list[str | None]] | None) -> _Place | None:
+    """Where the answer to `question` is kept, and the state it must have been read from (`where`:
+    `_where(cwd)`); None when no answer may be kept or used."""
+    if where is None:
+        return None
+    common, read = where
+    printing = _printing()
+    name = hashlib.sha256(json.dumps([question, printing]).encode()).hexdigest()[:32]
+    file = layout.answers_dir(Path(common)) / f"{name}.json"
+    return _Place(cwd, file, [FORMAT, _code(), question, printing, common], read)
+
+
+def _where(cwd: Path) -> tuple[str, list[str | None]] | None:
+    """The repository's common git dir, and the state an answer is read from (`_read`); None when no
+    answer may be kept or used: not what find_repo calls a repository, a variable that points git
     elsewhere (the command sets those apart: a hook's GIT_DIR), a run under way."""
     asked = ["--is-bare-repository", "--show-toplevel", "--git-common-dir", "HEAD", "--symbolic-full-name", "HEAD"]
     try:
@@ -238,12 +251,7 @@ def _place(cwd: Path, question: Question) -> _Place | None:
         common, read = str(Path(cwd, lines[2]).resolve()), _read(cwd)
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return None
-    if read is None:
-        return None
-    printing = _printing()
-    name = hashlib.sha256(json.dumps([question, printing]).encode()).hexdigest()[:32]
-    file = layout.answers_dir(Path(common)) / f"{name}.json"
-    return _Place(cwd, file, [FORMAT, _code(), question, printing, common], read)
+    return None if read is None else (common, read)
 
 
 def _read(cwd: Path) -> list[str | None] | None:
