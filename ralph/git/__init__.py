@@ -311,18 +311,6 @@ def worktree_branches(cwd: Path) -> dict[str, Path]:
 # --- commits and notes -----------------------------------------------------------------
 
 
-def merge_trees(cwd: Path, onto: str, commit: str) -> tuple[str | None, list[str]]:
-    """`commit` replayed onto `onto` as a tree (a three-way merge with their merge base, as a
-    cherry-pick does, without a work tree); None and the conflicting paths when they conflict."""
-    merged = run(cwd, "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, commit, check=False)
-    lines = merged.output.splitlines()
-    if merged.exit_code == 0:
-        return lines[0], []
-    if merged.exit_code == 1:
-        return None, sorted({line for line in lines[1:] if line})
-    raise GitFailed(["merge-tree", onto, commit], merged)
-
-
 def with_files(cwd: Path, tree: str, files: Mapping[str, str | None]) -> str:
     """`tree` with these paths holding these texts (as regular files; None: no such file),
     through an index of its own: four git processes, whatever the number of files."""

@@ -394,8 +394,7 @@ def tell(store: RefStore, run: str, message: str) -> None:
 
 
 def messages(cwd: Path, state: RunState) -> dict[str, str]:
-    """The messages left for the next lap when `state` was read, oldest first: {ref: text} (one told
-    later is the next lap's)."""
+    """The messages left for the next lap as `state` read them, oldest first: {ref: text}."""
     told = RunRefs(state.name).told
     found = {ref: sha for ref, sha in state.refs.items() if ref.startswith(told)}
     return {ref: git.read_blob(cwd, found[ref]) for ref in sorted(found, key=lambda ref: int(ref.rsplit("/", 1)[1]))}
