@@ -313,14 +313,13 @@ def test_a_lap_that_ticks_items_it_did_not_claim_is_red(tmp_path: Path, monkeypa
 def test_a_ring_cuts_an_idle_slots_nap_short_and_nothing_else():
     """The coordinator rings (parallel.RING) its slots when one of them ends: a slot napping
     between glances at the run looks at once; a ring while it does anything else is nothing."""
-    before = signal.signal(parallel.RING, parallel._rung)
-    try:
-        os.kill(os.getpid(), parallel.RING)  # not napping: no exception anywhere
-        assert parallel._nap(0.01) is True
-        timer = threading.Timer(0.2, os.kill, (os.getpid(), parallel.RING))
-        timer.start()
-        started = time.monotonic()
-        assert parallel._nap(30) is False
-        assert time.monotonic() - started < 20
-    finally:
-        signal.signal(parallel.RING, before)
+    main = threading.main_thread().ident
+    assert main is not None
+    signal.pthread_kill(main, parallel.RING)  # not napping: ignored, nothing raised, nothing kept
+    assert parallel._nap(0.01) is True
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, parallel.RING))
+    timer.start()
+    started = time.monotonic()
+    assert parallel._nap(30) is False
+    assert time.monotonic() - started < 20
+    assert parallel._nap(0.01) is True  # the ring was taken: none is left pending

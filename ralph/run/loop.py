@@ -84,8 +84,8 @@ def _run_here(options: RunOptions, mode: Mode, repo: git.RepoInfo, cfg: config_m
     remote = _remote(repo, mode, name)
     name = ledger.check_name(name)
     events.naming(name, mode.slot_number)
-    if mode.holds_the_run:  # (a slot's coordinator refused what it had to a moment ago)
-        refusals.refuse_unsafe_run(repo, name)
+    if type(mode) is not Slot:  # a parallel run's slot starts with the run: its coordinator just refused
+        refusals.refuse_unsafe_run(repo, name)  # (a --best-of round's candidates start later, each round)
     if remote is not None:  # the run as the remote has it, or none yet
         workers.fetch(repo.top, remote, [name])
     if mode.holds_the_run and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line

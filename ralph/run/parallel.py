@@ -50,7 +50,7 @@ from ralph.workspace.places import folder_for
 LOOK = (0.05, 0.5)  # seconds between glances at the run's refs while every open item is another slot's
 FULL_LOOK = 5.0  # seconds after which a slot reads the run again, whether its refs moved or not
 # The coordinator's word to its idle slots that one of them ended (the run may have): a look now.
-# A signal whose default is to be ignored, so a slot that is not yet listening loses nothing.
+# A signal whose default is to be ignored, so a slot that is not napping (_nap) is not touched.
 RING = signal.SIGURG
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
@@ -201,8 +201,6 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
     and the remote's refs are brought here before each look at the run."""
     fuses = Fuses(ctx.config.limits)
     pace = _Pace(*REMOTE_POLL)
-    if crew is None and threading.current_thread() is threading.main_thread():
-        signal.signal(RING, _rung)
     seen = glance = None
     while True:
         if crew is not None:
@@ -261,30 +259,15 @@ def _until_moved(ctx: RunContext, glance: str) -> None:
         pause = min(pause * 2, LOOK[1])
 
 
-class _Rung(Exception):
-    """The coordinator rang (RING) while the slot napped."""
-
-
-_napping = False  # only a nap is cut short by a ring: anywhere else it would cut a lap's step
-
-
-def _rung(signum: int, frame: object) -> None:
-    global _napping
-    if _napping:
-        _napping = False  # a second ring, while the first is handled, is nothing
-        raise _Rung
-
-
 def _nap(seconds: float) -> bool:
-    """time.sleep(seconds); False when the coordinator rang during it."""
-    global _napping
+    """A pause of `seconds`; False when the coordinator rang during it. RING is blocked only while
+    the slot naps, so the kernel keeps it for sigtimedwait; at any other time it is ignored (its
+    default), and nothing else the slot does is ever cut short by it."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {RING})
     try:
-        _napping = True
-        time.sleep(seconds)
-        _napping = False
-    except _Rung:
-        return False
-    return True
+        return signal.sigtimedwait({RING}, seconds) is None
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _claim_lap(ctx: RunContext, state: RunState, slot: int, count: int, crew: Crew | None) -> _Claimed | None:

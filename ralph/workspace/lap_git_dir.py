@@ -60,18 +60,26 @@ def make(
 
 
 def _kept(path: Path, text: str) -> bool:
-    """`path` holds `text` as `_write` wrote it, untouched since (as_made.py), with one name: it
-    stays (its config, its tags, the tree's .git file are the same every phase)."""
+    """`path` is the file `_write` last wrote there, as made (as_made.py), with one name, and holds
+    `text`: it stays (its config, its tags, the tree's .git file are the same every phase)."""
     try:
-        return _WRITTEN.get(path) == text and as_made.unchanged(path) and os.lstat(path).st_nlink == 1
+        made = _WRITTEN.get(path) == text and as_made.unchanged(path)
+        return made and os.lstat(path).st_nlink == 1 and _holds(path, text)
     except OSError:
         return False
 
 
+def _holds(path: Path, text: str) -> bool:
+    """The regular file at `path` (as_made checked its type) holds exactly `text`."""
+    data = text.encode()
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
+        return file.read(len(data) + 1) == data
+
+
 def _write(path: Path, text: str) -> None:
     """A new file at `path` (none must be there, nor a link), holding `text`."""
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "w") as out:
-        out.write(text)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as out:
+        out.write(text.encode())
     _WRITTEN[path] = text
     as_made.record(path)
 
@@ -85,10 +93,7 @@ def _as_made(lap_git: Path, alternates: str) -> bool:
             if not as_made.unchanged(lap_git / folder) or sorted(os.listdir(lap_git / folder)) != entries:
                 return False
         path = lap_git / "objects/info/alternates"
-        if not as_made.unchanged(path) or os.lstat(path).st_nlink != 1:
-            return False
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
-            return file.read(len(alternates) + 1) == alternates.encode()
+        return as_made.unchanged(path) and os.lstat(path).st_nlink == 1 and _holds(path, alternates)
     except OSError:
         return False
 
