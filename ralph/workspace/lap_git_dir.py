@@ -41,9 +41,9 @@ def make(
     if not folders_kept:
         for folder in _LAYOUT:  # git makes refs/heads, refs/tags when it needs them
             (lap_git / folder).mkdir()
-        (lap_git / "objects/info/alternates").write_text(alternates)
-        for path in (*_LAYOUT, "objects/info/alternates"):
-            as_made.record(lap_git / path)
+        _write(lap_git / "objects/info/alternates", alternates)
+        for folder in _LAYOUT:  # (their ctimes as the file written into one left them)
+            as_made.record(lap_git / folder)
     (lap_git / "HEAD").write_text(head + "\n")
     for name, text in files.items():
         if name not in kept:
@@ -92,10 +92,9 @@ def _as_made(lap_git: Path, alternates: str) -> bool:
         for folder, entries in _LAYOUT.items():
             if not as_made.unchanged(lap_git / folder) or sorted(os.listdir(lap_git / folder)) != entries:
                 return False
-        path = lap_git / "objects/info/alternates"
-        return as_made.unchanged(path) and os.lstat(path).st_nlink == 1 and _holds(path, alternates)
     except OSError:
         return False
+    return _kept(lap_git / "objects/info/alternates", alternates)
 
 
 def write_excludes(lap_git: Path, patterns: list[str]) -> None:
