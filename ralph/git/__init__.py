@@ -287,8 +287,7 @@ def settings(cwd: Path, *keys: str) -> dict[str, str]:
 
 def hooks_path(cwd: Path) -> str | None:
     """core.hooksPath as the user set it (None: the repository's hooks folder)."""
-    configured = run(cwd, "config", "--get", "core.hooksPath", check=False).output.strip()
-    return configured or None
+    return settings(cwd, "core.hookspath").get("core.hookspath", "").strip() or None
 
 
 def uses_lfs(cwd: Path, commit: str) -> bool:

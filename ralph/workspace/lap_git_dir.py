@@ -20,7 +20,6 @@ from ralph.isolation.files import remove_path
 from ralph.isolation.git_syntax import quoted
 
 _LAYOUT = {"objects": ["info"], "objects/info": ["alternates"], "refs": []}  # the folders and what they hold
-_WRITTEN: dict[Path, str] = {}  # what `_write` last wrote, by path
 
 
 def make(
@@ -60,11 +59,10 @@ def make(
 
 
 def _kept(path: Path, text: str) -> bool:
-    """`path` is the file `_write` last wrote there, as made (as_made.py), with one name, and holds
-    `text`: it stays (its config, its tags, the tree's .git file are the same every phase)."""
+    """`path` is a file `_write` wrote, as made since (as_made.py), with one name, and holds `text`:
+    it stays (its config, its tags, the tree's .git file are the same every phase)."""
     try:
-        made = _WRITTEN.get(path) == text and as_made.unchanged(path)
-        return made and os.lstat(path).st_nlink == 1 and _holds(path, text)
+        return as_made.unchanged(path) and os.lstat(path).st_nlink == 1 and _holds(path, text)
     except OSError:
         return False
 
@@ -80,7 +78,6 @@ def _write(path: Path, text: str) -> None:
     """A new file at `path` (none must be there, nor a link), holding `text`."""
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as out:
         out.write(text.encode())
-    _WRITTEN[path] = text
     as_made.record(path)
 
 
