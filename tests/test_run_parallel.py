@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from helpers.jobs import ITEMS_AGENT, items_repo
-from helpers.repos import PY, git, make_repo
+from helpers.repos import PY, git, make_repo, python_agent
 from helpers.running import lap_notes, ralph
 
 from ralph import todo
@@ -88,6 +88,50 @@ def test_three_slots_do_every_item_once_and_only_checked_commits_reach_the_green
     assert ralph(repo, "report", "--run", "p", "-o", str(tmp_path / "report.html")).returncode == 0
     assert "(slot 2: Write f" in (tmp_path / "report.html").read_text()
     assert git(repo, "status", "--porcelain") == ""
+
+
+# Write a.txt fast, b.txt slowly: b's lap ends on a line a's lap moved while b's agent worked.
+A_THEN_B = r"""
+import os, pathlib, time
+items = [line for line in os.environ["RALPH_ITEMS"].splitlines() if line]
+time.sleep(2 if "Write b.txt" in items else 0.2)
+text = pathlib.Path("TODO.md").read_text()
+for item in items:
+    pathlib.Path(item.split()[1]).write_text(item + "\n")
+    text = text.replace(f"- [ ] {item}", f"- [x] {item}")
+pathlib.Path("TODO.md").write_text(text)
+"""
+
+
+def test_a_lap_whose_line_moved_while_its_agent_worked_is_checked_once_on_the_commit_that_lands(tmp_path: Path):
+    """Its commit is rebased onto the line before any check: the checks run once, on what would
+    land. The check here passes only where b.txt comes with a.txt: b's own commit fails it, so a
+    green b was checked on the line a's lap moved, and on nothing else."""
+    config = {
+        "goal": "Write both",
+        "agent": python_agent(tmp_path / "agent.py", A_THEN_B),
+        "checks": ["test ! -e b.txt || test -e a.txt"],
+        "limits": {"max_laps": 4},
+    }
+    todo = "# TODO\n- [ ] Write a.txt\n- [ ] Write b.txt\n"
+    repo = make_repo(tmp_path / "repo", {"TODO.md": todo}, config=config, progress="# Progress\n")
+    events_file = tmp_path / "events.jsonl"
+    result = ralph(repo, "run", "--name", "p", "--parallel", "2", "--events", str(events_file))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ledger.audit(repo, "p") == []
+    laps = {lap["items"][0]: lap for lap in lap_notes(repo, "p")}
+    a, b = laps["Write a.txt"], laps["Write b.txt"]
+    assert (a["status"], b["status"]) == ("green", "green"), b["reason"]
+    assert b["reason"] == f"all checks pass (rebased onto {a['commit'][:10]}, which moved during the lap)"
+    assert b["parent"] == a["commit"] and git(repo, "rev-parse", "ralph/p") == b["commit"]
+    # Its agent's own commit, on the line as the lap started, is kept; no check ever ran on it.
+    own = git(repo, "rev-parse", f"refs/ralph/p/rebased/{b['lap']}")
+    assert git(repo, "rev-parse", f"{own}^") == git(repo, "rev-parse", "refs/ralph/p/base")
+    never_judged = subprocess.run(["git", "notes", "--ref", "ralph", "list", own], cwd=repo, capture_output=True)
+    assert never_judged.returncode == 1, never_judged.stdout
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    checked = [event["lap"] for event in events if event["type"] == "check_finished"]
+    assert sorted(checked) == [0, a["lap"], b["lap"]]  # the baseline, then each lap once
 
 
 def test_slots_keep_the_secrets_out_of_their_environment_blocks_and_hand_them_to_laps(tmp_path: Path):

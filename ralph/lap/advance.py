@@ -32,7 +32,7 @@ from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
-from ralph.verdict.decide import Overrule, overruled
+from ralph.verdict.decide import Overrule, Verdict, overruled
 from ralph.workspace.workspace import folder_for
 
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
@@ -132,8 +132,35 @@ def _interrupted(ctx: RunContext, record: LapRecord) -> None:
             _not_advanced(ctx, record, Overrule.UNLANDED_INTERRUPTED)
 
 
+def onto_the_line(lap: ThisLap, made: LapCommit) -> tuple[ThisLap, LapCommit]:
+    """A slot's lap made on a line other slots moved while its agent worked, rebased onto the
+    line as it is now, before any check: checked once, on the commit that would land, rather than
+    where it was made and then again there. Its own commit is kept (`rebased/<n>`). A lap that
+    conflicts there, or whose commit the hooks refused, is judged where it was made (its landing
+    finds the conflict); so is every lap of a plain run (nobody else moves its line), of a remote's
+    workers (the line is where the remote has it) and each `--best-of` candidate (its round's)."""
+    ctx = lap.ctx
+    if type(ctx.mode) is not Slot or lap.turn.best_of is not None or made.refusal is not None:
+        return lap, made
+    if git.rev(ctx.top, RunRefs(ctx.run_name).branch) == made.parent:
+        return lap, made
+    state = ledger.load(ctx.top, ctx.run_name)
+    assert state is not None  # the run's own record exists: this lap was run from it
+    sha, _ = rebase_lap(ctx, made.sha, made.parent, state.green, lap.turn.slot)
+    if sha is None:
+        return lap, made
+    ctx.store.update({RunRefs(ctx.run_name).rebased_lap(lap.number): (made.sha, None)})
+    return replace(lap, state=state), LapCommit.read(ctx, sha, state.green, made.split)
+
+
+def rebased(verdict: Verdict, onto: str) -> Verdict:
+    """The verdict on a lap's commit rebased onto `onto`, the line as others moved it, saying so."""
+    return replace(verdict, reason=f"{verdict.reason} (rebased onto {onto[:10]}, which moved during the lap)")
+
+
 def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
-    """Someone advanced the green line during the lap: rebase onto it and judge again, never force."""
+    """Someone advanced the green line during the lap's checks: rebase onto it and judge again,
+    never force."""
     ctx = lap.ctx
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
@@ -141,9 +168,8 @@ def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> L
     if sha is None:
         return _not_advanced(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
     made = LapCommit.read(ctx, sha, state.green, facts.split)
-    verdict = verdict_on(replace(lap, state=state), made, facts.agent)
-    rebased = replace(verdict, reason=f"{verdict.reason} (rebased onto {state.green[:10]}, which moved during the lap)")
-    replayed = lap_record(ctx, state, facts, made, rebased)
+    verdict = rebased(verdict_on(replace(lap, state=state), made, facts.agent), state.green)
+    replayed = lap_record(ctx, state, facts, made, verdict)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
     names = RunRefs(ctx.run_name)
     moves: dict[str, tuple[str, str | None]] = {names.lap(facts.number): (sha, record.commit)}

@@ -28,10 +28,10 @@ def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     worked = agent.work(lap)
     with watching_the_repository(ctx, turn.number) as tampered:
         events.emit("phase_changed", phase="committing")
-        made, judged = _commit_and_judge(lap, worked)
-    judged = judging.after_the_lap(judged, turn, made.ticked, worked.tampered + tampered)
+        own, lap, made, judged = _commit_and_judge(lap, worked)
+    judged = judging.after_the_lap(judged, turn, own.ticked, worked.tampered + tampered)
     facts = _facts(lap, worked)
-    recorded = advance.as_candidate(record.lap_record(ctx, state, facts, made, judged), turn.best_of)
+    recorded = advance.as_candidate(record.lap_record(ctx, lap.state, facts, made, judged), turn.best_of)
     if record.save(ctx, recorded, worked.told, judged.stop, advance.landing(lap, recorded)):
         return recorded
     return advance.advance(lap, facts, recorded)
@@ -54,21 +54,24 @@ def _facts(lap: ThisLap, worked: agent.Worked) -> record.LapFacts:
     )
 
 
-def _commit_and_judge(lap: ThisLap, worked: agent.Worked) -> tuple[LapCommit, Verdict]:
-    """The lap committed, checked and judged. Where that fails on a full disk, a red lap: of its
-    commit, or (none made yet) of the last green tree, nothing of the lap trusted; its files
-    deleted."""
-    ctx, made = lap.ctx, None
+def _commit_and_judge(lap: ThisLap, worked: agent.Worked) -> tuple[LapCommit, ThisLap, LapCommit, Verdict]:
+    """The lap committed (its own commit), then checked and judged: that commit, or (the line
+    moved under a slot's lap) it rebased onto the line, with the lap as of that line. Where that
+    fails on a full disk, a red lap: of its commit, or (none made yet) of the last green tree,
+    nothing of the lap trusted; its files deleted."""
+    ctx, own = lap.ctx, None
     try:
-        made = commit.commit_lap(lap, worked.result)
+        own = commit.commit_lap(lap, worked.result)
         crashpoint.reached("commit")
-        return made, judging.verdict_on(lap, made, worked.result)
+        on, made = advance.onto_the_line(lap, own)
+        verdict = judging.verdict_on(on, made, worked.result)
+        return own, on, made, verdict if made is own else advance.rebased(verdict, made.parent)
     except (RalphError, OSError) as failed:
         if isinstance(failed, WorkspaceTampered) or not disk.full(ctx, failed):
             raise
         cause = ui.one_line(str(failed), 300)
-    made = made or commit.unjudged(lap, worked.result)
+    own = own or commit.unjudged(lap, worked.result)
     ctx.workspace.delete_the_laps_files()
     if not disk.full(ctx):
-        return made, overruled(None, Overrule.DISK_FREED, disk.free(ctx), output_tail=cause)
-    return made, overruled(None, Overrule.DISK_FULL, disk.full_disk(ctx), lap.number, output_tail=cause)
+        return own, lap, own, overruled(None, Overrule.DISK_FREED, disk.free(ctx), output_tail=cause)
+    return own, lap, own, overruled(None, Overrule.DISK_FULL, disk.full_disk(ctx), lap.number, output_tail=cause)
