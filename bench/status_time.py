@@ -16,7 +16,8 @@ it printed from has changed (ralph/commands/answers.py), so each command is time
 "again" (asked before: the untimed first run kept the answer), "read" (no answer kept: the folder of
 answers removed, untimed, before each timed run of either side: the records are read, and the answer
 kept) and, for status and log, "after a run" (the first call after a new `ralph run` of one lap,
-which keeps both at its end; --after-runs new runs, so the repository gains that many). Another ralph
+which keeps status's answer at its end, not log's: the run printed that table; --after-runs new
+runs, so the repository gains that many). Another ralph
 without kept answers reads the records in every case.
 Times are the median of --reps: wall seconds, and CPU seconds of the command and its git
 children (a busy machine sways them less); "÷" is the median of the pairs' ratios.

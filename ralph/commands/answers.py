@@ -25,7 +25,7 @@ The answers are files in <git-common-dir>/ralph/.answers/ (layout.answers_dir), 
 reach: laps see the repository's git dir read-only (ralph/isolation/jail.py; run/loop.py refuses a
 `sandbox.writable` inside it). The command that read the records writes its answer (the key's state
 read before and after it: a lap that lands meanwhile leaves none), and `ralph run` does at its end
-(`after_run`), so the first `ralph status` after a run is answered at once too.
+(`after_run`, status only), so the first `ralph status` after a run is answered at once too.
 
 The standard library only, git by subprocess (a few reads, no input): ralph's door to git and to
 processes (ralph/git, isolation/proc.py) costs as much to import as a whole answer.
@@ -107,7 +107,7 @@ def show(cwd: Path, lap: int, run: str | None, *, as_json: bool) -> int:
 
 def answer(cwd: Path, question: Question, ask: Callable[[], int]) -> int:
     """The kept answer to `question` when its key still holds; else `ask()`, its answer kept."""
-    place = _place(cwd, question, _where(cwd))
+    place = _place(cwd, question)
     if place is not None and (text := place.kept()) is not None:
         sys.stdout.write(text)
         return 0
@@ -115,27 +115,21 @@ def answer(cwd: Path, question: Question, ask: Callable[[], int]) -> int:
 
 
 def after_run(cwd: Path) -> None:
-    """`ralph status` and `ralph log` of the latest run, as text, kept for this terminal at a run's
-    end (0.1 s; after every lap it would be a lap's own time again). Printed nowhere; any failure is
-    only no answer kept."""
-    from ralph.commands.log import log as asked_log
+    """`ralph status` of the latest run, as text, kept for this terminal at a run's end (50 ms;
+    after every lap it would be a lap's own time again). Printed nowhere; any failure is only no
+    answer kept. Not `ralph log`: the run has just printed its table, and rendering it again took
+    longer than all the rest of the run's end (80 ms of a parallel run's last 150)."""
     from ralph.commands.status import status as asked_status
     from ralph.show import ui
 
-    asks: list[tuple[Question, Callable[[], int]]] = [
-        (["status", None, False], lambda: asked_status(cwd, None, as_json=False)),
-        (["log", None, False], lambda: asked_log(cwd, None, as_json=False)),
-    ]
-    where = _where(cwd)  # read once for both: each answer is kept only if the state read is the same after it
-    for question, ask in asks:
-        place = _place(cwd, question, where)
-        if place is None or place.kept() is not None:
-            continue
-        with ui.using(ui.new_console(), ui.new_console(stderr=True)):  # as a new process's, not the run's --plain
-            try:
-                _asked(place, ask, show=False)
-            except Exception:  # no answer kept is all that is lost: `ralph status` will say what it is
-                continue
+    place = _place(cwd, ["status", None, False])
+    if place is None or place.kept() is not None:
+        return
+    with ui.using(ui.new_console(), ui.new_console(stderr=True)):  # as a new process's, not the run's --plain
+        try:
+            _asked(place, lambda: asked_status(cwd, None, as_json=False), show=False)
+        except Exception:  # no answer kept is all that is lost: `ralph status` will say what it is
+            return
 
 
 def _asked(place: _Place, ask: Callable[[], int], *, show: bool) -> int:
@@ -226,9 +220,10 @@ class _Place:
             pass
 
 
-def _place(cwd: Path, question: Question, where: tuple[str, list[str | None]] | None) -> _Place | None:
-    """Where the answer to `question` is kept, and the state it must have been read from (`where`:
-    `_where(cwd)`); None when no answer may be kept or used."""
+def _place(cwd: Path, question: Question) -> _Place | None:
+    """Where the answer to `question` is kept, and the state it must have been read from; None when
+    no answer may be kept or used."""
+    where = _where(cwd)
     if where is None:
         return None
     common, read = where
