@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from helpers.jobs import ITEMS_AGENT, items_repo
 from helpers.repos import PY, git, make_repo, python_agent
 from helpers.running import lap_notes, ralph
@@ -131,7 +132,48 @@ def test_a_lap_whose_line_moved_while_its_agent_worked_is_checked_once_on_the_co
     assert never_judged.returncode == 1, never_judged.stdout
     events = [json.loads(line) for line in events_file.read_text().splitlines()]
     checked = [event["lap"] for event in events if event["type"] == "check_finished"]
-    assert sorted(checked) == [0, a["lap"], b["lap"]]  # the baseline, then each lap once
+    assert sorted(checked) == sorted([0, a["lap"], b["lap"]])  # the baseline, then each lap once
+
+
+# b's lap ends on the moved line, having done one more thing to the files the rebase writes anew.
+B_ALSO = {
+    "an open item deleted, another reworded": (
+        'text = text.replace("- [ ] Write c.txt\\n", "").replace("- [ ] Write d.txt\\n", "- [ ] Write d.txt soon\\n")',
+        "TODO items deleted or reworded: 'Write c.txt'; 'Write d.txt'",
+    ),
+    "PROGRESS.md a link out of the repository": (
+        'os.remove("PROGRESS.md"); os.symlink("/etc/passwd", "PROGRESS.md")',
+        "symbolic links where protected files belong: PROGRESS.md",
+    ),
+    "an item added ticked that a's lap added open": (
+        'text += "- [x] Write e.txt\\n"',
+        "ticked items it did not claim, which other laps work on: Write e.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("also", B_ALSO)
+def test_a_lap_rebased_before_its_checks_is_judged_on_what_its_agent_did_to_todo_and_progress(
+    tmp_path: Path, also: str
+):
+    """The rebase writes TODO.md and PROGRESS.md anew (the lap's ticks and new items put onto the
+    line's): what the agent did to them beyond that is judged on its own commit, as made."""
+    snippet, reason = B_ALSO[also]
+    agent = A_THEN_B.replace('pathlib.Path("TODO.md").write_text(text)\n', "")
+    agent += 'if "Write a.txt" in items:\n    text += "- [ ] Write e.txt\\n"\n'
+    agent += f'if "Write b.txt" in items:\n    {snippet}\npathlib.Path("TODO.md").write_text(text)\n'
+    config = {"goal": "Write them", "agent": python_agent(tmp_path / "agent.py", agent), "checks": ["true"]}
+    todo = "# TODO\n- [ ] Write a.txt\n- [ ] Write b.txt\n- [ ] Write c.txt\n- [ ] Write d.txt\n"
+    repo = make_repo(
+        tmp_path / "repo", {"TODO.md": todo}, config=config | {"limits": {"max_laps": 2}}, progress="# Progress\n"
+    )
+    result = ralph(repo, "run", "--name", "p", "--parallel", "2")
+    assert "Traceback" not in result.stdout + result.stderr
+    laps = {lap["items"][0]: lap for lap in lap_notes(repo, "p")}
+    a, b = laps["Write a.txt"], laps["Write b.txt"]
+    assert a["status"] == "green" and git(repo, "rev-parse", "ralph/p") == a["commit"]  # the line moved under b
+    assert b["status"] == "red" and reason in b["reason"], b["reason"]
+    assert ledger.audit(repo, "p") == []
 
 
 def test_slots_keep_the_secrets_out_of_their_environment_blocks_and_hand_them_to_laps(tmp_path: Path):

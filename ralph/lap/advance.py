@@ -25,7 +25,7 @@ from ralph.git.store import Changes
 from ralph.isolation import crashpoint
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
-from ralph.lap.judging import verdict_on
+from ralph.lap.judging import after_the_lap, guard, verdict_on
 from ralph.lap.modes import Plain, Slot
 from ralph.lap.rebase import rebase_lap
 from ralph.lap.record import LapFacts, lap_record
@@ -135,14 +135,21 @@ def _interrupted(ctx: RunContext, record: LapRecord) -> None:
 def onto_the_line(lap: ThisLap, made: LapCommit) -> tuple[ThisLap, LapCommit]:
     """A slot's lap made on a line other slots moved while its agent worked, rebased onto the
     line as it is now, before any check: checked once, on the commit that would land, rather than
-    where it was made and then again there. Its own commit is kept (`rebased/<n>`). A lap that
-    conflicts there, or whose commit the hooks refused, is judged where it was made (its landing
-    finds the conflict); so is every lap of a plain run (nobody else moves its line), of a remote's
-    workers (the line is where the remote has it) and each `--best-of` candidate (its round's)."""
+    where it was made and then again there. Its own commit is kept (`rebased/<n>`).
+
+    Only a commit the guard finds nothing against where it was made: the rebase writes TODO.md
+    and PROGRESS.md anew (the lap's ticks and new items put onto the line's), which would hide what
+    the lap did to them (an item deleted or reworded, a link made). A lap that conflicts on the
+    line, or whose commit the hooks refused, is judged where it was made too (its landing finds the
+    conflict); so is every lap of a plain run (nobody else moves its line), of a remote's workers
+    (the line is where the remote has it) and each `--best-of` candidate (its round's)."""
     ctx = lap.ctx
     if type(ctx.mode) is not Slot or lap.turn.best_of is not None or made.refusal is not None:
         return lap, made
     if git.rev(ctx.top, RunRefs(ctx.run_name).branch) == made.parent:
+        return lap, made
+    found = guard(lap, made)
+    if found.problems or found.idle_ticks:
         return lap, made
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
@@ -169,6 +176,7 @@ def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> L
         return _not_advanced(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
     made = LapCommit.read(ctx, sha, state.green, facts.split)
     verdict = rebased(verdict_on(replace(lap, state=state), made, facts.agent), state.green)
+    verdict = after_the_lap(verdict, lap.turn, made.ticked, [])  # its ticks as put onto the line
     replayed = lap_record(ctx, state, facts, made, verdict)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))
     names = RunRefs(ctx.run_name)

@@ -45,7 +45,7 @@ def verdict_on(lap: ThisLap, made: LapCommit, agent: AgentResult) -> Verdict:
     )
     if not wants_checks(evidence):
         return decide(evidence)
-    report = _guard(lap, made)
+    report = guard(lap, made)
     try:
         checked: Checked | CannotCheck = checking.checks_on(lap, made)
     except CannotCheck as cannot:
@@ -63,7 +63,8 @@ def verdict_on(lap: ThisLap, made: LapCommit, agent: AgentResult) -> Verdict:
     return decide(replace(evidence, caller_done=bool(is_done(ctx.workspace.tree, lap.state))))
 
 
-def _guard(lap: ThisLap, made: LapCommit) -> guard_module.GuardReport:
+def guard(lap: ThisLap, made: LapCommit) -> guard_module.GuardReport:
+    """What the guard finds against one commit of the lap's, from the last green commit it was made on."""
     config, files = lap.ctx.config, lap.ctx.config.files
     scope = Scope(
         tuple(config.scope) if config.scope is not None else None,

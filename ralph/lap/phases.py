@@ -29,7 +29,10 @@ def run_lap(ctx: RunContext, state: RunState, turn: Turn) -> LapRecord:
     with watching_the_repository(ctx, turn.number) as tampered:
         events.emit("phase_changed", phase="committing")
         own, lap, made, judged = _commit_and_judge(lap, worked)
-    judged = judging.after_the_lap(judged, turn, own.ticked, worked.tampered + tampered)
+    # Ticks as the agent made them, and as the rebase put them onto the line: an item it added
+    # ticked ("- [x] X") reads as a tick there when X is open on the line.
+    ticked = list(dict.fromkeys([*own.ticked, *made.ticked]))
+    judged = judging.after_the_lap(judged, turn, ticked, worked.tampered + tampered)
     facts = _facts(lap, worked)
     recorded = advance.as_candidate(record.lap_record(ctx, lap.state, facts, made, judged), turn.best_of)
     if record.save(ctx, recorded, worked.told, judged.stop, advance.landing(lap, recorded)):
