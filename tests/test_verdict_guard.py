@@ -58,3 +58,26 @@ def test_a_table_pattern_other_than_rusts_tests_protects_its_whole_file(tmp_path
         repo, green, commit, changes(repo, green, commit), ["app.toml#db"], "TODO.md", "PROGRESS.md", green
     )
     assert report.protected_touched == ["app.toml"]
+
+
+@pytest.mark.parametrize("first", ["calc_x.pyi", "calc_x.py"])
+def test_a_stub_beside_its_module_is_named_whichever_lap_added_it_first(tmp_path: Path, first: str):
+    """mypy reads calc_x.pyi in calc_x.py's place: a stub one lap adds before another adds its
+    module hides that module from the type checker as much as the two added together."""
+    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] x\n", "calc.py": "x = 1\n"})
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / first).write_text("def f() -> int: ...\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "lap 1")
+    green = git(repo, "rev-parse", "HEAD")
+    second = "calc_x.py" if first.endswith("i") else "calc_x.pyi"
+    (repo / second).write_text("def f() -> int: ...\n")
+    (repo / "other.py").write_text("y = 2\n")  # a module with no stub: nothing to name
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "lap 2")
+    commit = git(repo, "rev-parse", "HEAD")
+    for old in (green, base):  # the second lap alone, and both in one
+        report = check_lap(repo, old, commit, changes(repo, old, commit), [], "TODO.md", "PROGRESS.md", base)
+        assert report.problems == ["stubs that hide their module from type checkers: calc_x.pyi"], report.problems
+    first_lap = check_lap(repo, base, green, changes(repo, base, green), [], "TODO.md", "PROGRESS.md", base)
+    assert first_lap.problems == []  # alone, it hides nothing

@@ -190,14 +190,21 @@ def _shadowing_problems(
 
 
 def _stub_problems(cwd: Path, commit: str, changes: dict[str, tuple[str, str]], report: GuardReport) -> list[str]:
-    """A stub added beside a module of the tree: mypy, given a folder or the module's name, reads
-    the stub in its place and never checks the code (calc.pyi hides calc.py)."""
-    stubs = [path for path, (status, _) in changes.items() if status == "A" and path.endswith(".pyi")]
-    stubs = [path for path in stubs if not report.allows(path)]
+    """A stub beside a module of the tree, the lap having added one of the two: mypy, given a
+    folder or the module's name, reads the stub in its place and never checks the code (calc.pyi
+    hides calc.py), whichever came first (a stub one lap adds before the module another adds)."""
+    added = [path for path, (status, _) in changes.items() if status == "A"]
+    stubs = {path for path in added if path.endswith(".pyi")} | {path + "i" for path in added if path.endswith(".py")}
+    stubs = {path for path in stubs if not report.allows(path)}
     if not stubs:
         return []
-    files = set(git.files_at(cwd, commit))
-    hiding = sorted(path for path in stubs if path[:-1] in files)
+    asked = sorted(stubs | {path[:-1] for path in stubs})
+    if len(asked) > 1000:  # (a command line of paths has a limit; the whole listing has none)
+        files = set(git.files_at(cwd, commit))
+    else:
+        listing = git.out(cwd, "--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only", commit, "--", *asked)
+        files = set(listing.split("\0"))
+    hiding = sorted(path for path in stubs if path in files and path[:-1] in files)
     return [f"stubs that hide their module from type checkers: {', '.join(hiding[:5])}"] if hiding else []
 
 
