@@ -161,8 +161,12 @@ def _context(
     run_dir = layout.run_dir(repo.common_dir, name)
     in_sandbox = sandboxed(repo, cfg, needed_by=mode.needs_sandbox)
     limiter.configure(cfg.limits.requests_per_minute)
-    judge = _judge(cfg)
-    agents = _callers_agents(cfg, options.caller) or _agents(cfg, env if in_sandbox else None)
+    # A parallel run's slot starts with the run: its coordinator asked the endpoints, and looked
+    # for the agent's program inside the sandbox, a moment ago (a --best-of round's candidates
+    # start later, each round).
+    asks = type(mode) is not Slot
+    judge = _judge(cfg, asks=asks)
+    agents = _callers_agents(cfg, options.caller) or _agents(cfg, env if in_sandbox else None, asks=asks)
     mcp: McpTools | None = None
     # Its slots run the laps, and ask the tools (--parallel's, --best-of's candidates).
     if not mode.coordinates and (cfg.mcp.offered_to("agent") or cfg.mcp.offered_to("judge")):
@@ -207,11 +211,14 @@ def _callers_agents(cfg: config_module.Config, caller: Caller) -> tuple[Agent, .
     return tuple(FreshEach(caller) for _ in cfg.agents)
 
 
-def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None) -> tuple[Agent, ...]:
-    """config.agents, made; the first one's endpoint must answer, a fallback's (or agent.escalate's) only
-    warns. Sandboxed (`sandboxed_env`), a command agent's program must be there inside the sandbox too."""
+def _agents(cfg: config_module.Config, sandboxed_env: dict[str, str] | None, *, asks: bool) -> tuple[Agent, ...]:
+    """config.agents, made; `asks`: the first one's endpoint must answer, a fallback's (or
+    agent.escalate's) only warns, and sandboxed (`sandboxed_env`), a command agent's program must be
+    there inside the sandbox too."""
     # The keys of the built-in agents and the roles reach no agent CLI, whatever its preset reads.
     agents = tuple(make_agent(agent, cfg.kept_from_agent_clis) for agent in cfg.agents)
+    if not asks:
+        return agents
     agents[0].check_endpoint(time.monotonic() + cfg.limits.lap_timeout)
     first = cfg.agents[0]
     missing = (
@@ -259,8 +266,9 @@ def _take_part(ctx: RunContext, state: RunState | None, options: RunOptions) -> 
     raise AssertionError("a run of laps ends by RunEnded")  # (every branch above raises it)
 
 
-def _judge(cfg: config_module.Config) -> Judge | None:
-    """roles.judge's model (the agent's when it names none), at temperature 0; checked, not required."""
+def _judge(cfg: config_module.Config, *, asks: bool) -> Judge | None:
+    """roles.judge's model (the agent's when it names none), at temperature 0; `asks`: its endpoint
+    checked (not required to answer)."""
     role = cfg.roles.judge
     if role is None:
         return None
@@ -273,7 +281,8 @@ def _judge(cfg: config_module.Config) -> Judge | None:
     endpoint = endpoint.model_copy(update={"temperature": 0.0})
     check_independence(cfg, role, endpoint)
     judge = Judge(role, endpoint)
-    judge.check_endpoint()
+    if asks:
+        judge.check_endpoint()
     return judge
 
 
