@@ -222,20 +222,7 @@ class _Place:
 
 def _place(cwd: Path, question: Question) -> _Place | None:
     """Where the answer to `question` is kept, and the state it must have been read from; None when
-    no answer may be kept or used."""
-    where = _where(cwd)
-    if where is None:
-        return None
-    common, read = where
-    printing = _printing()
-    name = hashlib.sha256(json.dumps([question, printing]).encode()).hexdigest()[:32]
-    file = layout.answers_dir(Path(common)) / f"{name}.json"
-    return _Place(cwd, file, [FORMAT, _code(), question, printing, common], read)
-
-
-def _where(cwd: Path) -> tuple[str, list[str | None]] | None:
-    """The repository's common git dir, and the state an answer is read from (`_read`); None when no
-    answer may be kept or used: not what find_repo calls a repository, a variable that points git
+    no answer may be kept or used: not what find_repo calls a repository, a variable that points git
     elsewhere (the command sets those apart: a hook's GIT_DIR), a run under way."""
     asked = ["--is-bare-repository", "--show-toplevel", "--git-common-dir", "HEAD", "--symbolic-full-name", "HEAD"]
     try:
@@ -246,7 +233,12 @@ def _where(cwd: Path) -> tuple[str, list[str | None]] | None:
         common, read = str(Path(cwd, lines[2]).resolve()), _read(cwd)
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return None
-    return None if read is None else (common, read)
+    if read is None:
+        return None
+    printing = _printing()
+    name = hashlib.sha256(json.dumps([question, printing]).encode()).hexdigest()[:32]
+    file = layout.answers_dir(Path(common)) / f"{name}.json"
+    return _Place(cwd, file, [FORMAT, _code(), question, printing, common], read)
 
 
 def _read(cwd: Path) -> list[str | None] | None:

@@ -144,7 +144,7 @@ def onto_the_line(lap: ThisLap, made: LapCommit) -> tuple[ThisLap, LapCommit]:
     conflict); so is every lap of a plain run (nobody else moves its line), of a remote's workers
     (the line is where the remote has it) and each `--best-of` candidate (its round's)."""
     ctx = lap.ctx
-    if type(ctx.mode) is not Slot or lap.turn.best_of is not None or made.refusal is not None:
+    if not isinstance(ctx.mode, Slot) or lap.turn.best_of is not None or made.refusal is not None:
         return lap, made
     if git.rev(ctx.top, RunRefs(ctx.run_name).branch) == made.parent:
         return lap, made

@@ -52,6 +52,10 @@ class _Mode:
     # an earlier ralph of it and says how it ended; a slot does none of that (its coordinator does)
     on_remote: ClassVar[bool] = False  # the run is kept on a git remote, worked on by many clones
     needs_sandbox: ClassVar[str | None] = None  # why its laps must be sandboxed: the refusal without
+    # Started by its coordinator as the run starts: what the coordinator refused and asked a moment
+    # before (the user, the worktrees; the endpoints, the agent's program in the sandbox), it does
+    # not again.
+    checked_at_start: ClassVar[bool] = False
 
     @property
     def slot_number(self) -> int | None:
@@ -95,6 +99,7 @@ class Slot(_Mode):
 
     holds_the_run: ClassVar[bool] = False  # the ralph that started it holds the run's lock
     needs_sandbox: ClassVar[str | None] = SIDE_BY_SIDE_NEEDS_SANDBOX
+    checked_at_start: ClassVar[bool] = True
 
     number: int
     items_per_lap: int
@@ -144,6 +149,8 @@ class Round:
 @dataclass(frozen=True, kw_only=True)
 class Candidate(Slot):
     """A slot a `--best-of` coordinator started as candidate `lap` of `round`: its one lap."""
+
+    checked_at_start: ClassVar[bool] = False  # (a round's candidates start later, each round)
 
     round: Round
     lap: int

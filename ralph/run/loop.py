@@ -84,8 +84,8 @@ def _run_here(options: RunOptions, mode: Mode, repo: git.RepoInfo, cfg: config_m
     remote = _remote(repo, mode, name)
     name = ledger.check_name(name)
     events.naming(name, mode.slot_number)
-    if type(mode) is not Slot:  # a parallel run's slot starts with the run: its coordinator just refused
-        refusals.refuse_unsafe_run(repo, name)  # (a --best-of round's candidates start later, each round)
+    if not mode.checked_at_start:
+        refusals.refuse_unsafe_run(repo, name)
     if remote is not None:  # the run as the remote has it, or none yet
         workers.fetch(repo.top, remote, [name])
     if mode.holds_the_run and ledger.load(repo.top, name) is None:  # a resumed run starts from its green line
@@ -161,10 +161,7 @@ def _context(
     run_dir = layout.run_dir(repo.common_dir, name)
     in_sandbox = sandboxed(repo, cfg, needed_by=mode.needs_sandbox)
     limiter.configure(cfg.limits.requests_per_minute)
-    # A parallel run's slot starts with the run: its coordinator asked the endpoints, and looked
-    # for the agent's program inside the sandbox, a moment ago (a --best-of round's candidates
-    # start later, each round).
-    asks = type(mode) is not Slot
+    asks = not mode.checked_at_start
     judge = _judge(cfg, asks=asks)
     agents = _callers_agents(cfg, options.caller) or _agents(cfg, env if in_sandbox else None, asks=asks)
     mcp: McpTools | None = None
