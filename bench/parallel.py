@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import git, median, table
+from common import as_installed, git, median, table
 
 from ralph.records import ledger
 
@@ -126,6 +126,8 @@ def throughput(options: argparse.Namespace) -> None:
     """Each configuration `--repeat` times, alternating with the ralph of `--against` if given."""
     codes: list[tuple[str, Path | None]] = [("this", None)]
     codes += [(f"{options.against}", options.against)] if options.against else []
+    if options.against:
+        as_installed(options.against)
     runs: list[tuple[str, int, Callable[..., tuple[float, list[dict]]]]]
     runs = [(f"{count} slots", count, run) for count in options.slots]
     runs += [(f"{count} workers", count, run_remote) for count in options.workers]

@@ -304,7 +304,9 @@ def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
 
     def take(slot: int) -> None:
         mine = claims.holder(repo, slot)
-        taken[slot] = [item for _ in range(10) for item in claims.take_items(store, "r", items, 1, mine)]
+        # Each look reads what is free, then takes by compare-and-swap: another may have won since.
+        free = (claims.unclaimed(repo, "r", items) for _ in range(10))
+        taken[slot] = [item for items_free in free for item in claims.take_items(store, "r", items_free, 1, mine)]
 
     threads = [threading.Thread(target=take, args=(slot,)) for slot in (1, 2, 3)]
     for thread in threads:
@@ -320,7 +322,8 @@ def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
     # Slot 1 died: what it held is free, the others' is not.
     assert claims.release_dead(store, "r", lambda holder: holder.get("slot") != 1) == len(taken[1]) + 2
     assert sorted(claims.started(repo, "r")) == [2]
-    assert claims.take_items(store, "r", items, 20, claims.holder(repo, 4)) == taken[1]
+    assert claims.unclaimed(repo, "r", items) == [item for item in items if item in taken[1]]
+    assert claims.take_items(store, "r", items, 20, claims.holder(repo, 4)) == taken[1]  # the held ones: lost swaps
     assert claims.clear(store, repo / ".git", "r") == 20 + 1
     assert ledger.audit(repo, "r") == ["no run 'r'"]
 

@@ -35,15 +35,20 @@ def holder(cwd: Path, slot: int, **facts: object) -> str:
     return git.write_blob(cwd, json.dumps({"slot": slot, "pid": os.getpid(), "at": time.time(), **facts}))
 
 
-def take_items(store: RefStore, run: str, open_items: list[str], count: int, mine: str) -> list[str]:
-    """Up to `count` of `open_items` (unticked, in TODO order) no other slot holds, now held by `mine`."""
+def unclaimed(cwd: Path, run: str, items: list[str]) -> list[str]:
+    """Those of `items` no slot holds now (one git process)."""
+    held = set(git.refs(cwd, RunRefs(run).claims))
+    return [text for text in items if RunRefs(run).claim(text) not in held]
+
+
+def take_items(store: RefStore, run: str, free: list[str], count: int, mine: str) -> list[str]:
+    """Up to `count` of `free` (items `unclaimed` found free, in TODO order), now held by `mine`:
+    each by compare-and-swap against "no such ref", which another slot may have won since."""
     taken: list[str] = []
-    held = set(git.refs(store.top, RunRefs(run).claims))
-    for text in open_items:
-        ref = RunRefs(run).claim(text)
+    for text in free:
         if len(taken) == count:
             break
-        if ref not in held and store.swap(ref, mine, None):
+        if store.swap(RunRefs(run).claim(text), mine, None):
             taken.append(text)
     return taken
 

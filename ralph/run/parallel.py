@@ -28,7 +28,7 @@ from typing import NoReturn
 
 from ralph import git, todo
 from ralph.errors import Exit, RalphError
-from ralph.git.layout import NOTES, RunRefs
+from ralph.git.layout import RunRefs
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.isolation.proc import Child
@@ -54,6 +54,9 @@ FULL_LOOK = 5.0  # seconds after which a slot reads the run again, whether its r
 RING = signal.SIGURG
 REMOTE_POLL = (0.5, 4.0)  # the same for a worker of a remote's run, from quick to slow: each look is a fetch
 STOP_GRACE = 30.0  # seconds a slot has to end its lap after a Ctrl-C, before it is killed
+# The exit codes of a slot whose run ended as runs do (done, a fuse): its claims were let go of
+# as its last lap ended. A slot killed, or one that failed, may have left some.
+RAN_TO_ITS_END = set(Exit) - {Exit.ERROR, Exit.INTERRUPTED}
 CHECKS_ITEM = "(the checks: every item is ticked, and a check still fails)"
 
 
@@ -86,7 +89,8 @@ def _wait(ctx: RunContext, children: list[Child]) -> list[int]:
         threading.Thread(target=_hear_end, args=(child, slot, ended), daemon=True).start()
     for _ in children:
         slot = _next_end(ended)
-        claims.release_dead(ctx.store, ctx.run_name, _other_than(slot))
+        if children[slot - 1].wait() not in RAN_TO_ITS_END:  # (reaped already: its code, at once)
+            claims.release_dead(ctx.store, ctx.run_name, _other_than(slot))
         for child in children:
             if child.poll() is None:  # not reaped: its pid is still its own
                 with contextlib.suppress(ProcessLookupError):  # reaped since, by its _hear_end
@@ -242,11 +246,13 @@ def _read_run(ctx: RunContext) -> RunState:
 
 
 def _glance(ctx: RunContext) -> str:
-    """What the run's refs point at: its branch, claims, started laps, laps and notes. Nothing
-    that could give a slot work (an item let go of or ticked, a lap ended, a fuse's count) changes
-    without one of them moving."""
+    """What the run's refs point at: its branch, claims, started laps and laps. Nothing that
+    could give a slot work (an item let go of or ticked, a lap ended, a fuse's count) changes
+    without one of them moving. The notes are not looked at: a lap's note is written before its
+    lap ref moves, and one overruled red before its started ref goes, so each move of the notes
+    would only wake idle slots once more, in the way of the lap that is landing."""
     names = RunRefs(ctx.run_name)
-    return git.out(ctx.top, "for-each-ref", "--format=%(refname) %(objectname)", names.all, names.branch, NOTES)
+    return git.out(ctx.top, "for-each-ref", "--format=%(refname) %(objectname)", names.all, names.branch)
 
 
 def _until_moved(ctx: RunContext, glance: str) -> None:
@@ -278,8 +284,13 @@ def _claim_lap(ctx: RunContext, state: RunState, slot: int, count: int, crew: Cr
     worker = {"worker": crew.worker} if crew else {}
     if state.counted_laps() + len(claims.started(ctx.top, ctx.run_name, alive)) >= limits.max_laps:
         return None  # the laps under way may finish the run, or use up max_laps
+    # The open items no other slot holds; when every item is ticked but a check fails, the
+    # checks themselves, for one slot at a time. None free: an idle slot's look writes nothing.
+    free = claims.unclaimed(ctx.top, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM])
+    if not free:
+        return None
     mine = claims.holder(ctx.top, slot, **worker)
-    state, items = _still_open(ctx, state, _claim(ctx, state, mine, count), mine, crew)
+    state, items = _still_open(ctx, state, claims.take_items(ctx.store, ctx.run_name, free, count, mine), mine, crew)
     if not items:
         return None
     lap_mine = claims.holder(ctx.top, slot, items=items, **worker)
@@ -331,12 +342,6 @@ def _let_go(ctx: RunContext, items: list[str], mine: str, number: int, lap_mine:
     with proc.signals_held():
         claims.release_items(ctx.store, ctx.run_name, items, mine)
         claims.finish_number(ctx.store, ctx.run_name, number, lap_mine)
-
-
-def _claim(ctx: RunContext, state: RunState, mine: str, count: int) -> list[str]:
-    """The next open items no other slot holds; when every item is ticked but a check fails,
-    the checks themselves, for one slot at a time."""
-    return claims.take_items(ctx.store, ctx.run_name, _open_items(ctx, state) or [CHECKS_ITEM], count, mine)
 
 
 def _open_items(ctx: RunContext, state: RunState) -> list[str]:
