@@ -17,6 +17,8 @@ note written for exactly it, each lap its note, no claim left.
     python bench/parallel.py    # --items 8 --sleep 3 --slots 1,2,4 --workers 2,4 --overlaps 0,0.5,1
     python bench/parallel.py --items 6 --sleep 3 --slots 1,3 --workers '' --overlaps '' --repeat 5 \\
         --against ../ralph-before    # issue 41's figure, paired with an older ralph, A B A B …
+    python bench/parallel.py --items 6 --sleep 3 --slots 3 --workers '' --overlaps '' --check 'sleep 1' \
+        --repeat 3 --against ../ralph-before    # checks that take time: laps that wait to land
 
 The speed-up of issue 41 is the items' agent time over the run's: items × sleep ÷ seconds (3 at
 best with 3 slots, when only the agents took time); "× 1 slot" is the ratio to the plain run.
@@ -57,14 +59,14 @@ todo.write_text(text)
 """
 
 
-def job(folder: Path, items: int, shared: int, sleep: float) -> Path:
+def job(folder: Path, items: int, shared: int, sleep: float, check: str = "true") -> Path:
     repo = folder / "repo"
     repo.mkdir(parents=True)
     (folder / "agent.py").write_text(AGENT.replace("SLEEP", str(sleep)))
     config = {
         "goal": "Benchmark: independent items",
         "agent": {"kind": "command", "command": f"{sys.executable} {folder / 'agent.py'}"},
-        "checks": ["true"],
+        "checks": [check],
         "limits": {"max_laps": items * 4, "stagnation": items * 4},
     }
     names = [f"Item {n:03d}{' shared' if n <= shared else ''}" for n in range(1, items + 1)]
@@ -138,7 +140,7 @@ def throughput(options: argparse.Namespace) -> None:
         for label, count, runner in runs:
             for name, code in codes:
                 with tempfile.TemporaryDirectory(prefix="ralph-bench-parallel-") as folder:
-                    repo = job(Path(folder), options.items, 0, options.sleep)
+                    repo = job(Path(folder), options.items, 0, options.sleep, options.check)
                     took, done = runner(repo, count, code)
                 seconds.setdefault((label, name), []).append(took)
                 laps[label, name] = len(done)
@@ -152,7 +154,9 @@ def throughput(options: argparse.Namespace) -> None:
                 [label, name, options.items, laps[label, name], taken, min(seconds[label, name]), ideal / taken]
                 + [alone / taken, alone / taken / count * min(options.slots)]
             )
-    print(f"## Throughput: {options.items} independent items, the agent {options.sleep:g} s a lap\n")
+    print(
+        f"## Throughput: {options.items} independent items, the agent {options.sleep:g} s a lap, check `{options.check}`\n"
+    )
     print(f"median of {options.repeat} runs; load average before: {load_before}\n")
     columns = ["side by side", "ralph", "items", "laps", "seconds", "min", "items × sleep ÷ seconds"]
     print(table(columns + [f"× {min(options.slots)} slots", "÷ N"], rows))
@@ -164,7 +168,8 @@ def contention(options: argparse.Namespace) -> None:
     for overlap in options.overlaps:
         shared = round(options.items * overlap)
         with tempfile.TemporaryDirectory(prefix="ralph-bench-parallel-") as folder:
-            seconds, laps = run(job(Path(folder), options.items, shared, options.sleep), max(options.slots))
+            repo = job(Path(folder), options.items, shared, options.sleep, options.check)
+            seconds, laps = run(repo, max(options.slots))
         rebased = sum("rebased onto" in lap["reason"] for lap in laps)
         conflicts = sum(lap["reason"].startswith("conflict:") for lap in laps)
         rows.append([overlap, shared, len(laps), rebased / len(laps), conflicts / len(laps), seconds])
@@ -187,6 +192,7 @@ def main() -> None:
     parser.add_argument("--slots", type=_numbers(int), default="1,2,4")
     parser.add_argument("--workers", type=_numbers(int), default="2,4", help="workers of `ralph run --remote`")
     parser.add_argument("--overlaps", type=_numbers(float), default="0,0.5,1", help="shares editing one shared line")
+    parser.add_argument("--check", default="true", help="the job's check command (`sleep 1`: checks that take time)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each configuration; the table has medians")
     parser.add_argument("--against", type=Path, help="another ralph checkout, run alternately with this one")
     options = parser.parse_args()

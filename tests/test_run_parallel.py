@@ -176,6 +176,62 @@ def test_a_lap_rebased_before_its_checks_is_judged_on_what_its_agent_did_to_todo
     assert ledger.audit(repo, "p") == []
 
 
+# Three laps end one after another, a, b then c, each soon enough to wait for the one before to land.
+STAGGERED = r"""
+import os, pathlib, time
+items = [line for line in os.environ["RALPH_ITEMS"].splitlines() if line]
+time.sleep({"Write a.txt": 0, "Write b.txt": 0.6, "Write c.txt": 1.2}[items[0]])
+text = pathlib.Path("TODO.md").read_text()
+pathlib.Path(items[0].split()[1]).write_text(items[0] + "\n")
+pathlib.Path("TODO.md").write_text(text.replace(f"- [ ] {items[0]}", f"- [x] {items[0]}"))
+"""
+
+
+@pytest.mark.parametrize("b_lands", [True, False], ids=["b lands", "b is red on the moved line"])
+def test_a_lap_waiting_to_land_is_checked_ahead_on_the_commit_landing_before_it(tmp_path: Path, b_lands: bool):
+    """a lands; b, rebased onto a, is checked again there; c, waiting for its turn, is checked
+    meanwhile on b's rebased commit. When b lands, c's commit made on it is the one that lands,
+    its checks not run again; when b is red there, the guess is dropped and c is rebased onto a
+    and checked there."""
+    check = "sleep 2" if b_lands else "sleep 2; ! { test -e a.txt && test -e b.txt; }"
+    config = {
+        "goal": "Write them",
+        "agent": python_agent(tmp_path / "agent.py", STAGGERED),
+        "checks": [check],
+        "limits": {"max_laps": 3},
+    }
+    todo = "# TODO\n- [ ] Write a.txt\n- [ ] Write b.txt\n- [ ] Write c.txt\n"
+    repo = make_repo(tmp_path / "repo", {"TODO.md": todo}, config=config, progress="# Progress\n")
+    events_file = tmp_path / "events.jsonl"
+    result = ralph(repo, "run", "--name", "p", "--parallel", "3", "--events", str(events_file))
+    assert result.returncode == (0 if b_lands else 3), result.stdout + result.stderr
+    assert ledger.audit(repo, "p") == []
+    laps = {lap["items"][0]: lap for lap in lap_notes(repo, "p")}
+    a, b, c = laps["Write a.txt"], laps["Write b.txt"], laps["Write c.txt"]
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+
+    def checks(lap: dict, kind: str) -> list[str]:
+        """When each of the lap's runs of the checks began (`started`) or ended (`finished`)."""
+        found = {"started": ("phase_changed", "checks"), "finished": ("check_finished", None)}[kind]
+        return [
+            event["at"]
+            for event in events
+            if (event["type"], event.get("phase")) == found and event["lap"] == lap["lap"]
+        ]
+
+    assert (a["status"], b["status"], c["status"]) == ("green", "green" if b_lands else "red", "green"), c["reason"]
+    assert len(checks(b, "finished")) == 2  # where it was made, then on a
+    # c's second run of the checks began while b's second still ran: on b's rebased commit.
+    assert checks(c, "started")[1] < checks(b, "finished")[1]
+    if b_lands:
+        assert c["parent"] == b["commit"] and git(repo, "rev-parse", "ralph/p") == c["commit"]
+        assert len(checks(c, "finished")) == 2  # where it was made, then ahead: not again
+    else:
+        assert c["parent"] == a["commit"] and git(repo, "rev-parse", "ralph/p") == c["commit"]
+        assert len(checks(c, "finished")) == 3  # the guess on b dropped: checked on a
+        assert git(repo, "show", "ralph/p:c.txt") == "Write c.txt" and "b.txt" not in git(repo, "ls-tree", "ralph/p")
+
+
 def test_slots_keep_the_secrets_out_of_their_environment_blocks_and_hand_them_to_laps(tmp_path: Path):
     """Slots are forks of the ralph that started them: its environment block, which the secrets
     left when it hardened itself, and the secrets in memory, which laps get as configured."""

@@ -13,9 +13,9 @@ recorded as one of its round (as_candidate), and the round advances it to the be
 from __future__ import annotations
 
 import contextlib
-import fcntl
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import IO
 
 from ralph import git
@@ -23,6 +23,7 @@ from ralph.errors import Interrupted, RalphError
 from ralph.git.layout import RunRefs
 from ralph.git.store import Changes
 from ralph.isolation import crashpoint
+from ralph.lap import checking, speculation
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
 from ralph.lap.judging import after_the_lap, guard, verdict_on
@@ -32,7 +33,7 @@ from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
-from ralph.verdict.decide import Overrule, Verdict, overruled
+from ralph.verdict.decide import CannotCheck, Checked, Overrule, Verdict, overruled
 from ralph.workspace.workspace import folder_for
 
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
@@ -72,54 +73,84 @@ def as_candidate(record: LapRecord, round_of: BestOf | None) -> LapRecord:
 
 
 @contextlib.contextmanager
-def _landing(ctx: RunContext) -> Iterator[None]:
+def _landing(lap: ThisLap, facts: LapFacts, record: LapRecord) -> Iterator[Landing]:
     """One lap of a parallel run's slots at a time between its first compare-and-swap of the line
     and its last: laps that ended together would each be rebased and checked again onto the line
     as the first of them left it, and all but one of them again (k laps, k(k+1)/2 checks, each
     in the others' way on a few cores); one at a time, a lap waits for the line to settle, then
-    is rebased once. The kernel lets go of the lock when its holder dies. Its file is in the
-    workspace of the ralph that started the slots, which no lap's sandbox shows (in the
+    is rebased once, and while it waits it is checked ahead on the commit the lap in its turn is
+    landing (speculation.py). The kernel lets go of the lock when its holder dies. Its file is in
+    the workspace of the ralph that started the slots, which no lap's sandbox shows (in the
     repository's git dir, which laps read, code of a lap's could take the lock and hold every
     other slot back), and goes with it. A run of one lap at a time, or a worker of a remote's run
     (whose others are on other machines), takes none: the swap is what keeps the line right,
     this only its cost down."""
-    lock = _landing_lock(ctx)
+    folder = folder_for(lap.ctx.repo.common_dir, lap.ctx.run_name)
+    lock = _landing_lock(lap.ctx, folder)
     if lock is None:
-        yield
+        yield Landing(None, None)
         return
     with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        guess = speculation.wait_for_turn(lock, folder, lambda onto: _guess(lap, facts, record, onto))
+        try:
+            yield Landing(folder, guess)
+        finally:
+            speculation.withdraw(folder)
 
 
-def _landing_lock(ctx: RunContext) -> IO[str] | None:
+@dataclass(frozen=True)
+class Landing:
+    """A lap's turn to land: where it says its candidate (None: nobody waits on it), and the
+    last guess it made while it waited."""
+
+    folder: Path | None
+    guess: speculation.Guess | None
+
+
+def _landing_lock(ctx: RunContext, folder: Path) -> IO[str] | None:
     if not isinstance(ctx.mode, Slot):
         return None
     try:
-        return open(folder_for(ctx.repo.common_dir, ctx.run_name) / "landing.lock", "a")  # noqa: SIM115
+        return open(folder / "landing.lock", "a")  # noqa: SIM115
     except OSError:  # that workspace is gone: the ralph that started the slots ended
         return None
+
+
+def _guess(lap: ThisLap, facts: LapFacts, record: LapRecord, onto: str) -> speculation.Guess | None:
+    """The lap rebased onto `onto`, the commit another lap is landing, and checked there."""
+    try:
+        sha, _ = rebase_lap(lap.ctx, record.commit, record.parent, onto, record.slot)
+    except git.GitFailed:  # not a commit of this repository's
+        return None
+    if sha is None:  # a conflict: found again, and said, if the line does end there
+        return None
+    made = LapCommit.read(lap.ctx, sha, onto, facts.split)
+    try:
+        checked: Checked | CannotCheck = checking.checks_on(lap, made)
+    except CannotCheck as cannot:
+        checked = cannot
+    return speculation.Guess(of=record.commit, onto=onto, sha=sha, checked=checked)
 
 
 def _swap(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
     """The compare-and-swap of the line and the lap's claims, again on each line others moved."""
     if record.status != LapStatus.GREEN:
         return record
-    with _landing(lap.ctx):
-        return _swap_held(lap, facts, record)
+    with _landing(lap, facts, record) as landing:
+        return _swap_held(lap, facts, record, landing)
 
 
-def _swap_held(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
-    ctx, turn = lap.ctx, lap.turn
-    claimed = [RunRefs(ctx.run_name).claim(item) for item in turn.items] if turn.held_by else []
+def _swap_held(lap: ThisLap, facts: LapFacts, record: LapRecord, landing: Landing) -> LapRecord:
+    ctx = lap.ctx
+    claimed = [RunRefs(ctx.run_name).claim(item) for item in lap.turn.items] if lap.turn.held_by else []
     for _ in range(MOVED_LINE_RETRIES):
         moves: dict[str, tuple[str | None, str | None]] = {RunRefs(ctx.run_name).branch: (record.commit, record.parent)}
-        moves.update(dict.fromkeys(claimed, (None, turn.held_by)))
+        moves.update(dict.fromkeys(claimed, (None, lap.turn.held_by)))
         if record.status != LapStatus.GREEN or ctx.store.update(moves):
             return record
-        if any(git.rev(ctx.top, ref) != turn.held_by for ref in claimed):
+        if any(git.rev(ctx.top, ref) != lap.turn.held_by for ref in claimed):
             return _not_advanced(ctx, record, Overrule.LOST_CLAIMS)
-        record = _replay_on_moved_line(lap, facts, record)
+        record = _replay_on_moved_line(lap, facts, record, landing)
     return _not_advanced(ctx, record, Overrule.LINE_MOVED)
 
 
@@ -165,17 +196,24 @@ def rebased(verdict: Verdict, onto: str) -> Verdict:
     return replace(verdict, reason=f"{verdict.reason} (rebased onto {onto[:10]}, which moved during the lap)")
 
 
-def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
+def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord, landing: Landing) -> LapRecord:
     """Someone advanced the green line during the lap's checks: rebase onto it and judge again,
-    never force."""
+    never force; checked already when the lap guessed this line while it waited for its turn."""
     ctx = lap.ctx
     state = ledger.load(ctx.top, ctx.run_name)
     assert state is not None  # the run's own record exists: this lap was run from it
-    sha, conflicts = rebase_lap(ctx, record.commit, record.parent, state.green, record.slot)
-    if sha is None:
-        return _not_advanced(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
+    guess = landing.guess
+    if guess is not None and (guess.onto, guess.of) == (state.green, record.commit):
+        sha, checked = guess.sha, guess.checked
+    else:
+        rebased_sha, conflicts = rebase_lap(ctx, record.commit, record.parent, state.green, record.slot)
+        if rebased_sha is None:
+            return _not_advanced(ctx, record, Overrule.REBASE_CONFLICT, state.green[:10], ", ".join(conflicts[:10]))
+        sha, checked = rebased_sha, None
+    if landing.folder is not None:
+        speculation.publish(landing.folder, sha)
     made = LapCommit.read(ctx, sha, state.green, facts.split)
-    verdict = rebased(verdict_on(replace(lap, state=state), made, facts.agent), state.green)
+    verdict = rebased(verdict_on(replace(lap, state=state), made, facts.agent, checked), state.green)
     verdict = after_the_lap(verdict, lap.turn, made.ticked, [])  # its ticks as put onto the line
     replayed = lap_record(ctx, state, facts, made, verdict)
     ctx.store.add_note(sha, replayed.model_dump_json(indent=1))

@@ -32,10 +32,13 @@ from ralph.verdict.decide import (
 from ralph.verdict.scope import Scope
 
 
-def verdict_on(lap: ThisLap, made: LapCommit, agent: AgentResult) -> Verdict:
+def verdict_on(
+    lap: ThisLap, made: LapCommit, agent: AgentResult, checked: Checked | CannotCheck | None = None
+) -> Verdict:
     """The verdict on one commit of the lap's (verdict/decide.py), from the agent's outcome and
     the commit alone when they settle it, else from the guard, the checks and (roles.judge) the
-    judge: the evidence gathered here, phase by phase, as far as the verdict needs it."""
+    judge: the evidence gathered here, phase by phase, as far as the verdict needs it. `checked`:
+    the checks' outcome on exactly `made`, run already (a lap checked ahead of its turn)."""
     ctx = lap.ctx
     evidence = Evidence(
         agent=agent,
@@ -46,10 +49,11 @@ def verdict_on(lap: ThisLap, made: LapCommit, agent: AgentResult) -> Verdict:
     if not wants_checks(evidence):
         return decide(evidence)
     report = guard(lap, made)
-    try:
-        checked: Checked | CannotCheck = checking.checks_on(lap, made)
-    except CannotCheck as cannot:
-        checked = cannot
+    if checked is None:
+        try:
+            checked = checking.checks_on(lap, made)
+        except CannotCheck as cannot:
+            checked = cannot
     evidence = replace(evidence, guard=report, checks=checked)
     verdict = decide(evidence)
     if ctx.judge is not None and wants_judge(verdict):
