@@ -5,6 +5,7 @@ every lap its note, and no claim is left behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from ralph.lap.rebase import progress_with
 from ralph.records import ledger
 from ralph.run import claims, parallel
 from ralph.verdict.decide import Overrule
+from ralph.workspace.places import folder_for
 
 
 def parallel_run(repo: Path, *args: str) -> subprocess.Popen:
@@ -193,7 +195,7 @@ def test_a_lap_waiting_to_land_is_checked_ahead_on_the_commit_landing_before_it(
     meanwhile on b's rebased commit. When b lands, c's commit made on it is the one that lands,
     its checks not run again; when b is red there, the guess is dropped and c is rebased onto a
     and checked there."""
-    check = "sleep 2" if b_lands else "sleep 2; ! { test -e a.txt && test -e b.txt; }"
+    check = "echo *.txt; sleep 2" if b_lands else "echo *.txt; sleep 2; ! { test -e a.txt && test -e b.txt; }"
     config = {
         "goal": "Write them",
         "agent": python_agent(tmp_path / "agent.py", STAGGERED),
@@ -221,15 +223,45 @@ def test_a_lap_waiting_to_land_is_checked_ahead_on_the_commit_landing_before_it(
 
     assert (a["status"], b["status"], c["status"]) == ("green", "green" if b_lands else "red", "green"), c["reason"]
     assert len(checks(b, "finished")) == 2  # where it was made, then on a
-    # c's second run of the checks began while b's second still ran: on b's rebased commit.
+    # c's second run of the checks began while b's second still ran: on b's rebased commit, and said so.
     assert checks(c, "started")[1] < checks(b, "finished")[1]
+    ahead = [event for event in events if event.get("ahead") and event["type"] == "check_finished"]
+    assert [(event["lap"], event["ahead"]) for event in ahead] == [(c["lap"], b["commit"][:10])]
+    assert f"(ahead, on {b['commit'][:10]})" in result.stdout
+    logs = repo / ".git" / "ralph" / "p" / f"lap-{c['lap']}"
     if b_lands:
         assert c["parent"] == b["commit"] and git(repo, "rev-parse", "ralph/p") == c["commit"]
         assert len(checks(c, "finished")) == 2  # where it was made, then ahead: not again
+        assert (logs / "check-1.log").read_text().startswith("a.txt b.txt c.txt")  # the guess's log, in place
     else:
         assert c["parent"] == a["commit"] and git(repo, "rev-parse", "ralph/p") == c["commit"]
         assert len(checks(c, "finished")) == 3  # the guess on b dropped: checked on a
         assert git(repo, "show", "ralph/p:c.txt") == "Write c.txt" and "b.txt" not in git(repo, "ls-tree", "ralph/p")
+        assert (logs / "check-1.log").read_text().startswith("a.txt c.txt")  # what landed was checked
+        assert (logs / "ahead" / "check-1.log").read_text().startswith("a.txt b.txt c.txt")  # kept apart
+
+
+@pytest.mark.parametrize("names", ["a tree", "no object"])
+def test_a_candidate_that_is_no_commit_is_not_guessed_on_and_the_laps_land(tmp_path: Path, names: str):
+    """What a lap killed in its turn leaves (its candidate file, naming a commit gc took since), or
+    any other name that is no commit: the laps waiting for their turn pass it by."""
+    config = {"goal": "Write them", "agent": python_agent(tmp_path / "agent.py", STAGGERED), "checks": ["true"]}
+    todo = "# TODO\n- [ ] Write a.txt\n- [ ] Write b.txt\n"
+    repo = make_repo(tmp_path / "repo", {"TODO.md": todo}, config=config, progress="# Progress\n")
+    said = git(repo, "rev-parse", "HEAD^{tree}") if names == "a tree" else "1234567890abcdef" * 2 + "12345678"
+    run = parallel_run(repo, "--parallel", "2", "--events", str(tmp_path / "events.jsonl"))
+    while not git(repo, "for-each-ref", "refs/ralph/p/started/"):  # the slots took their laps
+        time.sleep(0.01)
+    folder = folder_for(repo / ".git", "p")
+    with open(folder / "landing.lock", "a") as lock:  # the turn held, by a lap that said `said`
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        (folder / "landing.next").write_text(said + "\n")
+        time.sleep(1.5)
+    output = run.communicate(timeout=120)[0].decode()
+    assert run.returncode == 0 and "Traceback" not in output and "internal error" not in output, output
+    assert ledger.audit(repo, "p") == []
+    assert [lap["status"] for lap in lap_notes(repo, "p")] == ["green", "green"]
+    assert '"ahead"' not in (tmp_path / "events.jsonl").read_text()
 
 
 def test_slots_keep_the_secrets_out_of_their_environment_blocks_and_hand_them_to_laps(tmp_path: Path):

@@ -19,13 +19,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
 from ralph.isolation import orphans, toolchains
 from ralph.isolation.capped_output import CappedOutput
-from ralph.isolation.files import walk
+from ralph.isolation.idle import Idle
 from ralph.isolation.jail import GIT_CONFIG, Jail
 
 OUTPUT_CAP = 64 * 1024  # bytes kept in memory: the head half and the tail half
@@ -102,40 +102,6 @@ def lap_env(passed: tuple[str, ...] = (), extra: dict[str, str] | None = None) -
 
 
 @dataclass
-class Idle:
-    """Stops a command that prints nothing and changes no file under `watch` for `seconds`
-    (`limits.idle_timeout`): a hung agent or check, told apart from a slow one."""
-
-    seconds: float
-    watch: Path
-    heard: float = field(default_factory=time.monotonic)  # the last sign of life
-    fired: bool = False
-
-    def expired(self, now: float) -> bool:
-        if now - self.heard < self.seconds:
-            return False
-        if _changed_since(self.watch, time.time() - (now - self.heard)):
-            self.heard = now
-            return False
-        self.fired = True
-        return True
-
-
-def _changed_since(top: Path, since: float) -> bool:
-    """Whether a file or folder under `top` (but .git) was written after `since` (Unix time)."""
-    for folder, folders, names in walk(top):
-        if folder == str(top):  # the lap's git dir: ralph's own writes; a nested one is the agent's work
-            folders[:] = [name for name in folders if name != ".git"]
-        for name in [*folders, *names, ""]:
-            try:
-                if os.lstat(os.path.join(folder, name)).st_mtime > since:
-                    return True
-            except OSError:
-                continue
-    return False
-
-
-@dataclass
 class Completed:
     """What a finished command left behind."""
 
@@ -170,6 +136,7 @@ def run(
     jail: Jail | None = None,
     on_output: Callable[[bytes], None] | None = None,
     idle: Idle | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Completed:
     """Run `command` (a shell string, or an argv list) and wait for it, whatever it does.
 
@@ -178,7 +145,8 @@ def run(
     are found by a token in their environment and killed too (`sweep`; git plumbing that
     runs no user code skips that scan). With a `jail` the command runs inside the sandbox,
     whose PID namespace ends every process in it when the command's group dies. `on_output`
-    hears the output as it comes; `idle` stops it like a timeout when it falls silent.
+    hears the output as it comes; `idle` stops it like a timeout when it falls silent, and so
+    does `stop`, asked now and then, when it says True (what the command does is not wanted).
     """
     token = uuid.uuid4().hex
     sweep = sweep and jail is None  # a sandbox's PID namespace ends all it holds with its first process
@@ -193,7 +161,7 @@ def run(
         if input is not None:
             data = input.encode() if isinstance(input, str) else input
             threading.Thread(target=_feed, args=(child, data), daemon=True).start()
-        timed_out = _pump(child, output, None if timeout is None else started + timeout, idle)
+        timed_out = _pump(child, output, None if timeout is None else started + timeout, idle, stop)
     finally:
         _kill_all(child, token if sweep else None, termed=timed_out, spare=spare)
         assert child.stdout is not None  # Popen was given stdout=PIPE
@@ -315,8 +283,14 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             pass
 
 
-def _pump(proc: subprocess.Popen, output: CappedOutput, deadline: float | None, idle: Idle | None) -> bool:
-    """Read output until EOF; returns True when the deadline (or silence) killed the command."""
+def _pump(
+    proc: subprocess.Popen,
+    output: CappedOutput,
+    deadline: float | None,
+    idle: Idle | None,
+    stop: Callable[[], bool] | None = None,
+) -> bool:
+    """Read output until EOF; returns True when the deadline (silence, `stop`) killed the command."""
     timed_out = False
     drain_until = None  # once the command is gone, grandchildren may hold the pipe open
     assert proc.stdout is not None
@@ -326,7 +300,8 @@ def _pump(proc: subprocess.Popen, output: CappedOutput, deadline: float | None, 
         while True:
             now = time.monotonic()
             silent = idle is not None and drain_until is None and idle.expired(now)
-            if not timed_out and (silent or (deadline is not None and now >= deadline)):
+            unwanted = stop is not None and drain_until is None and stop()
+            if not timed_out and (silent or unwanted or (deadline is not None and now >= deadline)):
                 timed_out = True
                 _signal_group(proc, signal.SIGTERM)
                 drain_until = now + KILL_GRACE

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +24,7 @@ from ralph.errors import Interrupted, RalphError
 from ralph.git.layout import RunRefs
 from ralph.git.store import Changes
 from ralph.isolation import crashpoint
+from ralph.isolation.files import remove_path
 from ralph.lap import checking, speculation
 from ralph.lap.commit import LapCommit
 from ralph.lap.context import RunContext
@@ -33,10 +35,12 @@ from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
+from ralph.show import events
 from ralph.verdict.decide import CannotCheck, Checked, Overrule, Verdict, overruled
 from ralph.workspace.workspace import folder_for
 
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
+AHEAD = "ahead"  # the folder of a lap's logs where its checks ran ahead of its turn to land
 
 
 def advance(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
@@ -91,7 +95,8 @@ def _landing(lap: ThisLap, facts: LapFacts, record: LapRecord) -> Iterator[Landi
         yield Landing(None, None)
         return
     with lock:
-        guess = speculation.wait_for_turn(lock, folder, lambda onto: _guess(lap, facts, record, onto))
+        tip = partial(git.rev, lap.ctx.top, RunRefs(lap.ctx.run_name).branch)
+        guess = speculation.wait_for_turn(lock, folder, partial(_guess, lap, facts, record), tip)
         try:
             yield Landing(folder, guess)
         finally:
@@ -116,20 +121,36 @@ def _landing_lock(ctx: RunContext, folder: Path) -> IO[str] | None:
         return None
 
 
-def _guess(lap: ThisLap, facts: LapFacts, record: LapRecord, onto: str) -> speculation.Guess | None:
-    """The lap rebased onto `onto`, the commit another lap is landing, and checked there."""
-    try:
-        sha, _ = rebase_lap(lap.ctx, record.commit, record.parent, onto, record.slot)
-    except git.GitFailed:  # not a commit of this repository's
+def _guess(
+    lap: ThisLap, facts: LapFacts, record: LapRecord, onto: str, unwanted: speculation.Unwanted
+) -> speculation.Guess | None:
+    """The lap rebased onto `onto`, the commit another lap is landing, and checked there; its
+    logs and events apart (`ahead`) until the guess is used."""
+    ctx = lap.ctx
+    if git.rev(ctx.top, f"{onto}^{{commit}}") != onto:  # not a commit (a stale name, gone since)
         return None
+    sha, _ = rebase_lap(ctx, record.commit, record.parent, onto, record.slot)
     if sha is None:  # a conflict: found again, and said, if the line does end there
         return None
-    made = LapCommit.read(lap.ctx, sha, onto, facts.split)
-    try:
-        checked: Checked | CannotCheck = checking.checks_on(lap, made)
-    except CannotCheck as cannot:
-        checked = cannot
-    return speculation.Guess(of=record.commit, onto=onto, sha=sha, checked=checked)
+    made = LapCommit.read(ctx, sha, onto, facts.split)
+    ahead = lap.log_dir / AHEAD
+    remove_path(ahead)
+    ahead.mkdir()
+    with events.ahead_of(onto):
+        try:
+            checked: Checked | CannotCheck = checking.checks_on(
+                replace(lap, prepared=replace(lap.prepared, log_dir=ahead)), made, unwanted
+            )
+        except CannotCheck as cannot:
+            checked = cannot
+    return None if unwanted() else speculation.Guess(of=record.commit, onto=onto, sha=sha, checked=checked)
+
+
+def _logs_ahead_in_place(log_dir: Path) -> None:
+    """A guess used: its checks' logs are the lap's."""
+    for entry in (log_dir / AHEAD).iterdir():
+        remove_path(log_dir / entry.name)
+        entry.replace(log_dir / entry.name)
 
 
 def _swap(lap: ThisLap, facts: LapFacts, record: LapRecord) -> LapRecord:
@@ -205,6 +226,7 @@ def _replay_on_moved_line(lap: ThisLap, facts: LapFacts, record: LapRecord, land
     guess = landing.guess
     if guess is not None and (guess.onto, guess.of) == (state.green, record.commit):
         sha, checked = guess.sha, guess.checked
+        _logs_ahead_in_place(lap.log_dir)
     else:
         rebased_sha, conflicts = rebase_lap(ctx, record.commit, record.parent, state.green, record.slot)
         if rebased_sha is None:

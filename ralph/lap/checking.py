@@ -4,6 +4,7 @@ repository's checks on it."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ralph import git
@@ -20,11 +21,11 @@ from ralph.workspace.provision import CopyFailed, SetupFailed
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def checks_on(lap: ThisLap, made: LapCommit) -> Checked:
+def checks_on(lap: ThisLap, made: LapCommit, stop: Callable[[], bool] | None = None) -> Checked:
     """The checks judge exactly the lap's commit `made`: the workspace made that commit again (by
     ralph's own index, which no lap writes), nothing untracked but what setup made (and, with
     `strict: false`, ignored files). Where the lap added test files, its old tests are judged
-    without them."""
+    without them. `stop`: True when the results are no longer wanted (checks.run_checks)."""
     ctx, log_dir = lap.ctx, lap.log_dir
     try:
         removed = workspace_at(ctx, made.sha, lap.number, log_dir, for_checks=True)
@@ -37,7 +38,7 @@ def checks_on(lap: ThisLap, made: LapCommit) -> Checked:
     crashpoint.reached("checks")
     added = _added_tests(ctx, made)
     if not added:
-        return Checked(results=ctx.check(log_dir), removed=removed)
+        return Checked(results=ctx.check(log_dir, stop), removed=removed)
     # Old tests are judged in a session that loads none of the lap's new test files (a module that
     # patches the runner as it is imported, a Go init() or a mocha root hook in one); the new tests
     # in a second session, on the whole tree. The files are deleted, then written again from their
@@ -45,9 +46,9 @@ def checks_on(lap: ThisLap, made: LapCommit) -> Checked:
     for path in added:
         _delete_inside(ctx.workspace.tree, path)
     (apart_logs := log_dir / "apart").mkdir(exist_ok=True)
-    apart = ctx.check(apart_logs)
+    apart = ctx.check(apart_logs, stop)
     ctx.workspace.checkout(made.sha)
-    whole = ctx.check(log_dir)
+    whole = ctx.check(log_dir, stop)
     return Checked(results=apart_and_whole(apart, whole, git.files_at(ctx.top, made.parent)), removed=removed)
 
 

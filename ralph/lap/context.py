@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -96,8 +96,8 @@ class RunContext:
             self.top, self.repo.common_dir, self.workspace.root, *readable, *([home] if home else []), commands=commands
         )
 
-    def check(self, log_dir: Path) -> list[CheckResult]:
-        """The checks on the workspace's files as they are now."""
+    def check(self, log_dir: Path, stop: Callable[[], bool] | None = None) -> list[CheckResult]:
+        """The checks on the workspace's files as they are now (`stop`: see run_checks)."""
         events.emit("phase_changed", phase="checks")
         results = run_checks(
             self.config.checks,
@@ -108,6 +108,7 @@ class RunContext:
             jail=self.jail("checks", network=self.config.sandbox.network),
             user_tree=self.top,
             idle_timeout=self.config.limits.idle_timeout,
+            stop=stop,
         )
         for result in results:
             setup = result.tests.setup if result.tests else None

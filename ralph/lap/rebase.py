@@ -42,7 +42,7 @@ def _merged(top: Path, onto: str, commit: str) -> tuple[str, list[str]]:
     """`commit` merged onto `onto` as a cherry-pick would (their merge base is the lap's start):
     the tree, its conflicts written into the files as git writes them, and the paths in conflict."""
     merged = git.run(top, "merge-tree", "--write-tree", "--name-only", "--no-messages", onto, commit, check=False)
-    if merged.exit_code not in (0, 1):
+    if merged.exit_code not in (0, 1) or not merged.output.strip():  # (no tree: not two commits)
         raise git.GitFailed(["merge-tree", onto, commit], merged)
     tree, *conflicts = merged.output.splitlines()
     return tree, sorted({path for path in conflicts if path})

@@ -7,11 +7,14 @@ meanwhile rebases itself onto that candidate and runs its checks there, beside t
 When its turn comes and the line's tip is that candidate, the commit it made and checked is
 exactly the commit that lands on it: its checks are not run again. When the tip is any other
 commit (the candidate was red, or another lap's turn came first), the guess is dropped and the
-lap is rebased and checked as before.
+lap is rebased and checked as before. A guess whose candidate's turn ended without landing it is
+given up at once, its checks stopped.
 
-The candidate is a file beside the lock, in the workspace folder of the ralph that started the
-slots, which no lap's sandbox shows. Whatever it says, a guess is used only where the line's
-tip, read in the lap's turn, is the very commit the guess was made on.
+The lap waits for its turn in the kernel's queue (a thread blocks on the lock while it guesses),
+so guessing never lets a later lap take its place. The candidate is a file beside the lock, in
+the workspace folder of the ralph that started the slots, which no lap's sandbox shows; whatever
+it says, a guess is used only where the line's tip, read in the lap's turn, is the very commit
+the guess was made on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import re
-import time
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +30,7 @@ from typing import IO
 
 from ralph.verdict.decide import CannotCheck, Checked
 
-PAUSE = (0.005, 0.05)  # seconds between looks at the lock and the candidate, from quick to slow
+PAUSE = (0.005, 0.05)  # seconds between looks at the candidate, from quick to slow
 CANDIDATE = "landing.next"
 _SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
@@ -42,26 +45,48 @@ class Guess:
     checked: Checked | CannotCheck
 
 
-def wait_for_turn(lock: IO[str], folder: Path, guess: Callable[[str], Guess | None]) -> Guess | None:
-    """Take the lock; until then, a guess on each new candidate. The last guess made: the
-    workspace holds its commit, as a lap's own checks leave it."""
+class Unwanted:
+    """Whether a guess on `onto` is no longer wanted: the candidate is no longer `onto` and the
+    line's tip is not `onto` either (its turn ended without landing it, or it is being rebased
+    again). Asked by the guess's checks as they run: the file read each time, `tip` (a git
+    process) only once the candidate changed."""
+
+    def __init__(self, folder: Path, onto: str, tip: Callable[[], str | None]):
+        self.folder, self.onto, self.tip = folder, onto, tip
+        self.settled: bool | None = None  # once the candidate changed: whether the guess is unwanted
+
+    def __call__(self) -> bool:
+        if self.settled is None and candidate(self.folder) != self.onto:
+            self.settled = self.tip() != self.onto
+        return bool(self.settled)
+
+
+def wait_for_turn(
+    lock: IO[str], folder: Path, guess: Callable[[str, Unwanted], Guess | None], tip: Callable[[], str | None]
+) -> Guess | None:
+    """The lock taken; until then, a guess on each new candidate. The last guess tried, or None:
+    the workspace holds that guess's commit, as a lap's own checks leave it."""
+    taken = threading.Event()
+    threading.Thread(target=_take, args=(lock, taken), daemon=True).start()
     made: Guess | None = None
     tried: set[str] = set()
     pause = PAUSE[0]
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return made
-        except BlockingIOError:
-            pass
+    while not taken.wait(pause):
         onto = candidate(folder)
-        if onto is not None and onto not in tried:
-            tried.add(onto)
-            made = guess(onto) or made
-            pause = PAUSE[0]
+        if onto is None or onto in tried:
+            pause = min(pause * 1.5, PAUSE[1])
             continue
-        time.sleep(pause)
-        pause = min(pause * 1.5, PAUSE[1])
+        tried.add(onto)
+        made = guess(onto, Unwanted(folder, onto, tip))
+        pause = PAUSE[0]
+    withdraw(folder)  # one a lap that died in its turn left: nobody lands it
+    return made
+
+
+def _take(lock: IO[str], taken: threading.Event) -> None:
+    with contextlib.suppress(OSError, ValueError):  # the lock's file closed: the lap was interrupted
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        taken.set()
 
 
 def publish(folder: Path, sha: str) -> None:
@@ -73,7 +98,7 @@ def publish(folder: Path, sha: str) -> None:
 
 
 def withdraw(folder: Path) -> None:
-    """The turn given back: no candidate until the next lap says one."""
+    """No candidate: the turn given back, or a run of slots starting."""
     with contextlib.suppress(OSError):
         (folder / CANDIDATE).unlink(missing_ok=True)
 

@@ -32,6 +32,7 @@ from ralph.git.layout import RunRefs
 from ralph.isolation import proc
 from ralph.isolation.files import remove_path
 from ralph.isolation.proc import Child
+from ralph.lap import speculation
 from ralph.lap.context import RunContext
 from ralph.lap.modes import PARENT_VAR, ROUND_VAR, Parallel, Worker, slot_name
 from ralph.lap.phases import run_lap
@@ -65,6 +66,7 @@ def coordinate(ctx: RunContext, mode: Parallel, options: RunOptions) -> NoReturn
     cleared = claims.clear(ctx.store, ctx.repo.common_dir, ctx.run_name)
     if cleared:
         ui.warn(f"let go of {cleared} claims left by the slots of an earlier `ralph run` of {ctx.run_name}")
+    speculation.withdraw(folder_for(ctx.repo.common_dir, ctx.run_name))  # an earlier run's slot's, killed
     children = [start_slot(ctx, options, slot) for slot in range(1, mode.slots + 1)]  # before any thread
     relays = [threading.Thread(target=relay, args=(child, slot), daemon=True) for slot, child in enumerate(children, 1)]
     for thread in relays:

@@ -76,6 +76,17 @@ def forget_listeners() -> None:
 
 
 @contextmanager
+def ahead_of(commit: str) -> Iterator[None]:
+    """Events of a lap's checks run ahead of its turn to land, on top of `commit` (the lap landing
+    before it, lap/speculation.py): each says so, in `ahead`."""
+    _where["ahead"] = commit[:10]
+    try:
+        yield
+    finally:
+        _where.pop("ahead", None)
+
+
+@contextmanager
 def listening(*listeners: Listener) -> Iterator[None]:
     _listeners.extend(listeners)
     try:

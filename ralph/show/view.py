@@ -153,15 +153,16 @@ def plain_line(event: Event) -> str | None:
         return f"run [bold]{event['run']}[/]: baseline checks on {event['base'][:10]}"
     if kind == "lap_started":
         return f"[bold]lap {event['lap']}[/] of at most {event['max_laps']}{_stuck(event)} …"
+    ahead = f"  [dim](ahead, on {event['ahead']})[/]" if event.get("ahead") else ""
     if kind == "phase_changed":
-        return f"  [dim]· {event['phase']}[/]" if event["phase"] else None
+        return f"  [dim]· {event['phase']}[/]{ahead}" if event["phase"] else None
     if kind in ("tool_called", "agent_output"):
         return f"  [dim]· {ui.safe(event['line'])}[/]"
     if kind == "check_finished":
         if event.get("could_not_run"):
             return f"  [bold red]could not run[/]  {ui.safe(event['command'])}: {ui.safe(event['could_not_run'])}"
         mark = "[green]pass[/]" if event["passed"] else "[red]fail[/]"
-        return f"  {mark}  {ui.safe(event['command'])}  ({event['duration_s']:.1f}s)"
+        return f"  {mark}  {ui.safe(event['command'])}  ({event['duration_s']:.1f}s){ahead}"
     if kind == "lap_ended":
         return (
             f"[bold]lap {event['lap']}[/] {ui.status_text(event['status'])}{_stuck(event)}  "

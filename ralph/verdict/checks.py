@@ -7,7 +7,7 @@ cause lies outside the lap, in the sandbox or a full disk, the run itself cannot
 from __future__ import annotations
 
 import shutil
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -65,14 +65,18 @@ def run_checks(
     jail: Jail | None = None,
     user_tree: Path | None = None,
     idle_timeout: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[CheckResult]:
     """Each check through the shell in `workspace` (inside `jail` when sandboxed); full output
-    spilled under `log_dir`. pytest notes the modules it ran from `user_tree`."""
+    spilled under `log_dir`. pytest notes the modules it ran from `user_tree`. `stop`: True when
+    the results are no longer wanted (proc.run), and the checks left are not run."""
     if user_tree is not None:
         env = dict(env, RALPH_PYTEST_USER_TREE=str(user_tree))
     results = []
     for index, spec in enumerate(specs, 1):
-        result = _run_one(spec, index, workspace, timeout, env, log_dir, jail, idle_timeout)
+        if stop is not None and stop():
+            break
+        result = _run_one(spec, index, workspace, timeout, env, log_dir, jail, idle_timeout, stop)
         events.emit(
             "check_finished",
             command=result.command,
@@ -96,6 +100,7 @@ def _run_one(
     log_dir: Path,
     jail: Jail | None,
     idle_timeout: float | None,
+    stop: Callable[[], bool] | None = None,
 ) -> CheckResult:
     # pytest writes its report where the check may write: the sandbox's /tmp, seen outside as jail.tmp
     reports, seen_as = (jail.tmp, Path("/tmp")) if jail else (log_dir, log_dir)
@@ -113,8 +118,9 @@ def _run_one(
             spill=log_dir / f"check-{index}.log",  # the whole output, read back by the output readers
             jail=jail,
             idle=idle,
+            stop=stop,
         )
-        if done.ok:
+        if done.ok or (stop is not None and stop()):
             break
     whole = readers.whole_output(log_dir / f"check-{index}.log") if readers.reads_output(spec, passed=done.ok) else ""
     # A check with a reader of its own is judged by it alone: any test may write to the pytest
