@@ -207,12 +207,12 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
     and the remote's refs are brought here before each look at the run."""
     fuses = Fuses(ctx.config.limits)
     pace = _Pace(*REMOTE_POLL)
-    seen = glance = None
+    seen = glance = moved = None
     while True:
         if crew is not None:
             slot = crew.sync()
-        else:
-            glance = _glance(ctx)  # before the run is read: whatever moves after the read is seen
+        else:  # before the run is read: whatever moves after the read is seen
+            glance, moved = moved or _glance(ctx), None
         state = _read_run(ctx)
         if crew is not None:
             seen = _trusted(ctx, state, seen)
@@ -222,7 +222,7 @@ def work(ctx: RunContext, slot: int, items_per_lap: int, crew: Crew | None = Non
             if glance is None:
                 pace.wait()
             else:
-                _until_moved(ctx, glance)
+                moved = _until_moved(ctx, glance)
             continue
         pace.poll = pace.quick
         try:
@@ -257,14 +257,18 @@ def _glance(ctx: RunContext) -> str:
     return git.out(ctx.top, "for-each-ref", "--format=%(refname) %(objectname)", names.all, names.branch)
 
 
-def _until_moved(ctx: RunContext, glance: str) -> None:
-    """Back when a ref of the run moved, or after FULL_LOOK seconds: a glance is one git process,
-    where reading the run is many, so a slot with nothing to do hears a lap's end at once."""
+def _until_moved(ctx: RunContext, glance: str) -> str | None:
+    """Back when a ref of the run moved (the new glance), or after FULL_LOOK seconds or a ring
+    (None): a glance is one git process, where reading the run is many, so a slot with nothing
+    to do hears a lap's end at once."""
     pause, until = LOOK[0], time.monotonic() + FULL_LOOK
     while time.monotonic() < until:
-        if not _nap(pause) or _glance(ctx) != glance:
-            return
+        if not _nap(pause):
+            return None
+        if (now := _glance(ctx)) != glance:
+            return now
         pause = min(pause * 2, LOOK[1])
+    return None
 
 
 def _nap(seconds: float) -> bool:
