@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,16 +49,22 @@ class Guess:
 class Unwanted:
     """Whether a guess on `onto` is no longer wanted: the candidate is no longer `onto` and the
     line's tip is not `onto` either (its turn ended without landing it, or it is being rebased
-    again). Asked by the guess's checks as they run: the file read each time, `tip` (a git
-    process) only once the candidate changed."""
+    again). Asked by the guess's checks as they run: the file read at most every LOOK seconds,
+    `tip` (a git process) only once the candidate changed."""
+
+    LOOK = 0.1
 
     def __init__(self, folder: Path, onto: str, tip: Callable[[], str | None]):
         self.folder, self.onto, self.tip = folder, onto, tip
         self.settled: bool | None = None  # once the candidate changed: whether the guess is unwanted
+        self.looked = 0.0
 
     def __call__(self) -> bool:
-        if self.settled is None and candidate(self.folder) != self.onto:
-            self.settled = self.tip() != self.onto
+        now = time.monotonic()
+        if self.settled is None and now - self.looked >= self.LOOK:
+            self.looked = now
+            if candidate(self.folder) != self.onto:
+                self.settled = self.tip() != self.onto
         return bool(self.settled)
 
 
