@@ -35,9 +35,9 @@ from ralph.lap.record import LapFacts, lap_record
 from ralph.lap.this_lap import ThisLap
 from ralph.records import ledger
 from ralph.records.formats import BestOf, LapRecord, LapStatus
-from ralph.show import events
+from ralph.show import events, ui
 from ralph.verdict.decide import CannotCheck, Checked, Overrule, Verdict, overruled
-from ralph.workspace.workspace import folder_for
+from ralph.workspace.workspace import WorkspaceTampered, folder_for
 
 MOVED_LINE_RETRIES = 10  # times a lap is rebased onto a green line that moved under it (by other slots)
 AHEAD = "ahead"  # the folder of a lap's logs where its checks ran ahead of its turn to land
@@ -125,25 +125,35 @@ def _guess(
     lap: ThisLap, facts: LapFacts, record: LapRecord, onto: str, unwanted: speculation.Unwanted
 ) -> speculation.Guess | None:
     """The lap rebased onto `onto`, the commit another lap is landing, and checked there; its
-    logs and events apart (`ahead`) until the guess is used."""
+    logs and events apart (`ahead`) until the guess is used. A guess is never needed: one that
+    fails (git, the disk) is given up, and the lap's turn rebases and checks it as before."""
     ctx = lap.ctx
-    if git.rev(ctx.top, f"{onto}^{{commit}}") != onto:  # not a commit (a stale name, gone since)
+    try:
+        if git.rev(ctx.top, f"{onto}^{{commit}}") != onto:  # not a commit (a stale name, gone since)
+            return None
+        sha, _ = rebase_lap(ctx, record.commit, record.parent, onto, record.slot)
+        if sha is None:  # a conflict: found again, and said, if the line does end there
+            return None
+        made = LapCommit.read(ctx, sha, onto, facts.split)
+        ahead = lap.log_dir / AHEAD
+        remove_path(ahead)
+        ahead.mkdir()
+        with events.ahead_of(onto):
+            checked = _checked(replace(lap, prepared=replace(lap.prepared, log_dir=ahead)), made, unwanted)
+    except (RalphError, OSError) as failed:
+        if isinstance(failed, WorkspaceTampered):  # the lap's doing, found here: never a guess's to hide
+            raise
+        why = ui.one_line(str(failed), 200)
+        ui.warn(f"lap {lap.number}: checking it ahead on {onto[:10]} failed ({why}); it is checked in its turn")
         return None
-    sha, _ = rebase_lap(ctx, record.commit, record.parent, onto, record.slot)
-    if sha is None:  # a conflict: found again, and said, if the line does end there
-        return None
-    made = LapCommit.read(ctx, sha, onto, facts.split)
-    ahead = lap.log_dir / AHEAD
-    remove_path(ahead)
-    ahead.mkdir()
-    with events.ahead_of(onto):
-        try:
-            checked: Checked | CannotCheck = checking.checks_on(
-                replace(lap, prepared=replace(lap.prepared, log_dir=ahead)), made, unwanted
-            )
-        except CannotCheck as cannot:
-            checked = cannot
     return None if unwanted() else speculation.Guess(of=record.commit, onto=onto, sha=sha, checked=checked)
+
+
+def _checked(lap: ThisLap, made: LapCommit, unwanted: speculation.Unwanted) -> Checked | CannotCheck:
+    try:
+        return checking.checks_on(lap, made, unwanted)
+    except CannotCheck as cannot:
+        return cannot
 
 
 def _logs_ahead_in_place(log_dir: Path) -> None:
