@@ -383,6 +383,30 @@ def test_a_slot_killed_between_its_green_note_and_its_landing_lands_nothing_and_
     assert status["done"] and status["green_laps"] == len(green)
 
 
+def test_laps_of_slots_interrupted_before_they_landed_are_red_once_the_run_resumes(tmp_path: Path):
+    """Ctrl-C right after each slot's first lap was judged green, before it landed: the resumed
+    run lands the last of them (its checks ran on its commit, on the line's tip); the other never
+    will, and its note says so, where it said green before."""
+    items = ["Write a.txt", "Write b.txt"]
+    repo = items_repo(tmp_path, items, sleep=0)
+    stopped = subprocess.run(
+        [PY, "-m", "ralph", "run", "--name", "p", "--parallel", "2"],
+        cwd=repo, env=dict(os.environ, RALPH_DEBUG_STOP_AT="advance:INT"), capture_output=True, text=True,
+    )  # fmt: skip
+    assert stopped.returncode == 130, stopped.stdout + stopped.stderr
+    assert git(repo, "rev-parse", "ralph/p") == git(repo, "rev-parse", "refs/ralph/p/base")  # nothing landed
+    resumed = ralph(repo, "run", "--name", "p", "--parallel", "2")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert ledger.audit(repo, "p") == []
+    on_the_line = git(repo, "rev-list", "ralph/p").split()
+    laps = lap_notes(repo, "p")
+    assert all(lap["status"] == "red" for lap in laps if lap["commit"] not in on_the_line), laps
+    unlanded = [lap for lap in laps if lap["commit"] not in on_the_line]
+    assert [lap["reason"] for lap in unlanded] == ["interrupted before it landed; its items are done again"]
+    green = [lap for lap in laps if lap["status"] == "green"]
+    assert sorted(item for lap in green for item in lap["items"]) == sorted(items)  # each once
+
+
 def test_claims_are_taken_once_whoever_asks_at_the_same_moment(tmp_path: Path):
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     items = [f"item {number}" for number in range(20)]

@@ -365,12 +365,12 @@ def save_lap(store: RefStore, record: LapRecord, landing: Changes | None = None)
     return False
 
 
-def never_landed(store: RefStore, run: str, laps: list[int]) -> None:
-    """Laps whose holders died, let go of (claims.release_dead): one recorded green that is not
-    on the green line never will be (a landing must still hold the lap's claims, now gone), so
-    its note says red, as it would had the lap lived to overrule itself. Read after a sync: the
-    lap may have landed just before its claims were let go of. A --best-of candidate is its
-    round's to judge."""
+def never_landed(store: RefStore, run: str, laps: list[int], why: Overrule = Overrule.NEVER_LANDED) -> None:
+    """Laps whose holders died (claims.release_dead) or were stopped in their landing (`why`): one
+    recorded green that is not on the green line never will be (a landing must still hold the
+    lap's claims, now gone): its note says red, as had the lap lived to overrule itself. Read
+    after a sync: the lap may have landed just before its claims were let go of. A --best-of
+    candidate is its round's to judge."""
     store.sync()
     state = load(store.top, run)
     if state is None:
@@ -380,7 +380,7 @@ def never_landed(store: RefStore, run: str, laps: list[int]) -> None:
         if lap.number not in laps or record is None or record.status != LapStatus.GREEN or record.best_of:
             continue
         if not git.is_ancestor(store.top, lap.commit, state.green):
-            red = record.overruled(overruled(None, Overrule.NEVER_LANDED))
+            red = record.overruled(overruled(None, why))
             store.add_note(lap.commit, red.model_dump_json(indent=1))
 
 

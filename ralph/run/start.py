@@ -25,6 +25,7 @@ from ralph.records.ledger import RunState
 from ralph.run import refusals
 from ralph.show import events, ui
 from ralph.verdict import grants
+from ralph.verdict.decide import Overrule
 from ralph.workspace.workspace import Workspace
 
 
@@ -80,6 +81,8 @@ def resume(ctx: RunContext, state: RunState) -> RunState:
     dead, its items given to others) — a worker lands only its own laps."""
     if not ctx.mode.on_remote:
         state = _finish_interrupted_advance(ctx, state)
+    if ctx.mode.coordinates:
+        _interrupted_slots_laps(ctx, state)
     _run_started(ctx, state.record.base, state)
     if commit_hooks.to_try(ctx) and not state.is_done:  # before this ralph's first lap too, on the base
         log_dir = ctx.run_dir / "resumed"
@@ -237,6 +240,21 @@ def _planned(ctx: RunContext, found: github.Issue, title: str) -> list[str]:
 def _not_unchosen(record: LapRecord) -> bool:
     """A plain lap, or a --best-of candidate its round chose (a crash came before the line moved)."""
     return record.best_of is None or record.best_of.chosen is True
+
+
+def _interrupted_slots_laps(ctx: RunContext, state: RunState) -> None:
+    """Laps of slots stopped (a Ctrl-C, an error) between their green note and their landing:
+    only the last lap was advanced above, and no other ever will be, since their claims were let
+    go of and their items are done again. Their notes say so (a --best-of candidate is its round's)."""
+    green = [
+        lap for lap in state.laps if lap.record and lap.record.status == LapStatus.GREEN and not lap.record.best_of
+    ]
+    if not green:
+        return
+    on_the_line = set(git.out(ctx.top, "rev-list", state.green, f"^{state.record.base}").split())
+    off = [lap.number for lap in green if lap.commit not in on_the_line]
+    if off:
+        ledger.never_landed(ctx.store, ctx.run_name, off, Overrule.UNLANDED_INTERRUPTED)
 
 
 def _finish_interrupted_advance(ctx: RunContext, state: RunState) -> RunState:
