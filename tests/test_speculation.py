@@ -4,10 +4,12 @@ A real lock held by another process; `tip` (the line's tip, a git read in a run)
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO, cast
 
 import pytest
 
@@ -85,3 +87,18 @@ def test_a_command_stopped_as_unwanted_ends_as_a_timed_out_one():
 
     done = proc.run(["sleep", "5"], Path.cwd(), stop=stop)
     assert done.timed_out and not done.ok and done.duration < 3
+
+
+def test_a_lock_that_cannot_be_taken_is_said_at_once_not_waited_for(tmp_path: Path):
+    class Closed:
+        """A lock file whose descriptor is gone: flock says EBADF."""
+
+        def fileno(self) -> int:
+            fd = os.open(tmp_path / "landing.lock", os.O_CREAT | os.O_RDONLY)
+            os.close(fd)
+            return fd
+
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        speculation.wait_for_turn(cast(IO[str], Closed()), tmp_path, lambda onto, _: None, tip_of(tmp_path))
+    assert time.monotonic() - started < 2

@@ -73,8 +73,8 @@ def wait_for_turn(
 ) -> Guess | None:
     """The lock taken; until then, a guess on each new candidate. The last guess tried, or None:
     the workspace holds that guess's commit, as a lap's own checks leave it."""
-    taken = threading.Event()
-    threading.Thread(target=_take, args=(lock, taken), daemon=True).start()
+    taken, failed = threading.Event(), list[OSError]()
+    threading.Thread(target=_take, args=(lock, taken, failed), daemon=True).start()
     made: Guess | None = None
     tried: set[str] = set()
     pause = PAUSE[0]
@@ -86,14 +86,20 @@ def wait_for_turn(
         tried.add(onto)
         made = guess(onto, Unwanted(folder, onto, tip))
         pause = PAUSE[0]
+    if failed:  # the lock could not be taken (as a lap's landing without a guess would have failed)
+        raise failed[0]
     withdraw(folder)  # one a lap that died in its turn left: nobody lands it
     return made
 
 
-def _take(lock: IO[str], taken: threading.Event) -> None:
-    with contextlib.suppress(OSError, ValueError):  # the lock's file closed: the lap was interrupted
+def _take(lock: IO[str], taken: threading.Event, failed: list[OSError]) -> None:
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        taken.set()
+    except OSError as error:  # said to the waiting lap, which would otherwise wait for ever
+        failed.append(error)
+    except ValueError:  # the lock's file closed: the lap was interrupted, and waits no more
+        return
+    taken.set()
 
 
 def publish(folder: Path, sha: str) -> None:
