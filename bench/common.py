@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import compileall
+import importlib.util
 import os
 import shutil
 import statistics
@@ -50,8 +51,16 @@ def as_installed(checkout: Path) -> None:
     compileall.compile_dir(checkout / "ralph", quiet=1)
 
 
+def measured_checkout() -> Path:
+    """The checkout whose ralph this process imports: the first on PYTHONPATH (bench/paired.py puts
+    each side's there), else this one's."""
+    spec = importlib.util.find_spec("ralph")
+    assert spec is not None and spec.origin is not None, "no ralph package to measure"
+    return Path(spec.origin).resolve().parents[1]
+
+
 isolate()
-as_installed(Path(__file__).resolve().parents[1])
+as_installed(measured_checkout())
 
 
 def git(cwd: Path, *args: str) -> str:

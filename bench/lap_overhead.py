@@ -2,6 +2,7 @@
 
     python bench/lap_overhead.py                # sizes 10,1000,10000, 3 runs of 10 laps; 3 runs of 100 laps
     python bench/lap_overhead.py --sizes 10000 --laps 3 --reps 1 --long 0   # the big repo alone
+    python bench/lap_overhead.py --sizes 1000 --items 80000 --laps 3 --long 0   # a long TODO.md
 
 The agent only ticks one TODO item and appends a line to a file; the check is `true`.
 So nearly all of a lap's time is ralph's own: workspace, sandbox, commit, guard, notes, refs.
@@ -152,13 +153,13 @@ COLUMNS = [
 ]
 
 
-def by_size(clock: LapClock, root: Path, sizes: list[int], laps: int, reps: int) -> list[list]:
+def by_size(clock: LapClock, root: Path, sizes: list[int], laps: int, reps: int, items: int) -> list[list]:
     rows = []
     for size in sizes:
-        repo = make_repo(root / f"size-{size}", ralph_yaml(command_agent()), items=1000, filler=size)
+        repo = make_repo(root / f"size-{size}", ralph_yaml(command_agent()), items=items, filler=size)
         readings = [r for rep in range(reps) for r in ralph_laps(clock, repo, f"size-{rep}", laps)]
         wall = process_wall(repo, "process", laps)
-        rows.append([size, *summary(readings), wall, wall - laps * median(r["wall"] for r in readings)])
+        rows.append([size, items, *summary(readings), wall, wall - laps * median(r["wall"] for r in readings)])
         print(f"  {size} files: done", file=sys.stderr)
     return rows
 
@@ -180,16 +181,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,1000,10000", help="files in the repository, comma-separated")
     parser.add_argument("--laps", type=int, default=10, help="laps per run in the size comparison")
     parser.add_argument("--reps", type=int, default=3, help="runs per measurement; medians over all their laps")
+    parser.add_argument("--items", type=int, default=1000, help="TODO items in the size comparison's repositories")
     parser.add_argument("--long", type=int, default=100, help="laps of the lap-count runs (0: skip them)")
     parser.add_argument("--long-size", type=int, default=100, help="files in the lap-count run's repository")
     args = parser.parse_args()
     ui.console.quiet = True
     clock = LapClock(before_lap=bare_lap)
     with tempfile.TemporaryDirectory(prefix="ralph-bench-") as root:
-        sizes = by_size(clock, Path(root), [int(s) for s in args.sizes.split(",")], args.laps, args.reps)
+        sizes = by_size(clock, Path(root), [int(s) for s in args.sizes.split(",")], args.laps, args.reps, args.items)
         growth = by_lap_count(clock, Path(root), args.long_size, args.long, args.reps) if args.long >= 20 else []
     print(f"Per lap, medians over {args.reps} runs × {args.laps} laps; agent: tick one item, check: `true`.\n")
-    print(table(["files", *COLUMNS, f"`ralph run` {args.laps} laps s", "fixed s"], sizes))
+    print(table(["files", "items", *COLUMNS, f"`ralph run` {args.laps} laps s", "fixed s"], sizes))
     if growth:
         print(f"\n{args.reps} runs of {args.long} laps on {args.long_size} files; medians of the 10-lap windows.\n")
         print(table(["laps", *COLUMNS], growth))

@@ -20,6 +20,7 @@ TINY = {
     "lap_git.py": ["--files", "50"],
     "lap_overhead.py": ["--sizes", "50", "--laps", "2", "--reps", "1", "--long", "0"],
     "long_run.py": ["--laps", "2", "--files", "20"],
+    "paired.py": ["--against", "..", "--pairs", "1", "todo_parse.py", "--items", "100", "--reps", "1"],
     "parallel.py": ["--items", "2", "--sleep", "0.2", "--slots", "2", "--workers", ""],
     "run_start.py": ["--sizes", "100", "--reps", "1"],
     "sandbox_cost.py": ["--sizes", "20", "--laps", "1", "--reps", "1"],
