@@ -304,18 +304,3 @@ def test_a_fifo_or_a_link_where_answers_are_kept_neither_hangs_nor_reaches_past_
     said = subprocess.run(asked, cwd=repo, capture_output=True, text=True, timeout=60)
     assert (said.returncode, said.stdout) == (0, expected)
     assert sorted(path.name for path in users.iterdir()) == [f"{number:02d}.json" for number in range(70)]
-
-
-def test_a_run_on_a_terminal_keeps_its_log_too_and_the_first_log_after_it_is_that_answer(tmp_path: Path):
-    """A person at a terminal reviews the laps next: the run keeps `ralph log` for that terminal as well
-    (a run whose output is not a terminal keeps status only: the test above)."""
-    config = {"goal": "g", "agent": {"kind": "command", "command": "echo x >> x.txt"}, "checks": ["true"]}
-    repo = make_repo(tmp_path / "repo", {"TODO.md": "- [ ] a\n- [ ] b\n"}, config=config)
-    on_a_terminal(repo, 100, "run", "--name", "one", "--max-laps", "1")
-    assert git(repo, "rev-parse", "--verify", "-q", "refs/ralph/one/laps/1")  # the lap ran
-    after_the_run = kept(repo)
-    assert len(after_the_run) == 2  # status and log, for this terminal
-    first = on_a_terminal(repo, 100, "log")
-    assert kept(repo) == after_the_run  # answered: nothing read, nothing kept anew
-    shutil.rmtree(repo / ".git" / "ralph" / ".answers")
-    assert b"\x1b[" in first and on_a_terminal(repo, 100, "log") == first  # byte for byte what a reading prints

@@ -25,8 +25,7 @@ The answers are files in <git-common-dir>/ralph/.answers/ (layout.answers_dir), 
 reach: laps see the repository's git dir read-only (ralph/isolation/jail.py; run/loop.py refuses a
 `sandbox.writable` inside it). The command that read the records writes its answer (the key's state
 read before and after it: a lap that lands meanwhile leaves none), and `ralph run` does at its end
-(`after_run`: status, and log when it printed to a terminal), so the first `ralph status` after a run
-is answered at once too, and on a terminal the first `ralph log`.
+(`after_run`, status only), so the first `ralph status` after a run is answered at once too.
 
 The standard library only, git by subprocess (a few reads, no input): ralph's door to git and to
 processes (ralph/git, isolation/proc.py) costs as much to import as a whole answer.
@@ -42,7 +41,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 from types import ModuleType
@@ -117,33 +115,21 @@ def answer(cwd: Path, question: Question, ask: Callable[[], int]) -> int:
 
 
 def after_run(cwd: Path) -> None:
-    """`ralph status` of the latest run, as text, kept at a run's end for where the run printed (50 ms;
-    after every lap it would be a lap's own time again), and `ralph log` too when that is a terminal: a
-    person is there, and reviews the laps next (80 ms more; a script's run does not pay it, nor a
-    parallel run's benchmark, where it was 80 ms of the run's last 150). Printed nowhere; any failure
-    is only no answer kept."""
-    from ralph.commands.log import log as asked_log
+    """`ralph status` of the latest run, as text, kept for this terminal at a run's end (50 ms;
+    after every lap it would be a lap's own time again). Printed nowhere; any failure is only no
+    answer kept. Not `ralph log`: the run has just printed its table, and rendering it again took
+    longer than all the rest of the run's end (80 ms of a parallel run's last 150)."""
     from ralph.commands.status import status as asked_status
     from ralph.show import ui
 
-    for name, asked in [("status", asked_status), *([("log", asked_log)] if _on_a_terminal() else [])]:
-        place = _place(cwd, [name, None, False])
-        if place is None:
+    place = _place(cwd, ["status", None, False])
+    if place is None or place.kept() is not None:
+        return
+    with ui.using(ui.new_console(), ui.new_console(stderr=True)):  # as a new process's, not the run's --plain
+        try:
+            _asked(place, lambda: asked_status(cwd, None, as_json=False), show=False)
+        except Exception:  # no answer kept is all that is lost: `ralph status` will say what it is
             return
-        if place.kept() is not None:
-            continue
-        with ui.using(ui.new_console(), ui.new_console(stderr=True)):  # as a new process's, not the run's --plain
-            try:
-                _asked(place, partial(asked, cwd, None, as_json=False), show=False)
-            except Exception:  # no answer kept is all that is lost: the command will say what it is
-                return
-
-
-def _on_a_terminal() -> bool:
-    try:
-        return sys.stdout.isatty()
-    except (ValueError, OSError):  # closed, or no file behind it
-        return False
 
 
 def _asked(place: _Place, ask: Callable[[], int], *, show: bool) -> int:
