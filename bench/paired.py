@@ -5,14 +5,15 @@ the machine's load moves under both alike.
     python paired.py --against DIR --pairs 3 lap_overhead.py --sizes 1000 --laps 10 --reps 1 --long 0
 
 DIR is another checkout of ralph (`git worktree add DIR <commit>`); this checkout is the other side.
-Each row of the table is one row of one run's table, after the pair's number, the side and the
-load average when that run began. For scripts that start ralph processes of their own
+Each row of the table is one row of the first table one run printed, after the pair's number, the
+side and the load average when that run began. For scripts that start ralph processes of their own
 (parallel.py, status_time.py), use their own `--against`.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
@@ -43,12 +44,14 @@ def main() -> None:
 
 
 def run(checkout: Path, script: str, args: list[str]) -> list[str]:
-    """The lines of the table `script` printed, with `checkout`'s ralph imported."""
+    """The lines of the first table `script` printed, with `checkout`'s ralph imported."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, script, *args], cwd=BENCH, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{script} failed with {checkout}'s ralph:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    printed = done.stdout.splitlines()
+    start = next((n for n, line in enumerate(printed) if line.startswith("|")), len(printed))
+    lines = list(itertools.takewhile(lambda line: line.startswith("|"), printed[start:]))
     if len(lines) < 3:
         raise SystemExit(f"{script} printed no table with {checkout}'s ralph")
     return lines
