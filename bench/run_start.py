@@ -18,6 +18,7 @@ run: the workspace's release or, before, its deletion). Imports and start-up are
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -68,6 +69,7 @@ def main() -> None:
     rows = []
     for size in [int(size) for size in options.sizes.split(",")]:
         repo = make_repo(root / f"r{size}", ralph_yaml(command_agent()), 50, filler=size)
+        os.sync()  # the repository's own files on disk first: else the first run waits on their writing
         first, first_end = timed_run(repo, "first")
         adds, starts, ends = [], [], []
         for rep in range(options.reps):
